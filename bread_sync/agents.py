@@ -1,0 +1,207 @@
+"""Agents, tools and skills: the declarations a config is made of."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from .cancel import CancelToken
+from .errors import INPUT_INVALID, OUTPUT_INVALID, BreadError
+
+
+@dataclass
+class ToolContext:
+    """What a tool function gets besides its input."""
+
+    run_id: str
+    session_id: str
+    agent_id: str
+    signal: CancelToken
+    logger: logging.Logger
+    blob_store: Any = None
+
+
+@dataclass
+class Tool:
+    """A function the model may call.
+
+    ``ask=True`` puts an approval gate in front of it: the run pauses with ``human:required``
+    (kind ``approval``) before ``fn`` runs. ``kind="input"`` makes it an input tool: it has no
+    function, and the human's answer is its result.
+    """
+
+    name: str
+    fn: Callable[[Any, ToolContext], Any] | None = None
+    description: str = ""
+    input_schema: type[BaseModel] | None = None
+    ask: bool = False
+    kind: Literal["call", "input"] = "call"
+
+    def __post_init__(self) -> None:
+        if self.kind == "call" and self.fn is None:
+            raise TypeError(f"tool {self.name!r} needs a fn, or kind='input' for an input tool")
+
+    @property
+    def human_kind(self) -> str | None:
+        """The ``human:required`` kind this tool pauses for, if any."""
+        if self.kind == "input":
+            return "input"
+        return "approval" if self.ask else None
+
+    def parameters(self) -> dict[str, Any]:
+        if self.input_schema is None:
+            return {"type": "object", "properties": {}, "additionalProperties": True}
+        return self.input_schema.model_json_schema()
+
+    def validate_input(self, data: Any) -> Any:
+        if self.input_schema is None:
+            return data
+        try:
+            return self.input_schema.model_validate(data)
+        except ValidationError as exc:
+            raise BreadError(INPUT_INVALID, _describe(exc, f"tool {self.name!r} input")) from None
+
+
+def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, ask: bool = False) -> Any:
+    """Make a :class:`Tool` from a function ``fn(input, ctx)``; the docstring describes it and
+    the annotation of ``input`` (a pydantic model) is its schema. Usable as ``@tool`` or
+    ``@tool(ask=True)``."""
+
+    def build(func: Callable[..., Any]) -> Tool:
+        params = list(inspect.signature(func).parameters)
+        schema = typing.get_type_hints(func).get(params[0]) if params else None
+        is_model = isinstance(schema, type) and issubclass(schema, BaseModel)
+        return Tool(
+            name=name or func.__name__,
+            fn=func,
+            description=inspect.getdoc(func) or "",
+            input_schema=schema if is_model else None,
+            ask=ask,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def input_tool(name: str, description: str = "", input_schema: type[BaseModel] | None = None) -> Tool:
+    """A tool that asks the human; the resume's ``response`` becomes its result."""
+    return Tool(name=name, description=description, input_schema=input_schema, kind="input")
+
+
+@dataclass(frozen=True)
+class Skill:
+    name: str
+    description: str
+    instructions: str
+
+
+@runtime_checkable
+class OutputParser(Protocol):
+    def parse(self, text: str) -> Any: ...
+
+
+@dataclass
+class Agent:
+    """An agent: a model, a system prompt, tools and the shapes of its input and output.
+
+    ``folder`` names an agent folder: its ``prompt.md`` is the prompt (unless ``prompt`` is
+    given) and each ``skills/<name>/SKILL.md`` (or ``<name>/SKILL.md``) is a skill.
+    ``output`` is ``"text"``, ``"json"`` (parsed, validated by ``output_schema``; no tools) or
+    an object with ``parse(text)``. ``before_run(input, ctx)`` may return a new input.
+    """
+
+    id: str
+    model: Any = "echo"
+    prompt: str = ""
+    tools: list[Tool] = field(default_factory=list)
+    input_schema: type[BaseModel] | None = None
+    output: str | OutputParser = "text"
+    output_schema: type[BaseModel] | None = None
+    before_run: Callable[[Any, ToolContext], Any] | None = None
+    folder: str | Path | None = None
+    description: str = ""
+    max_steps: int = 25
+    skills: dict[str, Skill] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.folder is not None:
+            folder = Path(self.folder)
+            if not self.prompt and (folder / "prompt.md").is_file():
+                self.prompt = (folder / "prompt.md").read_text(encoding="utf-8")
+            self.skills = {**load_skills(folder), **self.skills}
+        if self.output == "json" and self.tools:
+            raise TypeError(f"agent {self.id!r}: a json-output agent is given no tools")
+
+    @property
+    def output_format(self) -> str:
+        return self.output if isinstance(self.output, str) else "custom"
+
+    @property
+    def model_name(self) -> str:
+        return self.model if isinstance(self.model, str) else getattr(self.model, "name", "custom")
+
+    def tool(self, name: str) -> Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def validate_input(self, data: Any) -> Any:
+        """Validated input as JSON-safe data; ``INPUT_INVALID`` with what failed."""
+        if self.input_schema is None:
+            return data
+        try:
+            return self.input_schema.model_validate(data).model_dump(mode="json")
+        except ValidationError as exc:
+            raise BreadError(INPUT_INVALID, _describe(exc, "input")) from None
+
+    def parse_output(self, text: str) -> Any:
+        if self.output == "text":
+            return text
+        if self.output != "json":
+            return self.output.parse(text)
+        try:
+            if self.output_schema is None:
+                import json
+
+                return json.loads(text)
+            return self.output_schema.model_validate_json(text).model_dump(mode="json")
+        except (ValueError, ValidationError) as exc:
+            raise BreadError(OUTPUT_INVALID, f"model output is not valid JSON output: {exc}") from None
+
+
+def load_skills(folder: Path) -> dict[str, Skill]:
+    """Every ``SKILL.md`` one or two levels below ``folder``, keyed by its front-matter name."""
+    skills = {}
+    for path in sorted([*folder.glob("*/SKILL.md"), *folder.glob("skills/*/SKILL.md")]):
+        meta, body = parse_front_matter(path.read_text(encoding="utf-8"))
+        name = meta.get("name") or path.parent.name
+        skills[name] = Skill(name, meta.get("description", ""), body.strip())
+    return skills
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """``---``-fenced ``key: value`` lines at the top of a markdown file, and the rest."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return {}, text
+    try:
+        end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
+    except StopIteration:
+        return {}, text
+    meta = {}
+    for line in lines[1:end]:
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            meta[key.strip()] = value.strip().strip("\"'")
+    return meta, "\n".join(lines[end + 1 :])
+
+
+def _describe(exc: ValidationError, what: str) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
+    )
+    return f"{what} is invalid: {problems}"

@@ -1,0 +1,78 @@
+"""The config object, and how the server and the CLI find and adjust it.
+
+``BREAD_CONFIG=module:attribute`` names a config (or a callable returning one); the default is
+the demo config. The environment then overrides what it names: ``BREAD_DB`` (the SQLite file)
+and ``BREAD_TRANSPORT``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf
+
+from .agents import Agent
+
+DEFAULT_CONFIG = "bread_sync.demo:config"
+DEFAULT_DB_NAME = "bread.db"
+
+
+class ServerSettings(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    host: str = "127.0.0.1"
+    port: int = 3000
+    max_body_bytes: int = 1_048_576
+    authorize: Any = None
+
+
+class Config(BaseModel):
+    """Everything a ``Bread`` is made of.
+
+    ``store`` and ``transport`` take an object, an alias (``"sqlite"``, ``"memory"``;
+    ``"stream"``, ``"stdout"``) or a dotted path to a factory. ``store=None`` is SQLite in the
+    instance folder (``BREAD_DB`` names another file); ``transport=None`` is the embedded stream.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    agents: list[InstanceOf[Agent]] = Field(default_factory=list)
+    entrypoints: list[str] | None = None
+    plugins: list[Any] = Field(default_factory=list)
+    store: Any = None
+    transport: Any = None
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    instance_path: Path = Field(default_factory=lambda: default_instance_path())
+    lease_seconds: float = 30.0
+    cancel_poll_seconds: float = 0.5
+
+
+def default_instance_path() -> Path:
+    """``BREAD_INSTANCE`` if set, else ``./instance`` (the Flask instance folder)."""
+    return Path(os.environ.get("BREAD_INSTANCE") or Path.cwd() / "instance")
+
+
+def default_db_path(config: Config) -> Path:
+    return Path(os.environ.get("BREAD_DB") or config.instance_path / DEFAULT_DB_NAME)
+
+
+def load_config(name: str | None = None) -> Config:
+    """The config ``name`` (else ``BREAD_CONFIG``, else the demo) with the environment applied."""
+    from .loading import import_string
+
+    target = import_string(name or os.environ.get("BREAD_CONFIG") or DEFAULT_CONFIG)
+    config = target() if callable(target) else target
+    if not isinstance(config, Config):
+        raise TypeError(f"{name or 'BREAD_CONFIG'} must name a bread_sync Config, got {type(config)!r}")
+    return apply_environment(config)
+
+
+def apply_environment(config: Config) -> Config:
+    updates: dict[str, Any] = {}
+    if os.environ.get("BREAD_DB"):
+        updates["store"] = "sqlite"
+    if os.environ.get("BREAD_TRANSPORT"):
+        updates["transport"] = os.environ["BREAD_TRANSPORT"]
+    return config.model_copy(update=updates) if updates else config

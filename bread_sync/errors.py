@@ -1,0 +1,106 @@
+"""The one error class of bread_sync, its codes and their HTTP statuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
+PIPELINE_NOT_FOUND = "PIPELINE_NOT_FOUND"
+TASK_NOT_FOUND = "TASK_NOT_FOUND"
+SKILL_NOT_FOUND = "SKILL_NOT_FOUND"
+RUN_NOT_FOUND = "RUN_NOT_FOUND"
+SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
+UNKNOWN_PROVIDER = "UNKNOWN_PROVIDER"
+MODEL_ERROR = "MODEL_ERROR"
+INVALID_REQUEST = "INVALID_REQUEST"
+INPUT_INVALID = "INPUT_INVALID"
+OUTPUT_INVALID = "OUTPUT_INVALID"
+RUN_CANCELLED = "RUN_CANCELLED"
+RUN_INTERRUPTED = "RUN_INTERRUPTED"
+CHECKPOINT_NOT_FOUND = "CHECKPOINT_NOT_FOUND"
+CHECKPOINT_ALREADY_RESUMED = "CHECKPOINT_ALREADY_RESUMED"
+SESSION_BUSY = "SESSION_BUSY"
+SEQ_CONFLICT = "SEQ_CONFLICT"
+PROTOCOL_DECODE_ERROR = "PROTOCOL_DECODE_ERROR"
+BODY_TOO_LARGE = "BODY_TOO_LARGE"
+AUTH_NOT_CONFIGURED = "AUTH_NOT_CONFIGURED"
+BLOB_STORE_NOT_CONFIGURED = "BLOB_STORE_NOT_CONFIGURED"
+TOOL_DENIED = "TOOL_DENIED"
+TOOL_FAILED = "TOOL_FAILED"
+INTERNAL = "INTERNAL"
+
+#: The HTTP status a non-streaming route answers with for each code.
+HTTP_STATUS: dict[str, int] = {
+    AGENT_NOT_FOUND: 404,
+    PIPELINE_NOT_FOUND: 404,
+    TASK_NOT_FOUND: 404,
+    SKILL_NOT_FOUND: 404,
+    RUN_NOT_FOUND: 404,
+    SESSION_NOT_FOUND: 404,
+    CHECKPOINT_NOT_FOUND: 404,
+    INVALID_REQUEST: 400,
+    INPUT_INVALID: 400,
+    PROTOCOL_DECODE_ERROR: 400,
+    SESSION_BUSY: 409,
+    CHECKPOINT_ALREADY_RESUMED: 409,
+    SEQ_CONFLICT: 409,
+    BODY_TOO_LARGE: 413,
+    BLOB_STORE_NOT_CONFIGURED: 501,
+    UNKNOWN_PROVIDER: 500,
+    AUTH_NOT_CONFIGURED: 500,
+}
+
+#: Every code bread_sync raises, for documentation and tests.
+ALL_CODES = tuple(
+    value for name, value in list(globals().items()) if name.isupper() and isinstance(value, str)
+)
+
+
+class BreadError(Exception):
+    """An error with a stable ``code`` that crosses the wire as ``{name, code, message, context}``.
+
+    ``context`` stays server-side on HTTP bodies; crumbs carry it so tools and models can react.
+    """
+
+    name = "BreadError"
+
+    def __init__(self, code: str, message: str, context: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.context = context or {}
+
+    @property
+    def status(self) -> int:
+        return HTTP_STATUS.get(self.code, 500)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The flattened form a crumb carries."""
+        return {"name": self.name, "code": self.code, "message": self.message, "context": self.context}
+
+    def to_body(self) -> dict[str, Any]:
+        """The form an HTTP error body carries: code and message only."""
+        return {"error": {"code": self.code, "message": self.message}}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> BreadError:
+        return cls(
+            str(data.get("code", INTERNAL)),
+            str(data.get("message", "")),
+            data.get("context") if isinstance(data.get("context"), dict) else None,
+        )
+
+    def __repr__(self) -> str:
+        return f"BreadError({self.code!r}, {self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BreadError) and other.to_wire() == self.to_wire()
+
+    __hash__ = Exception.__hash__
+
+
+def internal_error(exc: BaseException) -> BreadError:
+    """What a client sees of an unexpected exception: its class name, never its text or trace."""
+    if isinstance(exc, BreadError):
+        return exc
+    return BreadError(INTERNAL, f"internal error ({type(exc).__name__})")

@@ -1,0 +1,75 @@
+"""Keeps the runs this process executes alive in the store, and honours cancels recorded there.
+
+One background thread per ``Bread`` (a greenlet under gevent), running only while the process
+has live runs: it renews each run's owner lease, and at a short interval asks the store whether
+another process recorded a cancel for one of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .runtime import Bread
+
+log = logging.getLogger("bread_sync")
+
+
+class LeaseKeeper:
+    def __init__(self, bread: Bread):
+        self.bread = bread
+        self._lock = threading.Lock()
+        self._runs: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def watch(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.add(run_id)
+            if self._thread is None:
+                self._wake.clear()
+                self._thread = threading.Thread(target=self._loop, name="bread-lease", daemon=True)
+                self._thread.start()
+
+    def unwatch(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.discard(run_id)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._runs.clear()
+        self._wake.set()
+
+    def _loop(self) -> None:
+        config = self.bread.config
+        renewed = time.monotonic()
+        while not self._wake.wait(config.cancel_poll_seconds):
+            with self._lock:
+                runs = list(self._runs)
+                if not runs:
+                    self._thread = None
+                    return
+            try:
+                self._honour_cancels(runs)
+                if time.monotonic() - renewed > config.lease_seconds / 3:
+                    self._renew(runs)
+                    renewed = time.monotonic()
+            except Exception:
+                log.exception("lease keeper: the store did not answer; retrying")
+        with self._lock:
+            self._thread = None
+
+    def _honour_cancels(self, runs: list[str]) -> None:
+        for run_id in self.bread.store.cancel_requested(self.bread.owner):
+            if run_id in runs:
+                self.bread.cancels.cancel(run_id)
+
+    def _renew(self, runs: list[str]) -> None:
+        lease_end = time.time() + self.bread.config.lease_seconds
+        for run_id in runs:
+            self.bread.store.update_run(
+                run_id, expect={"owner": self.bread.owner, "status": "running"}, leaseUntil=lease_end
+            )

@@ -1,0 +1,49 @@
+"""One way to name a pluggable part: an object, an alias from a seam's table, or a dotted path.
+
+Modules are imported lazily, so an optional dependency (redis, openai) is imported only when
+named, and a missing extra says which ``pip install`` fixes it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Which extra provides the third-party module a built-in implementation needs.
+EXTRAS = {"openai": "openai", "redis": "redis"}
+
+
+def import_string(path: str) -> Any:
+    """``package.module:attribute`` (or ``package.module.attribute``) to the object it names."""
+    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
+    module = import_module(module_name)
+    try:
+        return getattr(module, attr) if attr else module
+    except AttributeError:
+        raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
+
+
+def import_module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        extra = EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        raise ImportError(f'{name} needs the {extra!r} extra: pip install "bread-sync[{extra}]"') from exc
+
+
+def resolve(spec: Any, table: dict[str, str], factory: str, **opts: Any) -> Any:
+    """Build a seam's implementation from ``spec``.
+
+    ``spec`` is an instance (returned as is), an alias of ``table`` (its module's ``factory``
+    is called with ``opts``) or a dotted path to a factory or instance.
+    """
+    if not isinstance(spec, str):
+        return spec
+    if spec in table:
+        return getattr(import_module(table[spec]), factory)(**opts)
+    if "." in spec or ":" in spec:
+        target = import_string(spec)
+        return target(**opts) if callable(target) else target
+    raise ValueError(f"unknown name {spec!r}: expected one of {sorted(table)} or a dotted path")

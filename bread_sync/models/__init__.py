@@ -1,0 +1,89 @@
+"""The model seam: a provider turns messages and tool definitions into a stream of events.
+
+A provider module ``models/<name>.py`` exports ``provider(**opts)``. An agent names its model
+as ``"provider:name"`` (``"echo"``, ``"openai:gpt-4o-mini"``) or passes a provider object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..cancel import CancelToken
+from ..errors import UNKNOWN_PROVIDER, BreadError
+
+PROVIDERS = {
+    "echo": "bread_sync.models.echo",
+    "script": "bread_sync.models.script",
+    "openai": "bread_sync.models.openai",
+}
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class ToolInputStart:
+    id: str
+    name: str
+
+
+@dataclass(slots=True)
+class ToolInputDelta:
+    id: str
+    delta: str
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A complete tool call; ends any ``tool:input:*`` streaming of the same id."""
+
+    id: str
+    name: str
+    input: Any
+
+
+ModelEvent = TextDelta | ToolInputStart | ToolInputDelta | ToolCall
+
+
+@dataclass
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass
+class ModelRequest:
+    """One model turn. ``state`` is the provider's own position, kept in checkpoints."""
+
+    model: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[ToolSpec]
+    signal: CancelToken
+    input: Any = None
+    output_format: str = "text"
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class Provider(Protocol):
+    name: str
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]: ...
+
+
+def resolve_provider(spec: Any) -> tuple[Provider, str]:
+    """``"provider:model"`` or a provider object to ``(provider, model name)``."""
+    if not isinstance(spec, str):
+        return spec, getattr(spec, "model", spec.name)
+    provider_name, _, model_name = spec.partition(":")
+    module = PROVIDERS.get(provider_name)
+    if module is None:
+        raise BreadError(UNKNOWN_PROVIDER, f"unknown model provider {provider_name!r}")
+    from ..loading import import_module
+
+    return import_module(module).provider(), model_name or provider_name

@@ -1,0 +1,121 @@
+"""The ``script`` provider: plays steps written in Python. Deterministic, no network.
+
+It is the reference model of the tests and the demo agents::
+
+    script.provider([
+        say("Drafting."),
+        call("publish", {"title": "bread"}),
+        lambda convo: say("Published." if convo.last_tool_ok else "Not published."),
+    ])
+
+A step is ``say``, ``call`` or a callable that receives the :class:`Conversation` and returns
+steps (or None). One model turn plays steps up to and including a run of ``call`` steps (a
+callable's steps play whole); the next turn, after the tools ran, continues from there. The
+position lives in ``request.state``, so a checkpoint carries it across a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
+
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+
+
+@dataclass(frozen=True)
+class say:  # noqa: N801 - reads as a verb in a script
+    """Stream text: a string is split into words, a list is streamed chunk by chunk."""
+
+    text: str | Sequence[str]
+    delay: float = 0.0
+
+    def chunks(self) -> list[str]:
+        return _WORDS.findall(self.text) if isinstance(self.text, str) else list(self.text)
+
+
+@dataclass(frozen=True)
+class call:  # noqa: N801
+    """Call a tool with this input; streams the input as ``tool:input:*`` first."""
+
+    tool: str
+    input: Any
+    id: str | None = None
+
+
+Step = say | call | Callable[["Conversation"], Any]
+
+
+class Conversation:
+    """What a callable step sees: the run's input and the messages so far."""
+
+    def __init__(self, request: ModelRequest):
+        self.input = request.input
+        self.messages = request.messages
+
+    @property
+    def last_tool_message(self) -> dict[str, Any] | None:
+        return next((m for m in reversed(self.messages) if m["role"] == "tool"), None)
+
+    @property
+    def last_tool_ok(self) -> bool:
+        message = self.last_tool_message
+        return message is not None and not message.get("error")
+
+    @property
+    def last_tool_output(self) -> Any:
+        message = self.last_tool_message
+        return None if message is None else json.loads(message["content"])
+
+
+class ScriptProvider:
+    name = "script"
+
+    def __init__(self, steps: Sequence[Step]):
+        self.steps = list(steps)
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        convo = Conversation(request)
+        called = False
+        while (position := request.state.get("step", 0)) < len(self.steps):
+            step = self.steps[position]
+            if called and not isinstance(step, call):
+                return  # the turn ends after its tool calls; the next turn resumes here
+            for k, played in enumerate(_expand(step, convo)):
+                yield from _play(played, request, f"call_{position}_{k}")
+                called = called or isinstance(played, call)
+            request.state["step"] = position + 1
+
+    def __repr__(self) -> str:
+        return f"script({len(self.steps)} steps)"
+
+
+def _expand(step: Step, convo: Conversation) -> list[say | call]:
+    if isinstance(step, say | call):
+        return [step]
+    produced = step(convo)
+    if produced is None:
+        return []
+    return list(produced) if isinstance(produced, list | tuple) else [produced]
+
+
+def _play(step: say | call, request: ModelRequest, default_id: str) -> Iterator[ModelEvent]:
+    if isinstance(step, say):
+        for i, chunk in enumerate(step.chunks()):
+            if i and step.delay and request.signal.wait(step.delay):
+                return
+            yield TextDelta(chunk)
+        return
+    call_id = step.id or default_id
+    arguments = json.dumps(step.input)
+    yield ToolInputStart(call_id, step.tool)
+    yield ToolInputDelta(call_id, arguments)
+    yield ToolCall(call_id, step.tool, step.input)
+
+
+def provider(steps: Sequence[Step] = ()) -> ScriptProvider:
+    return ScriptProvider(steps)

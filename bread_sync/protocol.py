@@ -1,0 +1,94 @@
+"""The Bread protocol: versioned frames a duplex transport speaks across a network boundary.
+
+Sans-IO: encoding and decoding only. Any malformed frame is ``PROTOCOL_DECODE_ERROR``, so a
+transport's read loop has one error shape to handle.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .crumbs import Frame, dumps, from_wire_crumb, to_wire_crumb
+from .errors import PROTOCOL_DECODE_ERROR, BreadError
+
+BREAD_PROTOCOL_VERSION = 1
+
+
+def crumb_frame(frame: Frame) -> dict[str, Any]:
+    return {
+        "v": BREAD_PROTOCOL_VERSION,
+        "type": "crumb",
+        "runId": frame.run_id,
+        "seq": frame.seq,
+        "crumb": to_wire_crumb(frame.crumb),
+    }
+
+
+def subscribe_frame(run_id: str, after_seq: int) -> dict[str, Any]:
+    return {"v": BREAD_PROTOCOL_VERSION, "type": "subscribe", "runId": run_id, "afterSeq": after_seq}
+
+
+def encode_frame(frame: Frame | dict[str, Any]) -> str:
+    """One frame as compact JSON text (no newline). A :class:`Frame` becomes a CrumbFrame."""
+    if isinstance(frame, Frame):
+        return _crumb_frame_around(frame)
+    else:
+        _validate(frame)
+        if frame["type"] == "crumb":
+            frame = {**frame, "crumb": to_wire_crumb(frame["crumb"])}
+    return dumps(frame)
+
+
+def _crumb_frame_around(frame: Frame) -> str:
+    # Reuses the crumb JSON the choke point already produced: no second serialisation.
+    return (
+        f'{{"v":{BREAD_PROTOCOL_VERSION},"type":"crumb","runId":{dumps(frame.run_id)},'
+        f'"seq":{frame.seq},"crumb":{frame.wire}}}'
+    )
+
+
+def decode_frame(text: str | bytes) -> dict[str, Any]:
+    """Parse and validate one frame; a crumb frame's errors come back as live BreadErrors."""
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BreadError(PROTOCOL_DECODE_ERROR, "frame is not valid JSON") from exc
+    _validate(data)
+    if data["type"] == "crumb":
+        data["crumb"] = from_wire_crumb(data["crumb"])
+    return data
+
+
+def frame_from_protocol(data: dict[str, Any]) -> Frame:
+    """A decoded CrumbFrame as a runtime :class:`Frame`."""
+    return Frame(data["runId"], data["seq"], data["crumb"])
+
+
+def _validate(data: Any) -> None:
+    if not isinstance(data, dict):
+        _fail("frame is not a JSON object")
+    if data.get("v") != BREAD_PROTOCOL_VERSION:
+        _fail(f"unsupported protocol version {data.get('v')!r}, expected {BREAD_PROTOCOL_VERSION}")
+    if not isinstance(data.get("runId"), str) or not data["runId"]:
+        _fail("frame has no runId string")
+    kind = data.get("type")
+    if kind == "crumb":
+        _require_seq(data, "seq")
+        crumb = data.get("crumb")
+        if not isinstance(crumb, dict) or not isinstance(crumb.get("type"), str):
+            _fail("crumb frame has no crumb object with a type")
+    elif kind == "subscribe":
+        _require_seq(data, "afterSeq")
+    else:
+        _fail(f"unknown frame type {kind!r}")
+
+
+def _require_seq(data: dict[str, Any], key: str) -> None:
+    value = data.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        _fail(f"frame field {key} must be a non-negative integer")
+
+
+def _fail(message: str) -> None:
+    raise BreadError(PROTOCOL_DECODE_ERROR, message)

@@ -1,0 +1,320 @@
+"""The ``Bread`` object: runs agents, resumes them, cancels them.
+
+A run is a plain iterator of crumbs. Pulling it drives the run; every crumb goes through the
+run's :class:`~bread_sync.emitter.Emitter` (the choke point) before the caller sees it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import crumbs as c
+from .agents import Agent, Skill
+from .cancel import CancelToken, registry
+from .config import Config, default_db_path
+from .crumbs import Frame
+from .emitter import Emitter, fan_out
+from .errors import (
+    AGENT_NOT_FOUND,
+    CHECKPOINT_ALREADY_RESUMED,
+    CHECKPOINT_NOT_FOUND,
+    INVALID_REQUEST,
+    RUN_CANCELLED,
+    RUN_INTERRUPTED,
+    SEQ_CONFLICT,
+    SKILL_NOT_FOUND,
+    BreadError,
+    internal_error,
+)
+from .execution import Execution, RunState
+from .lease import LeaseKeeper
+from .loading import resolve
+from .models import resolve_provider
+from .stores import STORES, now_iso
+from .transports import TRANSPORTS
+
+log = logging.getLogger("bread_sync")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+@dataclass
+class RunResult:
+    """What ``mode="sync"`` returns. ``status`` is ``completed``, ``paused``, ``failed`` or
+    ``cancelled``; a paused run carries its ``checkpoint`` (``checkpointId``, ``kind``,
+    ``toolName``, ``toolCallId``, ``input``)."""
+
+    run_id: str
+    status: str
+    output: Any = None
+    error: BreadError | None = None
+    checkpoint: dict[str, Any] | None = None
+    crumbs: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+
+class Run:
+    """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb."""
+
+    def __init__(self, run_id: str, crumbs: Iterator[dict[str, Any]]):
+        self.run_id = run_id
+        self._crumbs = crumbs
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._crumbs
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._crumbs)
+
+    def close(self) -> None:
+        close = getattr(self._crumbs, "close", None)
+        if close is not None:
+            close()
+
+    def result(self) -> RunResult:
+        """Drive the run to its end or pause and sum it up."""
+        seen = list(self._crumbs)
+        return summarize(self.run_id, seen)
+
+
+class Bread:
+    """One runtime instance: agents, a store, a transport, listeners."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.agents: dict[str, Agent] = {agent.id: agent for agent in config.agents}
+        self.store = self._make_store(config)
+        self.transport = resolve(config.transport or "stream", TRANSPORTS, "transport")
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.cancels = registry
+        self._listeners: list[Callable[[Frame], None]] = []
+        self._publish = fan_out(self._listeners, self.transport)
+        self._keeper = LeaseKeeper(self)
+
+    @staticmethod
+    def _make_store(config: Config) -> Any:
+        if config.store is None or config.store == "sqlite":
+            from .stores.sqlite import store
+
+            return store(path=default_db_path(config))
+        return resolve(config.store, STORES, "store")
+
+    # -- public API --------------------------------------------------------------------------
+
+    def on(self, event: str, fn: Callable[[Frame], None]) -> Callable[[], None]:
+        """Call ``fn(frame)`` for every crumb of every run of this instance; returns an undo."""
+        if event != "crumb":
+            raise ValueError(f"unknown event {event!r}: the only event is 'crumb'")
+        self._listeners.append(fn)
+        return lambda: self._listeners.remove(fn) if fn in self._listeners else None
+
+    def start(self) -> Bread:
+        """Mark runs whose owner died as interrupted. Safe to call in every process."""
+        self.sweep_interrupted()
+        return self
+
+    def close(self) -> None:
+        self._keeper.stop()
+
+    def run(
+        self,
+        agent_id: str,
+        input: Any = None,
+        *,
+        session: dict[str, Any] | str | None = None,
+        skill: str | None = None,
+        signal: CancelToken | None = None,
+        run_id: str | None = None,
+        mode: str = "stream",
+    ) -> Any:
+        """Start a run of ``agent_id``; an iterator of its crumbs, or with ``mode="sync"`` its
+        :class:`RunResult`. Errors found before the run exists (unknown agent, provider or
+        skill, input failing the schema) raise :class:`BreadError` and log nothing."""
+        agent = self.agent(agent_id)
+        skill_obj = self._skill(agent, skill)
+        validated = agent.validate_input(input)
+        resolve_provider(agent.model)
+        session_id, tags = _session_ref(session)
+        run_id = run_id or new_id("run")
+        if not self.store.create_run(self._record(run_id, agent.id, session_id)):
+            raise BreadError(INVALID_REQUEST, f"run {run_id} already exists")
+        state = RunState(
+            run_id=run_id, agent_id=agent.id, input=validated, skill=skill_obj and skill_obj.name,
+            session_id=session_id, session_tags=tags,
+        )  # fmt: skip
+        execution = Execution(
+            self, agent, state, signal or CancelToken(), Emitter(run_id, self.store, self._publish)
+        )
+        return self._deliver(Run(run_id, execution.start()), mode)
+
+    def resume(
+        self,
+        checkpoint_id: str,
+        response: Any,
+        *,
+        signal: CancelToken | None = None,
+        mode: str = "stream",
+    ) -> Any:
+        """Continue a paused run from its checkpoint, in this or any process sharing the store.
+
+        The response is validated before the checkpoint is claimed, so a malformed one does
+        not burn it; a checkpoint resumes once (``CHECKPOINT_ALREADY_RESUMED``)."""
+        checkpoint = self.store.get_checkpoint(checkpoint_id)
+        if checkpoint is None:
+            raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
+        if checkpoint["status"] != "pending":
+            raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
+        agent = self.agent(checkpoint["agentId"])
+        response = _validate_response(checkpoint, response)
+        if not self.store.claim_checkpoint(checkpoint_id):
+            raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
+        run_id = checkpoint["runId"]
+        self.store.update_run(
+            run_id, status="running", checkpointId=None, owner=self.owner, leaseUntil=self._lease_end()
+        )
+        state = RunState.from_checkpoint(checkpoint)
+        emitter = Emitter(run_id, self.store, self._publish, next_seq=checkpoint["nextSeq"])
+        execution = Execution(self, agent, state, signal or CancelToken(), emitter)
+        return self._deliver(Run(run_id, execution.start(resume=(checkpoint, response))), mode)
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run: live here, paused, or running in another process (recorded in the
+        store for its owner to honour). False when the run is unknown or already finished."""
+        if self.cancels.cancel(run_id):
+            return True
+        record = self.store.get_run(run_id)
+        if record is None:
+            return False
+        if record["status"] == "paused":
+            return self._cancel_paused(record)
+        if record["status"] == "running":
+            if record["leaseUntil"] < time.time():
+                self.interrupt(record)
+                return False
+            return self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True)
+        return False
+
+    def agent(self, agent_id: str) -> Agent:
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
+        return agent
+
+    # -- run records ------------------------------------------------------------------------
+
+    def sweep_interrupted(self) -> int:
+        """Mark every run whose owner's lease lapsed as interrupted; how many were."""
+        return sum(self.interrupt(record) for record in self.store.expired_runs(time.time()))
+
+    def interrupt(self, record: dict[str, Any]) -> bool:
+        """End a run whose owner died with ``agent:error`` ``RUN_INTERRUPTED``."""
+        expect = {"status": "running", "leaseUntil": record["leaseUntil"]}
+        if not self.store.update_run(record["id"], expect=expect, status="interrupted", owner=None):
+            return False
+        error = BreadError(RUN_INTERRUPTED, "the process running this run stopped")
+        self._append_final(record["id"], c.error_crumb(record["id"], error))
+        return True
+
+    def _cancel_paused(self, record: dict[str, Any]) -> bool:
+        checkpoint_id = record["checkpointId"]
+        if not checkpoint_id or not self.store.claim_checkpoint(checkpoint_id, status="void"):
+            return False
+        self.store.update_run(record["id"], status="cancelled", checkpointId=None)
+        error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
+        self._append_final(record["id"], c.error_crumb(record["id"], error))
+        return True
+
+    def _append_final(self, run_id: str, crumb: dict[str, Any]) -> None:
+        try:
+            emitter = Emitter(run_id, self.store, self._publish, next_seq=self.store.last_seq(run_id) + 1)
+            emitter.emit(crumb)
+        except BreadError as exc:
+            if exc.code != SEQ_CONFLICT:
+                raise
+            log.warning(
+                "run %s: a late writer took the final seq; its log ends as that writer left it", run_id
+            )
+
+    def _record(self, run_id: str, agent_id: str, session_id: str) -> dict[str, Any]:
+        now = now_iso()
+        return {
+            "id": run_id, "agentId": agent_id, "sessionId": session_id, "status": "running",
+            "checkpointId": None, "owner": self.owner, "leaseUntil": self._lease_end(),
+            "cancelRequested": False, "createdAt": now, "updatedAt": now,
+        }  # fmt: skip
+
+    def _lease_end(self) -> float:
+        return time.time() + self.config.lease_seconds
+
+    @staticmethod
+    def _skill(agent: Agent, name: str | None) -> Skill | None:
+        if name is None:
+            return None
+        skill = agent.skills.get(name)
+        if skill is None:
+            raise BreadError(SKILL_NOT_FOUND, f"agent {agent.id!r} has no skill {name!r}")
+        return skill
+
+    @staticmethod
+    def _deliver(run: Run, mode: str) -> Any:
+        if mode == "sync":
+            return run.result()
+        if mode != "stream":
+            raise ValueError(f"mode must be 'stream' or 'sync', not {mode!r}")
+        return run
+
+
+def create_bread(config: Config | None = None) -> Bread:
+    """A ``Bread`` for ``config`` (by default the one ``BREAD_CONFIG`` names, else the demo)."""
+    if config is None:
+        from .config import load_config
+
+        config = load_config()
+    return Bread(config)
+
+
+def summarize(run_id: str, seen: list[dict[str, Any]]) -> RunResult:
+    last = seen[-1] if seen else None
+    if last is None:
+        return RunResult(run_id, "failed", error=internal_error(RuntimeError("no crumbs")), crumbs=seen)
+    if last["type"] == c.AGENT_RUN_END:
+        return RunResult(run_id, "completed", output=last["output"], crumbs=seen)
+    if last["type"] == c.HUMAN_REQUIRED:
+        keys = ("checkpointId", "kind", "toolName", "toolCallId", "input")
+        return RunResult(run_id, "paused", checkpoint={k: last[k] for k in keys}, crumbs=seen)
+    error = last.get("error")
+    error = error if isinstance(error, BreadError) else BreadError.from_wire(error or {})
+    status = "cancelled" if error.code == RUN_CANCELLED else "failed"
+    return RunResult(run_id, status, error=error, crumbs=seen)
+
+
+def _session_ref(session: dict[str, Any] | str | None) -> tuple[str, dict[str, str]]:
+    if session is None:
+        return new_id("ses"), {}
+    if isinstance(session, str):
+        return session, {}
+    if not isinstance(session, dict):
+        raise BreadError(INVALID_REQUEST, "session must be an object {id?, tags?}")
+    tags = session.get("tags") or {}
+    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+        raise BreadError(INVALID_REQUEST, "session tags must be an object of strings")
+    session_id = session.get("id") or new_id("ses")
+    if not isinstance(session_id, str):
+        raise BreadError(INVALID_REQUEST, "session id must be a string")
+    return session_id, dict(tags)
+
+
+def _validate_response(checkpoint: dict[str, Any], response: Any) -> Any:
+    if checkpoint["kind"] != "approval":
+        return response
+    if not isinstance(response, dict) or not isinstance(response.get("approved"), bool):
+        raise BreadError(INVALID_REQUEST, 'an approval needs a response {"approved": true|false}')
+    return response

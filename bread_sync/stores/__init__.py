@@ -1,0 +1,117 @@
+"""The store seam: the durable truth of runs (crumb log, run records, checkpoints, sessions).
+
+A store module ``stores/<name>.py`` exports ``store(**opts)``. Records are plain dicts with the
+camelCase keys the HTTP API serves. Timestamps are ISO-8601 UTC strings, except a run's
+``leaseUntil``, which is epoch seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, TypedDict, runtime_checkable
+
+from ..crumbs import Frame
+
+STORES = {"memory": "bread_sync.stores.memory", "sqlite": "bread_sync.stores.sqlite"}
+
+RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interrupted")
+FINISHED = frozenset({"completed", "failed", "cancelled", "interrupted"})
+
+
+class RunRecord(TypedDict):
+    id: str
+    agentId: str
+    sessionId: str
+    status: str
+    checkpointId: str | None
+    owner: str | None
+    leaseUntil: float
+    cancelRequested: bool
+    createdAt: str
+    updatedAt: str
+
+
+@runtime_checkable
+class CrumbLog(Protocol):
+    """The ordered, durable crumb log of each run. Seqs are unique per run."""
+
+    def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
+        """Write frames in one transaction; ``SEQ_CONFLICT`` (nothing written) if a seq is taken."""
+
+    def get_crumbs(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Frame]:
+        """Frames with seq > after in seq order; costs O(rows returned)."""
+
+    def last_seq(self, run_id: str) -> int: ...
+
+
+class RunStore(Protocol):
+    def create_run(self, record: RunRecord) -> bool:
+        """Insert a run record; False (and no change) when the id exists."""
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
+        """Set fields (and ``updatedAt``) if every ``expect`` field matches; True if it did."""
+
+    def list_runs(
+        self, status: str | None = None, agent: str | None = None, session: str | None = None
+    ) -> list[RunRecord]: ...
+
+    def expired_runs(self, now: float) -> list[RunRecord]:
+        """Runs whose status is ``running`` and whose lease ended before ``now``."""
+
+    def cancel_requested(self, owner: str) -> list[str]:
+        """Ids of running runs of ``owner`` that another process asked to cancel."""
+
+
+class CheckpointStore(Protocol):
+    def save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+
+    def get_checkpoint(self, checkpoint_id: str) -> dict[str, Any] | None: ...
+
+    def claim_checkpoint(self, checkpoint_id: str, status: str = "resumed") -> bool:
+        """Atomically move a ``pending`` checkpoint to ``status``; one caller ever wins."""
+
+
+class SessionStore(Protocol):
+    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
+        """Create the session, or merge tags into it and mark it active."""
+
+    def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None: ...
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """``{id, tags, createdAt, updatedAt, messages}``."""
+
+    def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """Sessions whose tags include every given pair, without their messages."""
+
+    def delete_session(self, session_id: str) -> bool: ...
+
+    def cleanup_sessions(
+        self, older_than_days: float | None = None, tags: dict[str, str] | None = None
+    ) -> int:
+        """Delete sessions idle longer than ``older_than_days`` (and matching ``tags``)."""
+
+
+class Store(CrumbLog, RunStore, CheckpointStore, SessionStore, Protocol):
+    """Everything a first-party store implements."""
+
+
+def has_crumb_log(store: Any) -> bool:
+    return all(callable(getattr(store, name, None)) for name in ("append_crumbs", "get_crumbs", "last_seq"))
+
+
+def now_iso() -> str:
+    return _iso(datetime.now(UTC))
+
+
+def iso_days_ago(days: float) -> str:
+    return _iso(datetime.now(UTC) - timedelta(days=days))
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def tags_match(tags: dict[str, str], wanted: dict[str, str] | None) -> bool:
+    return not wanted or all(tags.get(k) == v for k, v in wanted.items())

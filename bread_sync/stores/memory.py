@@ -1,0 +1,159 @@
+"""The in-memory store: the reference implementation and the tests' double. One process only."""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import threading
+from typing import Any
+
+from ..crumbs import Frame, to_wire_crumb
+from ..errors import SEQ_CONFLICT, BreadError
+from . import RunRecord, iso_days_ago, now_iso, tags_match
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._logs: dict[str, list[Frame]] = {}
+        self._runs: dict[str, RunRecord] = {}
+        self._checkpoints: dict[str, dict[str, Any]] = {}
+        self._sessions: dict[str, dict[str, Any]] = {}
+
+    # crumb log
+    def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
+        with self._lock:
+            log = self._logs.setdefault(run_id, [])
+            seqs = [f.seq for f in frames]
+            if seqs != sorted(set(seqs)) or (log and seqs and seqs[0] <= log[-1].seq):
+                raise BreadError(SEQ_CONFLICT, f"run {run_id}: a seq in {seqs} is already written")
+            # The log holds the wire form, as a store that serialises would return it.
+            log.extend(Frame(f.run_id, f.seq, to_wire_crumb(f.crumb)) for f in frames)
+
+    def get_crumbs(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Frame]:
+        with self._lock:
+            log = self._logs.get(run_id, [])
+            start = bisect.bisect_right(log, after, key=lambda f: f.seq)
+            return log[start : None if limit is None else start + limit]
+
+    def last_seq(self, run_id: str) -> int:
+        with self._lock:
+            log = self._logs.get(run_id)
+            return log[-1].seq if log else 0
+
+    # runs
+    def create_run(self, record: RunRecord) -> bool:
+        with self._lock:
+            if record["id"] in self._runs:
+                return False
+            self._runs[record["id"]] = copy.deepcopy(record)
+            return True
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            return copy.deepcopy(self._runs.get(run_id))
+
+    def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
+        with self._lock:
+            record = self._runs.get(run_id)
+            if record is None or any(record.get(k) != v for k, v in (expect or {}).items()):
+                return False
+            record.update(fields, updatedAt=now_iso())
+            return True
+
+    def list_runs(
+        self, status: str | None = None, agent: str | None = None, session: str | None = None
+    ) -> list[RunRecord]:
+        with self._lock:
+            return [
+                copy.deepcopy(r)
+                for r in self._runs.values()
+                if (status is None or r["status"] == status)
+                and (agent is None or r["agentId"] == agent)
+                and (session is None or r["sessionId"] == session)
+            ]
+
+    def expired_runs(self, now: float) -> list[RunRecord]:
+        with self._lock:
+            return [
+                copy.deepcopy(r)
+                for r in self._runs.values()
+                if r["status"] == "running" and r["leaseUntil"] < now
+            ]
+
+    def cancel_requested(self, owner: str) -> list[str]:
+        with self._lock:
+            return [
+                r["id"]
+                for r in self._runs.values()
+                if r["owner"] == owner and r["status"] == "running" and r["cancelRequested"]
+            ]
+
+    # checkpoints
+    def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        with self._lock:
+            self._checkpoints[checkpoint["id"]] = copy.deepcopy(checkpoint)
+
+    def get_checkpoint(self, checkpoint_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return copy.deepcopy(self._checkpoints.get(checkpoint_id))
+
+    def claim_checkpoint(self, checkpoint_id: str, status: str = "resumed") -> bool:
+        with self._lock:
+            checkpoint = self._checkpoints.get(checkpoint_id)
+            if checkpoint is None or checkpoint["status"] != "pending":
+                return False
+            checkpoint["status"] = status
+            return True
+
+    # sessions
+    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
+        with self._lock:
+            now = now_iso()
+            session = self._sessions.setdefault(
+                session_id,
+                {"id": session_id, "tags": {}, "createdAt": now, "updatedAt": now, "messages": []},
+            )
+            session["tags"].update(tags or {})
+            session["updatedAt"] = now
+
+    def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                session["messages"].extend(copy.deepcopy(messages))
+                session["updatedAt"] = now_iso()
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return copy.deepcopy(self._sessions.get(session_id))
+
+    def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                {k: copy.deepcopy(v) for k, v in s.items() if k != "messages"}
+                for s in self._sessions.values()
+                if tags_match(s["tags"], tags)
+            ]
+
+    def delete_session(self, session_id: str) -> bool:
+        with self._lock:
+            return self._sessions.pop(session_id, None) is not None
+
+    def cleanup_sessions(
+        self, older_than_days: float | None = None, tags: dict[str, str] | None = None
+    ) -> int:
+        cutoff = None if older_than_days is None else iso_days_ago(older_than_days)
+        with self._lock:
+            doomed = [
+                sid
+                for sid, s in self._sessions.items()
+                if tags_match(s["tags"], tags) and (cutoff is None or s["updatedAt"] < cutoff)
+            ]
+            for sid in doomed:
+                del self._sessions[sid]
+            return len(doomed)
+
+
+def store() -> MemoryStore:
+    return MemoryStore()

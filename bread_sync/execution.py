@@ -22,6 +22,7 @@ from .errors import (
     INTERNAL,
     RUN_CANCELLED,
     RUN_INTERRUPTED,
+    SEQ_CONFLICT,
     TOOL_DENIED,
     TOOL_FAILED,
     BreadError,
@@ -97,6 +98,10 @@ class Execution:
                     return
                 self.token.raise_if_cancelled()
         except BreadError as exc:
+            if exc.code == SEQ_CONFLICT:  # another process declared this run dead and ended it
+                log.warning("run %s was taken over; this process stops driving it", run_id)
+                self._final = "lost"
+                return
             yield self._fail(exc)
         except Exception as exc:
             log.exception("run %s failed", run_id)
@@ -106,13 +111,24 @@ class Execution:
             self.bread.cancels.unregister(run_id, self.token)
             self.bread._keeper.unwatch(run_id)
             if self._final is None:  # the caller stopped pulling: nobody will drive this run
-                self._fail(BreadError(RUN_INTERRUPTED, "the run was abandoned before it ended"))
+                self._abandon()
 
     def _fail(self, error: BreadError) -> dict[str, Any]:
         crumb = c.error_crumb(self.state.run_id, error)
         self.emitter.emit(crumb)
         self._finish({RUN_CANCELLED: "cancelled", RUN_INTERRUPTED: "interrupted"}.get(error.code, "failed"))
         return crumb
+
+    def _abandon(self) -> None:
+        # Only while this process still owns the run: another may have ended it meanwhile.
+        self._final = "interrupted"
+        owned = {"status": "running", "owner": self.bread.owner}
+        if self.store.update_run(self.state.run_id, expect=owned, status="interrupted", owner=None):
+            error = BreadError(RUN_INTERRUPTED, "the run was abandoned before it ended")
+            try:
+                self.emitter.emit(c.error_crumb(self.state.run_id, error))
+            except BreadError as exc:
+                log.warning("run %s: could not log its interruption (%s)", self.state.run_id, exc.code)
 
     def _finish(self, status: str) -> None:
         self._final = status

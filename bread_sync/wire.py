@@ -1,0 +1,120 @@
+"""The two HTTP wire formats, sans-IO: SSE events and NDJSON lines, both ways.
+
+SSE: each crumb is ``id: <seq>`` + ``data: {"type", "payload"}``; failures with no run are an
+``error`` message without an id. NDJSON: one Bread protocol CrumbFrame per line; an empty line
+is a heartbeat. Decoders take bytes in any split and yield whole events or frames.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .crumbs import Frame, dumps
+from .errors import BreadError
+from .protocol import decode_frame, encode_frame
+
+SSE_RETRY_MS = 3000
+SSE_PING = b": ping\n\n"
+NDJSON_HEARTBEAT = b"\n"
+
+
+def sse_crumb(frame: Frame) -> bytes:
+    # frame.wire is the crumb's JSON, made once at the choke point: wrap it, do not re-encode.
+    return f'id: {frame.seq}\ndata: {{"type":{dumps(frame.type)},"payload":{frame.wire}}}\n\n'.encode()
+
+
+def sse_error(error: BreadError) -> bytes:
+    payload = {"type": "error", "payload": {"code": error.code, "message": error.message}}
+    return f"data: {dumps(payload)}\n\n".encode()
+
+
+def sse_retry(ms: int = SSE_RETRY_MS) -> bytes:
+    return f"retry: {ms}\n\n".encode()
+
+
+def ndjson_crumb(frame: Frame) -> bytes:
+    return (encode_frame(frame) + "\n").encode()
+
+
+@dataclass
+class SSEEvent:
+    data: str
+    event: str = "message"
+    id: str | None = None
+    retry: int | None = None
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+@dataclass
+class SSEDecoder:
+    """The event-stream parsing algorithm of the HTML standard, fed bytes in any split.
+
+    Comments (heartbeats) are skipped; ``last_event_id`` is what a reconnect would send.
+    """
+
+    last_event_id: str | None = None
+    _buffer: str = ""
+    _pending_cr: bool = False
+    _data: list[str] = field(default_factory=list)
+    _event: str = ""
+    _retry: int | None = None
+    _id_seen: bool = False
+    _decoder: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")()
+    )
+
+    def feed(self, chunk: bytes) -> Iterator[SSEEvent]:
+        text = self._decoder.decode(chunk)
+        if self._pending_cr and text.startswith("\n"):
+            text = text[1:]
+        self._pending_cr = text.endswith("\r")
+        self._buffer += text
+        *lines, self._buffer = self._buffer.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        for line in lines:
+            event = self._line(line)
+            if event is not None:
+                yield event
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if not line:
+            return self._dispatch()
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self.last_event_id, self._id_seen = value, True
+        elif name == "retry" and value.isdigit():
+            self._retry = int(value)
+        return None
+
+    def _dispatch(self) -> SSEEvent | None:
+        data, event, retry, id_seen = self._data, self._event, self._retry, self._id_seen
+        self._data, self._event, self._retry, self._id_seen = [], "", None, False
+        if not data:
+            return SSEEvent("", event or "message", None, retry) if retry is not None else None
+        return SSEEvent("\n".join(data), event or "message", self.last_event_id if id_seen else None, retry)
+
+
+@dataclass
+class NDJSONDecoder:
+    """Splits an NDJSON body into decoded Bread protocol frames; empty lines are heartbeats."""
+
+    _buffer: bytes = b""
+
+    def feed(self, chunk: bytes) -> Iterator[dict[str, Any]]:
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield decode_frame(line.rstrip(b"\r"))

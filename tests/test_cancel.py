@@ -1,0 +1,146 @@
+"""Cancel tokens, the registry, cancels across processes sharing a store, interrupted runs."""
+
+import threading
+import time
+
+from bread_sync import Agent, BreadError, CancelToken, Config, tool
+from bread_sync.cancel import CancelRegistry
+from bread_sync.models import script
+from bread_sync.models.script import call, say
+from bread_sync.stores import memory
+
+from .canonical import Recorder
+
+
+def test_a_token_is_thread_safe_and_calls_back_once():
+    token, calls = CancelToken(), []
+    token.on_cancel(lambda: calls.append(1))
+    threads = [threading.Thread(target=token.cancel) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert token.cancelled and calls == [1]
+    token.on_cancel(lambda: calls.append(2))  # already cancelled: at once
+    assert calls == [1, 2]
+
+
+def test_the_registry_cancels_only_live_runs():
+    reg, token = CancelRegistry(), CancelToken()
+    reg.register("r", token)
+    assert reg.cancel("r") and token.cancelled
+    reg.unregister("r", token)
+    assert not reg.cancel("r") and "r" not in reg
+
+
+def start_in_thread(bread, agent_id, input, **kwargs):
+    crumbs, first = [], threading.Event()
+
+    def drive():
+        for crumb in bread.run(agent_id, input, **kwargs):
+            crumbs.append(crumb)
+            first.set()
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    assert first.wait(10), "the run never started"
+    return thread, crumbs
+
+
+def test_cancel_interrupts_a_provider_read_within_one_step(bread):
+    # Each tick waits 30 s: only a cancel that reaches into the provider's wait ends it soon.
+    thread, crumbs = start_in_thread(bread, "slow", {"count": 5, "delayMs": 30_000}, run_id="r1")
+    started = time.monotonic()
+    assert bread.cancel("r1")
+    thread.join(5)
+    assert not thread.is_alive() and time.monotonic() - started < 5
+    assert crumbs[-1]["type"] == "agent:error" and crumbs[-1]["error"].code == "RUN_CANCELLED"
+    assert [c["type"] for c in crumbs].count("text:delta") == 1
+    assert bread.store.get_run("r1")["status"] == "cancelled"
+    assert "r1" not in bread.cancels
+
+
+def test_cancel_during_a_tool_stops_before_the_next_model_turn(make_bread):
+    token = CancelToken()
+
+    @tool
+    def stop(input, ctx) -> str:
+        """Cancels its own run."""
+        token.cancel()
+        return "done"
+
+    agent = Agent(id="stopper", model=script.provider([call("stop", {}), say("never said")]), tools=[stop])
+    bread = make_bread(Config(agents=[agent]))
+    types = [c["type"] for c in bread.run("stopper", signal=token)]
+    assert types[-3:] == ["tool:call", "tool:result", "agent:error"]
+    assert "text:delta" not in types
+
+
+def test_cancelling_a_paused_run_voids_its_checkpoint(bread):
+    paused = bread.run("writer", {"topic": "bread"}, mode="sync")
+    recorder = Recorder(bread, paused.run_id)
+    assert bread.cancel(paused.run_id)
+    log = bread.store.get_crumbs(paused.run_id)
+    assert log[-1].crumb["error"]["code"] == "RUN_CANCELLED" and log[-2].type == "human:required"
+    assert recorder.carried[-1].seq == log[-1].seq  # the passive tail hears it too
+    assert bread.store.get_run(paused.run_id)["status"] == "cancelled"
+    try:
+        bread.resume(paused.checkpoint["checkpointId"], {"approved": True})
+    except BreadError as exc:
+        assert exc.code == "CHECKPOINT_ALREADY_RESUMED"
+    else:
+        raise AssertionError("a voided checkpoint resumed")
+    assert not bread.cancel(paused.run_id)
+
+
+def test_unknown_and_finished_runs_cannot_be_cancelled(bread):
+    done = bread.run("echo", "hi", mode="sync")
+    assert not bread.cancel(done.run_id)
+    assert not bread.cancel("run_unknown")
+
+
+def test_a_cancel_recorded_by_another_process_is_honoured_by_the_owner(make_bread):
+    store = memory.store()
+    owner = make_bread(store=store, cancel_poll_seconds=0.05)
+    other = make_bread(store=store)
+    thread, crumbs = start_in_thread(owner, "slow", {"count": 5, "delayMs": 30_000}, run_id="r2")
+    assert other.cancel("r2")  # not live in `other`: recorded in the store
+    thread.join(5)
+    assert not thread.is_alive()
+    assert crumbs[-1]["error"].code == "RUN_CANCELLED"
+
+
+def test_a_run_whose_owner_died_is_marked_interrupted_at_start_up(make_bread):
+    store = memory.store()
+    dead = make_bread(store=store)
+    run = dead.run("slow", {"count": 3, "delayMs": 0}, run_id="r3")
+    next(run)  # agent:run:start is logged; then the process "dies"
+    store.update_run("r3", leaseUntil=0.0)
+    dead.cancels.unregister("r3", dead.cancels._tokens["r3"])  # as if the process vanished
+    survivor = make_bread(store=store)
+    assert survivor.start() and store.get_run("r3")["status"] == "interrupted"
+    log = store.get_crumbs("r3")
+    assert [f.type for f in log] == ["agent:run:start", "agent:error"]
+    assert log[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"
+    run.close()  # the zombie stops pulling late: the log stays as the survivor left it
+    assert len(store.get_crumbs("r3")) == 2
+
+
+def test_an_abandoned_run_ends_interrupted_not_running_forever(bread):
+    run = bread.run("slow", {"count": 3, "delayMs": 0})
+    next(run)
+    run.close()
+    assert bread.store.get_run(run.run_id)["status"] == "interrupted"
+    assert bread.store.get_crumbs(run.run_id)[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"
+
+
+def test_a_zombie_owner_stops_once_its_run_was_declared_interrupted(make_bread):
+    store = memory.store()
+    zombie = make_bread(store=store)
+    run = zombie.run("slow", {"count": 3, "delayMs": 0}, run_id="r4")
+    next(run)
+    store.update_run("r4", leaseUntil=0.0)
+    make_bread(store=store).start()
+    rest = list(run)  # the zombie wakes up: its next durable crumb finds the seq taken
+    assert [c["type"] for c in rest].count("agent:run:end") == 0
+    assert [f.type for f in store.get_crumbs("r4")] == ["agent:run:start", "agent:error"]

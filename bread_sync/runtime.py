@@ -38,6 +38,7 @@ from .lease import LeaseKeeper
 from .loading import resolve
 from .models import resolve_provider
 from .stores import STORES, now_iso
+from .tail import LogFollower, tail
 from .transports import TRANSPORTS
 
 log = logging.getLogger("bread_sync")
@@ -98,6 +99,7 @@ class Bread:
         self._listeners: list[Callable[[Frame], None]] = []
         self._publish = fan_out(self._listeners, self.transport)
         self._keeper = LeaseKeeper(self)
+        self.follower = LogFollower(self)
 
     @staticmethod
     def _make_store(config: Config) -> Any:
@@ -145,14 +147,12 @@ class Bread:
         session_id, tags = _session_ref(session)
         run_id = run_id or new_id("run")
         if not self.store.create_run(self._record(run_id, agent.id, session_id)):
-            raise BreadError(INVALID_REQUEST, f"run {run_id} already exists")
+            return self._deliver(self._attach(run_id, agent.id), mode)
         state = RunState(
             run_id=run_id, agent_id=agent.id, input=validated, skill=skill_obj and skill_obj.name,
             session_id=session_id, session_tags=tags,
         )  # fmt: skip
-        execution = Execution(
-            self, agent, state, signal or CancelToken(), Emitter(run_id, self.store, self._publish)
-        )
+        execution = Execution(self, agent, state, signal or CancelToken(), Emitter(run_id, self.store, self._publish))
         return self._deliver(Run(run_id, execution.start()), mode)
 
     def resume(
@@ -202,6 +202,19 @@ class Bread:
             return self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True)
         return False
 
+    def tail(self, run_id: str, after: int = 0, *, heartbeat: float | None = None, through_pause: bool = True):
+        """Follow a run from any process sharing the store: its log past ``after``, then live
+        frames, to its terminal crumb. Yields :class:`Frame` objects, and ``None`` after
+        ``heartbeat`` idle seconds. An unknown run raises ``RUN_NOT_FOUND`` at once."""
+        return tail(self, run_id, after, heartbeat=heartbeat, through_pause=through_pause)
+
+    def _attach(self, run_id: str, agent_id: str) -> Run:
+        # A retried request with the same runId follows the run it started, to its end or pause.
+        if self.store.get_run(run_id)["agentId"] != agent_id:
+            raise BreadError(INVALID_REQUEST, f"run {run_id} exists and belongs to another agent")
+        frames = tail(self, run_id, through_pause=False)
+        return Run(run_id, (frame.crumb for frame in frames if frame is not None))
+
     def agent(self, agent_id: str) -> Agent:
         agent = self.agents.get(agent_id)
         if agent is None:
@@ -239,9 +252,7 @@ class Bread:
         except BreadError as exc:
             if exc.code != SEQ_CONFLICT:
                 raise
-            log.warning(
-                "run %s: a late writer took the final seq; its log ends as that writer left it", run_id
-            )
+            log.warning("run %s: a late writer took the final seq; its log ends as that writer left it", run_id)
 
     def _record(self, run_id: str, agent_id: str, session_id: str) -> dict[str, Any]:
         now = now_iso()

@@ -59,10 +59,12 @@ def test_skills_load_from_skill_md_and_reach_the_model(make_bread, tmp_path: Pat
     assert seen == ["You are terse.\n\n# Skill: haiku\n\nThree lines: 5, 7, 5 syllables."]
 
 
-def test_a_run_id_cannot_start_twice(bread):
-    bread.run("echo", "hi", run_id="r", mode="sync")
-    raises_code("INVALID_REQUEST", bread.run, "echo", "hi", run_id="r")
+def test_a_run_id_starts_one_run_and_a_retry_attaches_to_it(bread):
+    first = bread.run("echo", "hi there", run_id="r", mode="sync")
+    again = bread.run("echo", "something else", run_id="r", mode="sync")
+    assert again.output == first.output == "hi there"
     assert [f.type for f in bread.store.get_crumbs("r")].count("agent:run:start") == 1
+    raises_code("INVALID_REQUEST", bread.run, "writer", {"topic": "x"}, run_id="r")
 
 
 def test_a_bad_session_is_invalid_request(bread):

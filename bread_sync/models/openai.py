@@ -1,0 +1,277 @@
+"""The ``openai`` provider: any OpenAI-compatible chat-completions endpoint, streamed.
+
+OpenAI, Azure, vLLM, Ollama, llama.cpp, LM Studio, OpenRouter, ... through the official
+``openai`` client (the ``openai`` extra). ``"openai:<model>"`` reads ``OPENAI_BASE_URL`` and
+``OPENAI_API_KEY``; an agent that needs its own endpoint passes a provider object::
+
+    Agent(id="local", model=openai.provider(model="qwen2.5", base_url="http://127.0.0.1:11434/v1"))
+
+Each model turn opens a client and closes it when the turn ends: a ``"provider:model"`` name
+builds a fresh provider per turn, so a pooled client could never be closed and would leak its
+sockets. Pass ``client=`` (say an ``openai.AzureOpenAI``) to reuse connections; you own it.
+
+Tool call arguments that are not JSON reach the runtime as their raw text: a tool with an input
+schema reports ``INPUT_INVALID`` to the model, and the text goes back to the model unchanged.
+
+A cancel shuts the response's socket down, which wakes a read blocked in another thread (closing
+it would not). A cancel that arrives before the response headers takes effect once they do: the
+client library's connect, retry back-off and header waits cannot be interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+from ..cancel import CancelToken
+from ..errors import MODEL_ERROR, BreadError
+from ..loading import import_module
+from . import ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, ToolSpec
+
+#: Sent when no key is configured anywhere: local servers need none, the client library needs one.
+NO_KEY = "no-key"
+DEFAULT_TIMEOUT = 60.0
+CONNECT_TIMEOUT = 5.0
+DEFAULT_MAX_RETRIES = 2
+#: How much of a server's error message an error crumb quotes.
+MAX_DETAIL = 300
+
+
+class OpenAIProvider:
+    """Streams chat completions. ``timeout`` bounds each network wait (a number of seconds, with
+    connecting capped at 5 s, or an ``openai.Timeout``); ``max_retries`` is the client library's
+    retry count for failed requests (429, 5xx, dropped connections); ``params`` (``temperature``,
+    ``max_tokens``, a server's own keys) are merged into every request body."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | Any = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        params: Mapping[str, Any] | None = None,
+        client: Any = None,
+    ):
+        self._openai = import_module("openai")
+        if client is not None and (base_url or api_key):
+            raise TypeError("pass either client= or base_url=/api_key=: a client carries its own")
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.params = dict(params or {})
+        self._client = client
+
+    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        model = self.model or request.model
+        if not model:
+            raise ValueError("no model name: use openai.provider(model=...) or 'openai:<model>'")
+        if request.signal.cancelled:
+            return
+        client = self._client or self._new_client()
+        try:
+            with self._translate_errors(request.signal):
+                yield from self._turn(client, model, request)
+        finally:
+            if client is not self._client:
+                client.close()
+
+    def _turn(self, client: Any, model: str, request: ModelRequest) -> Iterator[ModelEvent]:
+        chunks = client.chat.completions.create(
+            model=model, messages=to_messages(request), stream=True, **self._options(request)
+        )
+        undo = request.signal.on_cancel(lambda: _interrupt(chunks))
+        try:
+            yield from _events(chunks)
+        finally:
+            undo()
+            chunks.close()
+
+    def _options(self, request: ModelRequest) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if request.tools:
+            options["tools"] = [_tool(spec) for spec in request.tools]
+        if request.output_format == "json":
+            options["response_format"] = {"type": "json_object"}
+        if self.params:
+            # extra_body passes keys the client library does not know (a server's own) as well
+            options["extra_body"] = self.params
+        return options
+
+    def _new_client(self) -> Any:
+        timeout = self.timeout
+        if isinstance(timeout, int | float):
+            timeout = self._openai.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT))
+        return self._openai.OpenAI(
+            api_key=self._api_key, base_url=self.base_url, timeout=timeout, max_retries=self.max_retries
+        )
+
+    @contextmanager
+    def _translate_errors(self, signal: CancelToken) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:
+            if signal.cancelled:
+                return  # the cancel broke the read: the runtime ends the run with RUN_CANCELLED
+            if not isinstance(exc, self._openai.OpenAIError | json.JSONDecodeError):
+                raise
+            message, context = self._describe(exc)
+            raise BreadError(MODEL_ERROR, message, context) from exc
+
+    def _describe(self, exc: Exception) -> tuple[str, dict[str, Any]]:
+        """A message naming what failed, with the server's own words but never the API key."""
+        openai = self._openai
+        kind = type(exc).__name__
+        context: dict[str, Any] = {"provider": self.name, "kind": kind}
+        if isinstance(exc, openai.APIStatusError):
+            what = f"the model provider answered HTTP {exc.status_code}"
+            context["status"] = exc.status_code
+        elif isinstance(exc, openai.APITimeoutError):
+            what = "the model provider timed out"
+        elif isinstance(exc, openai.APIConnectionError):
+            what = "the connection to the model provider failed"
+        elif isinstance(exc, json.JSONDecodeError):
+            what = "the model provider sent a malformed stream"
+        else:
+            what = "the model provider reported an error"
+        detail = _detail(exc)
+        return self._redact(f"{what} ({kind})" + (f": {detail}" if detail else "")), context
+
+    def _redact(self, text: str) -> str:
+        for secret in (self._api_key, getattr(self._client, "api_key", None)):
+            if isinstance(secret, str) and secret and secret != NO_KEY:
+                text = text.replace(secret, "***")
+        return text
+
+    def __repr__(self) -> str:
+        return f"openai(model={self.model!r}, base_url={self.base_url!r})"
+
+
+def provider(model: str | None = None, **opts: Any) -> OpenAIProvider:
+    """An :class:`OpenAIProvider`; see it for the options."""
+    return OpenAIProvider(model, **opts)
+
+
+# -- request -----------------------------------------------------------------------------------
+
+
+def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The runtime's messages as OpenAI chat messages, the system prompt first."""
+    messages = [{"role": "system", "content": request.system}] if request.system else []
+    return messages + [_message(m) for m in request.messages]
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    if message["role"] == "tool":
+        return {"role": "tool", "tool_call_id": message["toolCallId"], "content": message["content"]}
+    if message["role"] == "assistant" and message.get("toolCalls"):
+        return {
+            "role": "assistant",
+            "content": message["content"] or None,
+            "tool_calls": [_tool_call(call) for call in message["toolCalls"]],
+        }
+    return {"role": message["role"], "content": message["content"]}
+
+
+def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    # a string input is arguments that were not JSON: the model gets back exactly what it sent
+    arguments = call["input"] if isinstance(call["input"], str) else json.dumps(call["input"])
+    return {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": arguments}}
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    function = {"name": spec.name, "parameters": spec.parameters}
+    if spec.description:
+        function["description"] = spec.description
+    return {"type": "function", "function": function}
+
+
+# -- response ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _PendingCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+    started: bool = False
+    sent: int = 0  # how much of ``arguments`` went out as deltas
+
+
+def _events(chunks: Any) -> Iterator[ModelEvent]:
+    calls: dict[int, _PendingCall] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:  # empty on a usage-only or content-filter chunk
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                yield TextDelta(delta.content)
+            for part in delta.tool_calls or ():
+                yield from _tool_part(calls.setdefault(part.index, _PendingCall()), part)
+    for index in sorted(calls):
+        call = calls[index]
+        yield ToolCall(call.id or _new_call_id(), call.name, _parse_arguments(call.arguments))
+
+
+def _tool_part(call: _PendingCall, part: Any) -> Iterator[ModelEvent]:
+    function = part.function
+    call.id = call.id or part.id or ""
+    call.name = call.name or (function and function.name) or ""
+    call.arguments += (function and function.arguments) or ""
+    if not call.name:
+        return  # a server may name the call after its first fragment: hold the arguments
+    if not call.started:
+        call.id = call.id or _new_call_id()
+        call.started = True
+        yield ToolInputStart(call.id, call.name)
+    if len(call.arguments) > call.sent:
+        yield ToolInputDelta(call.id, call.arguments[call.sent :])
+        call.sent = len(call.arguments)
+
+
+def _parse_arguments(text: str) -> Any:
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def _interrupt(chunks: Any) -> None:
+    """Wake the read the turn is blocked in. Runs in the canceller's thread, so it never raises
+    (an error here means the reader closed the response first, which is what we wanted)."""
+    with suppress(Exception):
+        network = chunks.response.extensions.get("network_stream")
+        sock = network.get_extra_info("socket") if network is not None else None
+        if sock is None:  # a transport without a socket: closing is the best we have
+            chunks.close()
+        else:
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _detail(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        text = body["message"]
+    elif isinstance(body, str):
+        text = body.strip()
+    else:
+        return ""
+    return text if len(text) <= MAX_DETAIL else text[:MAX_DETAIL] + "..."

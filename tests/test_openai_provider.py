@@ -1,0 +1,427 @@
+"""The ``openai`` provider against a local server speaking the chat-completions streaming wire.
+
+The server is real HTTP on 127.0.0.1: it plays scripted responses (SSE streams, errors, stalls)
+and records what it was sent. Runs go through the public runtime, as an app would drive them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from bread_sync import Agent, CancelToken, Config, ToolContext, create_bread, to_wire_crumb, tool
+from bread_sync.errors import INPUT_INVALID, MODEL_ERROR, RUN_CANCELLED
+from bread_sync.models import openai as openai_provider
+
+openai = pytest.importorskip("openai")
+
+#: Longest a scripted stall holds a server thread; the tests that stall end long before it.
+STALL_LIMIT = 5.0
+#: A stall in a scripted stream: the server waits for release (or STALL_LIMIT), then hangs up.
+STALL = object()
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+@dataclass
+class Stream:
+    """A 200 ``text/event-stream``: one ``data:`` event per chunk (a dict as JSON, a string as is),
+    then ``data: [DONE]``."""
+
+    chunks: list[Any]
+
+    def send(self, handler: Handler, fake: FakeOpenAI) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        for item in self.chunks:
+            if item is STALL:
+                fake.stalled.set()
+                fake.release.wait(STALL_LIMIT)
+                handler.close_connection = True
+                return
+            data = item if isinstance(item, str) else json.dumps(item)
+            handler.write_chunk(f"data: {data}\n\n".encode())
+        handler.write_chunk(b"data: [DONE]\n\n")
+        handler.write_chunk(b"")
+
+
+@dataclass
+class Fail:
+    """An error answer in OpenAI's shape, asking for a quick retry so retry tests stay fast."""
+
+    status: int
+    message: str
+    headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "1"})
+
+    def send(self, handler: Handler, fake: FakeOpenAI) -> None:
+        body = json.dumps({"error": {"message": self.message, "type": "server_error"}}).encode()
+        handler.send_response(self.status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        for name, value in self.headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(body)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = STALL_LIMIT  # an idle keep-alive connection never pins a thread for long
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        fake.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
+        response = fake.responses.popleft() if fake.responses else Fail(500, "nothing scripted", {})
+        response.send(self, fake)
+
+    def write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = False  # server_close joins the handler threads: nothing outlives a test
+    block_on_close = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up is fine
+            super().handle_error(request, client_address)
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.responses: deque[Stream | Fail] = deque()
+        self.stalled = threading.Event()
+        self.release = threading.Event()
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.server.fake = self
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def play(self, *responses: Stream | Fail) -> None:
+        self.responses.extend(responses)
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def text(*parts: str) -> list[dict[str, Any]]:
+    return [chunk({"role": "assistant", "content": ""})] + [chunk({"content": p}) for p in parts] + [chunk({}, "stop")]
+
+
+def tool_call(call_id: str, name: str, *fragments: str) -> list[dict[str, Any]]:
+    opening = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+    parts = [{"index": 0, "function": {"arguments": fragment}} for fragment in fragments]
+    return (
+        [chunk({"role": "assistant", "tool_calls": [opening]})]
+        + [chunk({"tool_calls": [part]}) for part in parts]
+        + [chunk({}, "tool_calls")]
+    )
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server():
+    fake = FakeOpenAI()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def bread_for():
+    made = []
+
+    def make(agent: Agent):
+        bread = create_bread(Config(agents=[agent], store="memory"))
+        made.append(bread)
+        return bread
+
+    yield make
+    for bread in made:
+        bread.close()
+
+
+def llm(server: FakeOpenAI, **opts: Any) -> openai_provider.OpenAIProvider:
+    return openai_provider.provider(model="m", base_url=server.url, api_key=opts.pop("api_key", "test"), **opts)
+
+
+class Add(BaseModel):
+    a: int
+    b: int
+
+
+@tool
+def add(input: Add, ctx: ToolContext) -> int:
+    """Add two numbers."""
+    return input.a + input.b
+
+
+def types(crumbs: list[dict[str, Any]]) -> list[str]:
+    return [crumb["type"] for crumb in crumbs]
+
+
+# -- tests -------------------------------------------------------------------------------------
+
+
+def test_text_streams_as_deltas_and_the_output_is_the_whole_text(server, bread_for):
+    server.play(Stream(text("Hel", "lo ", "world")))
+    agent = Agent(id="a", model=llm(server, params={"temperature": 0.2, "top_k": 5}), prompt="Be brief.")
+
+    crumbs = list(bread_for(agent).run("a", "hi"))
+
+    assert [c["delta"] for c in crumbs if c["type"] == "text:delta"] == ["Hel", "lo ", "world"]
+    assert crumbs[-1]["type"] == "agent:run:end"
+    assert crumbs[-1]["output"] == "Hello world"
+    (sent,) = server.requests
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["authorization"] == "Bearer test"
+    body = sent["body"]
+    assert body["model"] == "m"
+    assert body["stream"] is True
+    assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    assert body["temperature"] == 0.2
+    assert body["top_k"] == 5
+    assert "tools" not in body
+    assert "response_format" not in body
+
+
+def test_a_streamed_tool_call_runs_the_tool_and_the_result_goes_back(server, bread_for):
+    server.play(
+        Stream(tool_call("call_1", "add", '{"a": 2', ', "b": 3}')),
+        Stream(text("The sum ", "is 5.")),
+    )
+    crumbs = list(bread_for(Agent(id="a", model=llm(server), tools=[add])).run("a", "2+3?"))
+
+    assert types(crumbs) == [
+        "agent:run:start",
+        "tool:input:start",
+        "tool:input:delta",
+        "tool:input:delta",
+        "tool:input:end",
+        "tool:call",
+        "tool:result",
+        "text:delta",
+        "text:delta",
+        "agent:run:end",
+    ]
+    start, first, second = crumbs[1:4]
+    assert (start["toolCallId"], start["toolName"]) == ("call_1", "add")
+    assert first["delta"] + second["delta"] == '{"a": 2, "b": 3}'
+    assert crumbs[5]["input"] == {"a": 2, "b": 3}
+    assert crumbs[6]["output"] == 5
+    assert crumbs[-1]["output"] == "The sum is 5."
+
+    offered, answered = (request["body"] for request in server.requests)
+    assert offered["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": "add", "description": "Add two numbers.", "parameters": Add.model_json_schema()},
+        }
+    ]
+    assert answered["messages"] == [
+        {"role": "user", "content": "2+3?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+    ]
+
+
+def test_arguments_that_are_not_json_reach_the_tool_validation_and_go_back_as_sent(server, bread_for):
+    server.play(Stream(tool_call("call_1", "add", '{"a": 2,')), Stream(text("Sorry.")))
+
+    crumbs = list(bread_for(Agent(id="a", model=llm(server), tools=[add])).run("a", "2+3?"))
+
+    call, failed = (c for c in crumbs if c["type"] in ("tool:call", "tool:error"))
+    assert call["input"] == '{"a": 2,'
+    assert failed["error"].code == INPUT_INVALID
+    assert crumbs[-1]["output"] == "Sorry."
+    assistant, tool_message = server.requests[1]["body"]["messages"][1:]
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"a": 2,'
+    assert json.loads(tool_message["content"])["error"]["code"] == INPUT_INVALID
+
+
+def test_a_server_error_is_retried_by_the_client(server, bread_for):
+    server.play(Fail(500, "try again"), Stream(text("ok")))
+
+    crumbs = list(bread_for(Agent(id="a", model=llm(server))).run("a", "hi"))
+
+    assert crumbs[-1]["type"] == "agent:run:end"
+    assert crumbs[-1]["output"] == "ok"
+    assert len(server.requests) == 2
+
+
+def test_a_persistent_server_error_is_a_model_error_without_the_api_key(server, bread_for):
+    key = "sk-secret-123"
+    server.play(*[Fail(500, f"upstream broke while serving Bearer {key}")] * 2)
+    agent = Agent(id="a", model=llm(server, api_key=key, max_retries=1))
+
+    crumbs = list(bread_for(agent).run("a", "hi"))
+
+    assert crumbs[-1]["type"] == "agent:error"
+    error = crumbs[-1]["error"]
+    assert error.code == MODEL_ERROR
+    assert "500" in error.message
+    assert "upstream broke" in error.message
+    assert error.context["status"] == 500
+    assert key not in json.dumps([to_wire_crumb(c) for c in crumbs])
+    assert key not in repr(agent)
+    assert len(server.requests) == 2
+    assert server.requests[0]["authorization"] == f"Bearer {key}"
+
+
+def test_a_stalled_stream_times_out_as_a_model_error(server, bread_for):
+    server.play(Stream([*text("Hel")[:2], STALL]))
+    agent = Agent(id="a", model=llm(server, timeout=0.5))
+
+    started = time.monotonic()
+    crumbs = list(bread_for(agent).run("a", "hi"))
+
+    assert time.monotonic() - started < STALL_LIMIT / 2
+    assert types(crumbs) == ["agent:run:start", "text:delta", "agent:error"]
+    assert crumbs[-1]["error"].code == MODEL_ERROR
+    assert "timed out" in crumbs[-1]["error"].message
+    assert len(server.requests) == 1  # a stream that broke midway is not replayed
+
+
+def test_a_cancel_interrupts_a_blocked_read(server, bread_for):
+    server.play(Stream([*text("Hel")[:2], STALL]))
+    bread = bread_for(Agent(id="a", model=llm(server, timeout=30)))
+    token = CancelToken()
+    first_delta = threading.Event()
+    reader = threading.get_ident()
+    seen_blocked = []
+
+    def cancel_once_blocked() -> None:
+        if first_delta.wait(STALL_LIMIT) and server.stalled.wait(STALL_LIMIT):
+            seen_blocked.append(wait_until_reading(reader, time.monotonic() + STALL_LIMIT))
+            token.cancel()
+
+    canceller = threading.Thread(target=cancel_once_blocked)
+    canceller.start()
+    started = time.monotonic()
+    crumbs = []
+    for crumb in bread.run("a", "hi", signal=token):
+        crumbs.append(crumb)
+        if crumb["type"] == "text:delta":
+            first_delta.set()
+    elapsed = time.monotonic() - started
+    canceller.join()
+
+    assert seen_blocked == [True]
+    assert types(crumbs) == ["agent:run:start", "text:delta", "agent:error"]
+    assert crumbs[-1]["error"].code == RUN_CANCELLED
+    assert elapsed < STALL_LIMIT / 2
+
+
+def wait_until_reading(thread_id: int, deadline: float) -> bool:
+    """Poll the thread's stack until it sits in the HTTP client's socket read: no event says so."""
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread_id)
+        if frame is not None and frame.f_code.co_name == "read" and "_backends" in frame.f_code.co_filename:
+            return True
+        threading.Event().wait(0.005)
+    return False
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ({"error": {"message": "model overloaded"}}, "reported an error (APIError): model overloaded"),
+        ("{not json", "malformed stream"),
+    ],
+)
+def test_a_broken_stream_is_a_model_error(server, bread_for, bad, says):
+    server.play(Stream([*text("Hel")[:2], bad]))
+
+    crumbs = list(bread_for(Agent(id="a", model=llm(server))).run("a", "hi"))
+
+    assert types(crumbs) == ["agent:run:start", "text:delta", "agent:error"]
+    assert crumbs[-1]["error"].code == MODEL_ERROR
+    assert says in crumbs[-1]["error"].message
+
+
+def test_json_output_asks_for_a_json_object(server, bread_for):
+    server.play(Stream(text('{"ok": ', "true}")))
+
+    crumbs = list(bread_for(Agent(id="a", model=llm(server), output="json")).run("a", "status as json"))
+
+    assert crumbs[-1]["output"] == {"ok": True}
+    assert server.requests[0]["body"]["response_format"] == {"type": "json_object"}
+
+
+def test_a_client_passed_in_is_reused_and_left_open(server, bread_for):
+    client = openai.OpenAI(base_url=server.url, api_key="own", max_retries=0)
+    server.play(Stream(text("one")), Stream(text("two")))
+    bread = bread_for(Agent(id="a", model=openai_provider.provider(model="m", client=client)))
+    try:
+        outputs = [list(bread.run("a", "hi"))[-1]["output"] for _ in range(2)]
+        assert not client.is_closed()
+    finally:
+        client.close()
+
+    assert outputs == ["one", "two"]
+    assert [request["authorization"] for request in server.requests] == ["Bearer own"] * 2
+
+
+def test_a_provider_name_reads_the_environment_and_needs_no_key(server, bread_for, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.play(Stream(text("hi")))
+
+    crumbs = list(bread_for(Agent(id="a", model="openai:gpt-4o-mini")).run("a", "hello"))
+
+    assert crumbs[-1]["output"] == "hi"
+    (sent,) = server.requests
+    assert sent["body"]["model"] == "gpt-4o-mini"
+    assert sent["authorization"] == f"Bearer {openai_provider.NO_KEY}"
+
+
+def test_a_missing_client_library_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openai", None)
+
+    with pytest.raises(ImportError, match=r'pip install "bread-sync\[openai\]"'):
+        openai_provider.provider(model="m")

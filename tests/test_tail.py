@@ -1,0 +1,125 @@
+"""Following a run: log replay, live frames, runs executing in another process, dedup."""
+
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bread_sync import BreadError
+from bread_sync.crumbs import TEXT_DELTA, Frame
+from bread_sync.stores import memory
+from bread_sync.tail import LIVE, LOG, Dedup
+from bread_sync.transports import stream
+
+
+def durables(frames):
+    return [(f.seq, f.type) for f in frames if f is not None and f.type != TEXT_DELTA]
+
+
+def text_of(frames):
+    return "".join(f.crumb["delta"] for f in frames if f is not None and f.type == TEXT_DELTA)
+
+
+def test_tail_of_a_finished_run_replays_its_log_and_ends(bread):
+    done = bread.run("echo", "a b c", mode="sync")
+    frames = list(bread.tail(done.run_id))
+    assert frames == bread.store.get_crumbs(done.run_id)
+    assert list(bread.tail(done.run_id, after=frames[-1].seq)) == []
+
+
+def test_tail_after_a_position_replays_only_what_follows(bread):
+    done = bread.run("echo", "a b c", mode="sync")
+    assert [f.seq for f in bread.tail(done.run_id, after=1)] == [2, 3]
+
+
+def test_an_unknown_run_is_not_found_before_iteration(bread):
+    with pytest.raises(BreadError) as caught:
+        bread.tail("run_nope")
+    assert caught.value.code == "RUN_NOT_FOUND"
+
+
+def drive_in_thread(run):
+    thread = threading.Thread(target=lambda: list(run))
+    thread.start()
+    return thread
+
+
+def test_a_tail_opened_mid_run_gets_every_crumb_once(bread):
+    run = bread.run("slow", {"count": 40, "delayMs": 2}, run_id="mid")
+    next(run), next(run)  # started, one tick out
+    driver = drive_in_thread(run)
+    frames = list(bread.tail("mid"))
+    driver.join(10)
+    log = bread.store.get_crumbs("mid")
+    assert durables(frames) == durables(log)
+    assert text_of(frames) == "".join(f"tick {n} " for n in range(1, 41))
+
+
+def test_a_tail_stays_open_across_a_pause_and_relays_a_resume_from_another_process(make_bread):
+    store = memory.store()
+    a = make_bread(store=store, transport=stream.transport())
+    b = make_bread(store=store, transport=stream.transport())  # another process: no shared transport
+    paused = a.run("writer", {"topic": "bread"}, mode="sync")
+    b.follower.interval = 0.01
+    got, ended = [], threading.Event()
+
+    def follow():
+        got.extend(b.tail(paused.run_id, heartbeat=5))
+        ended.set()
+
+    threading.Thread(target=follow).start()
+    a.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync")
+    assert ended.wait(10)
+    assert durables(got) == durables(store.get_crumbs(paused.run_id))
+    assert got[-1].type == "agent:run:end" and "Published." in text_of(got)
+
+
+def test_a_tail_yields_heartbeats_while_idle(bread):
+    paused = bread.run("writer", {"topic": "bread"}, mode="sync")
+    frames = bread.tail(paused.run_id, heartbeat=0.01)
+    replayed = [next(frames) for _ in range(len(bread.store.get_crumbs(paused.run_id)))]
+    assert replayed[-1].type == "human:required"
+    assert next(frames) is None
+    frames.close()
+
+
+def test_a_tail_can_stop_at_the_pause(bread):
+    paused = bread.run("writer", {"topic": "bread"}, mode="sync")
+    assert list(bread.tail(paused.run_id, through_pause=False))[-1].type == "human:required"
+
+
+# -- the dedup rule, over every way two sources can interleave ----------------------------------
+
+
+def build_run(shape):
+    """Live frames and log entries of a run made of text segments and durable crumbs."""
+    live, log, seq, segment = [], [], 0, []
+    for i, step in enumerate(shape):
+        if step:  # a text delta
+            delta = f"<{i}>"
+            live.append(Frame("r", seq, {"type": TEXT_DELTA, "runId": "r", "delta": delta}))
+            segment.append(delta)
+            continue
+        if segment:
+            seq += 1
+            log.append(Frame("r", seq, {"type": TEXT_DELTA, "runId": "r", "delta": "".join(segment)}))
+            segment = []
+        seq += 1
+        frame = Frame("r", seq, {"type": "tool:call", "runId": "r", "n": i})
+        log.append(frame)
+        live.append(frame)
+    return live, log
+
+
+@settings(max_examples=300, deadline=None)
+@given(shape=st.lists(st.booleans(), min_size=1, max_size=30).map(lambda s: [*s, False]), data=st.data())
+def test_dedup_delivers_every_durable_once_and_all_text_once(shape, data):
+    live, log = build_run(shape)
+    order = data.draw(st.permutations([LIVE] * len(live) + [LOG] * len(log)))
+    sources = {LIVE: iter(live), LOG: iter(log)}
+    dedup = Dedup(0)
+    out = [dedup.accept(next(sources[source]), source) for source in order]
+    delivered = [f for f in out if f is not None]
+    assert durables(delivered) == [(f.seq, f.type) for f in log if f.type != TEXT_DELTA]
+    assert text_of(delivered) == text_of(live)

@@ -20,15 +20,19 @@ class CancelToken:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[], None]] = []
+        self._reason = BreadError(RUN_CANCELLED, "the run was cancelled")
 
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def cancel(self) -> None:
+    def cancel(self, reason: BreadError | None = None) -> None:
+        """Stop the run at its next step; it ends with ``reason`` (default ``RUN_CANCELLED``)."""
         with self._lock:
             if self._event.is_set():
                 return
+            if reason is not None:
+                self._reason = reason
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
@@ -49,7 +53,7 @@ class CancelToken:
 
     def raise_if_cancelled(self) -> None:
         if self._event.is_set():
-            raise BreadError(RUN_CANCELLED, "the run was cancelled")
+            raise BreadError(self._reason.code, self._reason.message, self._reason.context)
 
     def _discard(self, callback: Callable[[], None]) -> None:
         with self._lock:

@@ -26,6 +26,10 @@ class ServerSettings(BaseModel):
     port: int = 3000
     max_body_bytes: int = 1_048_576
     authorize: Any = None
+    #: Runs one process executes at once; one more is ``TOO_MANY_RUNS`` (503) before it starts.
+    max_concurrent_runs: int = 1000
+    #: A run still going after this many seconds ends with ``RUN_TIMEOUT``; None: no limit.
+    run_timeout_seconds: float | None = None
 
 
 class Config(BaseModel):

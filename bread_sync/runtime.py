@@ -65,8 +65,10 @@ class RunResult:
 class Run:
     """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb."""
 
-    def __init__(self, run_id: str, crumbs: Iterator[dict[str, Any]]):
+    def __init__(self, run_id: str, crumbs: Iterator[dict[str, Any]], attached: bool = False):
         self.run_id = run_id
+        #: True when this follows a run another request started (same ``run_id``).
+        self.attached = attached
         self._crumbs = crumbs
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -124,7 +126,11 @@ class Bread:
         return self
 
     def close(self) -> None:
+        """Stop this instance's background work and close its store's connections."""
         self._keeper.stop()
+        close = getattr(self.store, "close", None)
+        if callable(close):
+            close()
 
     def run(
         self,
@@ -202,18 +208,17 @@ class Bread:
             return self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True)
         return False
 
-    def tail(self, run_id: str, after: int = 0, *, heartbeat: float | None = None, through_pause: bool = True):
+    def tail(self, run_id: str, after: int = 0, **opts: Any) -> Iterator[Any]:
         """Follow a run from any process sharing the store: its log past ``after``, then live
-        frames, to its terminal crumb. Yields :class:`Frame` objects, and ``None`` after
-        ``heartbeat`` idle seconds. An unknown run raises ``RUN_NOT_FOUND`` at once."""
-        return tail(self, run_id, after, heartbeat=heartbeat, through_pause=through_pause)
+        frames, to its terminal crumb. See :func:`bread_sync.tail.tail` for the options."""
+        return tail(self, run_id, after, **opts)
 
     def _attach(self, run_id: str, agent_id: str) -> Run:
         # A retried request with the same runId follows the run it started, to its end or pause.
         if self.store.get_run(run_id)["agentId"] != agent_id:
             raise BreadError(INVALID_REQUEST, f"run {run_id} exists and belongs to another agent")
         frames = tail(self, run_id, through_pause=False)
-        return Run(run_id, (frame.crumb for frame in frames if frame is not None))
+        return Run(run_id, (frame.crumb for frame in frames if isinstance(frame, Frame)), attached=True)
 
     def agent(self, agent_id: str) -> Agent:
         agent = self.agents.get(agent_id)

@@ -12,6 +12,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame
@@ -123,6 +124,14 @@ class LogFollower:
             self.bread.interrupt(record)
 
 
+@dataclass(frozen=True)
+class Gap:
+    """The tail cannot serve what lies between its start and ``earliest_seq``: the store keeps
+    no log and the transport no longer retains it. Said once, never skipped silently."""
+
+    earliest_seq: int
+
+
 def tail(
     bread: Bread,
     run_id: str,
@@ -130,11 +139,14 @@ def tail(
     *,
     heartbeat: float | None = None,
     through_pause: bool = True,
-) -> Iterator[Frame | None]:
+    replay: bool = True,
+) -> Iterator[Frame | Gap | None]:
     """Replay a run's log past ``after``, then follow it live until its terminal crumb (or,
     with ``through_pause=False``, its pause). Yields ``None`` after ``heartbeat`` idle seconds.
 
-    ``RUN_NOT_FOUND`` is raised here, before iteration, so a route can answer 404.
+    ``replay=False`` follows only the transport: what the response of a run route does, having
+    subscribed before the run's first crumb. ``RUN_NOT_FOUND`` is raised here, before iteration,
+    so a route can answer 404.
     """
     if bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
@@ -142,44 +154,55 @@ def tail(
     subscription = None
     if can_subscribe(bread.transport):
         subscription = bread.transport.subscribe(run_id, after, lambda frame: inbox.put((LIVE, frame)))
-    return _follow(bread, run_id, after, inbox, subscription, heartbeat, through_pause)
+    follow = _Follow(bread, run_id, after, inbox, subscription, heartbeat, through_pause)
+    return follow.frames(replay and has_crumb_log(bread.store))
 
 
-def _follow(bread, run_id, after, inbox, subscription, heartbeat, through_pause) -> Iterator[Frame | None]:
-    ends = TERMINAL if through_pause else STREAM_END
-    dedup = Dedup(after)
-    watch = None
-    try:
-        # Read the status before the log: a run finished by then has its terminal crumb in it.
-        finished = not _unfinished(bread, run_id)
-        for frame in _replay(bread, run_id, after):
-            if dedup.accept(frame, LOG) is not None:
-                yield frame
-                if frame.type in ends:
-                    return
-        if finished or subscription is None:
-            return  # nothing more will come, or a sink transport has nothing live to offer
-        watch = bread.follower.watch(run_id, inbox, dedup.last)
+class _Follow:
+    def __init__(self, bread, run_id, after, inbox, subscription, heartbeat, through_pause):
+        self.bread, self.run_id, self.after = bread, run_id, after
+        self.inbox, self.subscription, self.heartbeat = inbox, subscription, heartbeat
+        self.ends = TERMINAL if through_pause else STREAM_END
+        self.dedup = Dedup(after)
+
+    def frames(self, replay: bool) -> Iterator[Frame | Gap | None]:
+        watch = None
+        try:
+            if replay:
+                # Read the status before the log: a run finished by then has its terminal crumb in it.
+                finished = not _unfinished(self.bread, self.run_id)
+                for frame in self.bread.store.get_crumbs(self.run_id, after=self.after):
+                    if self.dedup.accept(frame, LOG) is not None:
+                        yield frame
+                        if frame.type in self.ends:
+                            return
+                if finished or self.subscription is None:
+                    return  # nothing more will come, or a sink transport has nothing live to offer
+                watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last)
+            yield from self._live(check_gap=not replay and self.after > 0)
+        finally:
+            if self.subscription is not None:
+                self.subscription.close()
+            if watch is not None:
+                self.bread.follower.unwatch(self.run_id, watch)
+
+    def _live(self, check_gap: bool) -> Iterator[Frame | Gap | None]:
         while True:
             try:
-                source, frame = inbox.get(timeout=heartbeat)
+                source, frame = self.inbox.get(timeout=self.heartbeat)
             except queue.Empty:
                 yield None
                 continue
-            accepted = dedup.accept(frame, source)
-            if accepted is not None:
-                yield accepted
-                if accepted.type in ends:
-                    return
-    finally:
-        if subscription is not None:
-            subscription.close()
-        if watch is not None:
-            bread.follower.unwatch(run_id, watch)
-
-
-def _replay(bread: Bread, run_id: str, after: int) -> list[Frame]:
-    return bread.store.get_crumbs(run_id, after=after) if has_crumb_log(bread.store) else []
+            accepted = self.dedup.accept(frame, source)
+            if accepted is None:
+                continue
+            if check_gap and accepted.durable:
+                check_gap = False
+                if accepted.seq > self.after + 1:
+                    yield Gap(accepted.seq)
+            yield accepted
+            if accepted.type in self.ends:
+                return
 
 
 def _unfinished(bread: Bread, run_id: str) -> bool:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .crumbs import Frame, dumps
+from .crumbs import AGENT_ERROR, Frame, dumps
 from .errors import BreadError
-from .protocol import decode_frame, encode_frame
+from .protocol import BREAD_PROTOCOL_VERSION, decode_frame, encode_frame
 
 SSE_RETRY_MS = 3000
 SSE_PING = b": ping\n\n"
@@ -38,6 +38,64 @@ def sse_retry(ms: int = SSE_RETRY_MS) -> bytes:
 
 def ndjson_crumb(frame: Frame) -> bytes:
     return (encode_frame(frame) + "\n").encode()
+
+
+def sse_gap(earliest_seq: int) -> bytes:
+    return f'event: gap\ndata: {{"earliestSeq":{earliest_seq}}}\n\n'.encode()
+
+
+def ndjson_failure(error: BreadError, run_id: str) -> bytes:
+    # No run was created: a synthetic agent:error frame at seq 0; it is not in any log.
+    return ndjson_crumb(Frame(run_id, 0, {"type": AGENT_ERROR, "runId": run_id, "error": error}))
+
+
+def ndjson_gap(earliest_seq: int, run_id: str) -> bytes:
+    return (
+        dumps({"v": BREAD_PROTOCOL_VERSION, "type": "gap", "runId": run_id, "earliestSeq": earliest_seq}) + "\n"
+    ).encode()
+
+
+@dataclass(frozen=True)
+class Wire:
+    """One HTTP wire format: how a streaming response says each thing it has to say."""
+
+    name: str
+    content_type: str
+    crumb: Callable[[Frame], bytes]
+    heartbeat: bytes
+    failure: Callable[[BreadError, str], bytes]
+    gap: Callable[[int, str], bytes]
+    passive_prelude: bytes = b""
+    #: SSE also sends an ``error`` event after a logged ``agent:error``; NDJSON needs nothing more.
+    error_sidecar: bool = False
+
+    def frame(self, frame: Frame) -> bytes:
+        data = self.crumb(frame)
+        if self.error_sidecar and frame.type == AGENT_ERROR:
+            error = frame.crumb["error"]
+            data += sse_error(error if isinstance(error, BreadError) else BreadError.from_wire(error))
+        return data
+
+
+SSE = Wire(
+    name="sse",
+    content_type="text/event-stream; charset=utf-8",
+    crumb=sse_crumb,
+    heartbeat=SSE_PING,
+    failure=lambda error, run_id: sse_error(error),
+    gap=lambda earliest, run_id: sse_gap(earliest),
+    passive_prelude=sse_retry(),
+    error_sidecar=True,
+)
+
+NDJSON = Wire(
+    name="ndjson",
+    content_type="application/x-ndjson",
+    crumb=ndjson_crumb,
+    heartbeat=NDJSON_HEARTBEAT,
+    failure=ndjson_failure,
+    gap=ndjson_gap,
+)
 
 
 @dataclass
@@ -65,9 +123,7 @@ class SSEDecoder:
     _event: str = ""
     _retry: int | None = None
     _id_seen: bool = False
-    _decoder: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")()
-    )
+    _decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")())
 
     def feed(self, chunk: bytes) -> Iterator[SSEEvent]:
         text = self._decoder.decode(chunk)

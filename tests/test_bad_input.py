@@ -94,6 +94,7 @@ def test_every_code_has_a_status_or_is_a_stream_only_code():
     stream_only = {
         "RUN_CANCELLED",
         "RUN_INTERRUPTED",
+        "RUN_TIMEOUT",
         "TOOL_DENIED",
         "TOOL_FAILED",
         "INTERNAL",

@@ -54,6 +54,9 @@ class MemoryStore:
             return copy.deepcopy(self._runs.get(run_id))
 
     def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
+        unknown = set(fields) - set(RunRecord.__annotations__)
+        if unknown:
+            raise TypeError(f"update_run: unknown run fields {sorted(unknown)}")
         with self._lock:
             record = self._runs.get(run_id)
             if record is None or any(record.get(k) != v for k, v in (expect or {}).items()):

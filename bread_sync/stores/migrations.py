@@ -1,0 +1,95 @@
+"""The SQLite store's schema, as numbered migrations applied in order and recorded by name.
+
+To change the schema, add a ``@migration`` function at the end named ``m<NNN>_<what>``; never
+edit or reorder one that has shipped, since databases in the field recorded it as applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from sqlite_utils import Database
+
+from . import now_iso
+
+MIGRATIONS_TABLE = "_bread_migrations"
+MIGRATIONS: list[Callable[[Database], None]] = []
+
+
+def migration(fn: Callable[[Database], None]) -> Callable[[Database], None]:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+def migrate(db: Database) -> list[str]:
+    """Apply the migrations ``db`` lacks, in order, in one transaction; the names applied."""
+    if not _pending(db):
+        return []
+    # A second process opening the same fresh file waits here, then finds nothing left to do.
+    with immediate(db):
+        db[MIGRATIONS_TABLE].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
+        pending = _pending(db)
+        for fn in pending:
+            fn(db)
+            db.execute(f"INSERT INTO {MIGRATIONS_TABLE} (name, applied_at) VALUES (?, ?)", (fn.__name__, now_iso()))
+    return [fn.__name__ for fn in pending]
+
+
+def applied(db: Database) -> list[str]:
+    if not db[MIGRATIONS_TABLE].exists():
+        return []
+    return [name for (name,) in db.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY rowid")]
+
+
+def _pending(db: Database) -> list[Callable[[Database], None]]:
+    done = set(applied(db))
+    return [fn for fn in MIGRATIONS if fn.__name__ not in done]
+
+
+@contextmanager
+def immediate(db: Database) -> Iterator[Database]:
+    """A write transaction that takes the write lock up front: a deferred one that read first
+    could fail midway with SQLITE_BUSY, without waiting, when another process wrote meanwhile."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+        db.execute("COMMIT")
+    except BaseException:
+        if db.conn.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+@migration
+def m001_initial(db: Database) -> None:
+    db["crumbs"].create(
+        {"run_id": str, "seq": int, "type": str, "crumb": str},
+        not_null={"run_id", "seq", "type", "crumb"},
+    )
+    db["crumbs"].create_index(["run_id", "seq"], index_name="idx_crumbs_run_seq", unique=True)
+    # The log is append-only, as the in-memory store and Redis streams have it: a seq at or
+    # below the run's last one is refused even when free, so no writer can fill a gap late.
+    db.execute(
+        """
+        CREATE TRIGGER crumbs_append_only BEFORE INSERT ON crumbs
+        WHEN NEW.seq <= (SELECT max(seq) FROM crumbs WHERE run_id = NEW.run_id)
+        BEGIN SELECT RAISE(ABORT, 'seq already written'); END
+        """
+    )
+    db["runs"].create(
+        {
+            "id": str, "agent_id": str, "session_id": str, "status": str, "checkpoint_id": str,
+            "owner": str, "lease_until": float, "cancel_requested": int, "created_at": str,
+            "updated_at": str,
+        },
+        pk="id",
+        not_null={"status"},
+    )  # fmt: skip
+    db["runs"].create_index(["status"], index_name="idx_runs_status")
+    db["checkpoints"].create({"id": str, "run_id": str, "status": str, "data": str}, pk="id")
+    db["sessions"].create({"id": str, "tags": str, "created_at": str, "updated_at": str}, pk="id")
+    db["session_messages"].create(
+        {"position": int, "session_id": str, "message": str}, pk="position", not_null={"session_id"}
+    )
+    db["session_messages"].create_index(["session_id", "position"], index_name="idx_session_messages_session")

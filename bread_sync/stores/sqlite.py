@@ -1,0 +1,256 @@
+"""The SQLite store: the default, one file shared by every thread and process (gunicorn workers).
+
+WAL mode lets readers work beside the one writer. Each call borrows a pooled connection and
+gives it back, holds no Python lock while SQLite works, and is one statement or one short
+transaction: under gevent a blocked SQLite call stalls the whole worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sqlite3
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from ..crumbs import Frame, dumps
+from ..errors import SEQ_CONFLICT, BreadError
+from . import RunRecord, iso_days_ago, now_iso, tags_match
+from .migrations import immediate, migrate
+
+BUSY_TIMEOUT_SECONDS = 5.0
+POOL_SIZE = 4
+
+#: RunRecord keys and their columns, in the order every SELECT of runs lists them.
+RUN_COLUMNS = {
+    "id": "id", "agentId": "agent_id", "sessionId": "session_id", "status": "status",
+    "checkpointId": "checkpoint_id", "owner": "owner", "leaseUntil": "lease_until",
+    "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
+}  # fmt: skip
+
+INSERT_CRUMB = "INSERT INTO crumbs (run_id, seq, type, crumb) VALUES (?, ?, ?, ?)"
+SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+SELECT_RUNS = f"SELECT {', '.join(RUN_COLUMNS.values())} FROM runs"
+INSERT_RUN = (
+    f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS.values())}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})"
+)
+TOUCH_SESSION = """
+    INSERT INTO sessions (id, tags, created_at, updated_at) VALUES (?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET
+        tags = json_patch(sessions.tags, excluded.tags), updated_at = excluded.updated_at
+"""
+SELECT_SESSION = """
+    SELECT s.id, s.tags, s.created_at, s.updated_at, m.message
+    FROM sessions s LEFT JOIN session_messages m ON m.session_id = s.id
+    WHERE s.id = ? ORDER BY m.position
+"""
+
+
+class SQLiteStore:
+    """A :class:`~bread_sync.stores.Store` in one SQLite file, migrated on open."""
+
+    def __init__(self, path: str | os.PathLike[str], pool_size: int = POOL_SIZE):
+        if str(path) == ":memory:":
+            raise ValueError("an in-memory SQLite database is private to one connection: use the memory store")
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._open() as db:
+            db.enable_wal()
+            migrate(db)
+        # Free slots open their connection on first use, so a store made before gunicorn forks
+        # hands no open connection to the workers unless it was used.
+        self._pool: queue.Queue[Database | None] = queue.Queue()
+        for _ in range(pool_size):
+            self._pool.put(None)
+        self._finalizer = weakref.finalize(self, _close_pool, self._pool)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._finalizer()
+
+    @contextmanager
+    def connection(self) -> Iterator[Database]:
+        """Borrow a pooled connection for one short piece of work; waits while all are in use."""
+        db = self._pool.get()
+        try:
+            if db is None:
+                if not self._finalizer.alive:
+                    raise RuntimeError(f"the SQLite store at {self.path} is closed")
+                db = self._open()
+            yield db
+        finally:
+            self._pool.put(db)
+
+    def _open(self) -> Database:
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return Database(conn, recursive_triggers=False, execute_plugins=False)
+
+    # crumb log
+    def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
+        rows = [(run_id, f.seq, f.type, f.wire) for f in frames]
+        if not rows:
+            return
+        with self.connection() as db, immediate(db), _seq_conflict(run_id, [row[1] for row in rows]):
+            db.conn.executemany(INSERT_CRUMB, rows)
+
+    def get_crumbs(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Frame]:
+        with self.connection() as db:
+            rows = db.execute(SELECT_CRUMBS, (run_id, after, -1 if limit is None else limit)).fetchall()
+        return [Frame(run_id, seq, json.loads(text), wire=text) for seq, text in rows]
+
+    def last_seq(self, run_id: str) -> int:
+        with self.connection() as db:
+            sql = "SELECT coalesce(max(seq), 0) FROM crumbs WHERE run_id = ?"
+            return db.execute(sql, (run_id,)).fetchone()[0]
+
+    # runs
+    def create_run(self, record: RunRecord) -> bool:
+        values = [record[key] for key in RUN_COLUMNS]
+        with self.connection() as db:
+            return db.execute(INSERT_RUN, values).rowcount == 1
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self.connection() as db:
+            row = db.execute(f"{SELECT_RUNS} WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None else _run(row)
+
+    def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
+        fields["updatedAt"] = now_iso()
+        expect = expect or {}
+        sets = ", ".join(f"{_run_column(key)} = ?" for key in fields)
+        # IS, not =, so that expecting None (no owner) matches a NULL column.
+        checks = "".join(f" AND {_run_column(key)} IS ?" for key in expect)
+        with self.connection() as db:
+            cursor = db.execute(
+                f"UPDATE runs SET {sets} WHERE id = ?{checks}", [*fields.values(), run_id, *expect.values()]
+            )
+            return cursor.rowcount == 1
+
+    def list_runs(
+        self, status: str | None = None, agent: str | None = None, session: str | None = None
+    ) -> list[RunRecord]:
+        wanted = {"status": status, "agent_id": agent, "session_id": session}
+        wanted = {column: value for column, value in wanted.items() if value is not None}
+        where = " AND ".join(f"{column} = ?" for column in wanted) or "1"
+        return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY rowid", list(wanted.values()))
+
+    def expired_runs(self, now: float) -> list[RunRecord]:
+        return self._runs(f"{SELECT_RUNS} WHERE status = 'running' AND lease_until < ? ORDER BY rowid", [now])
+
+    def cancel_requested(self, owner: str) -> list[str]:
+        sql = "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND cancel_requested ORDER BY rowid"
+        with self.connection() as db:
+            return [run_id for (run_id,) in db.execute(sql, (owner,)).fetchall()]
+
+    def _runs(self, sql: str, params: list[Any]) -> list[RunRecord]:
+        with self.connection() as db:
+            rows = db.execute(sql, params).fetchall()
+        return [_run(row) for row in rows]
+
+    # checkpoints
+    def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        values = (checkpoint["id"], checkpoint.get("runId"), checkpoint["status"], dumps(checkpoint))
+        with self.connection() as db:
+            db.execute("INSERT OR REPLACE INTO checkpoints (id, run_id, status, data) VALUES (?, ?, ?, ?)", values)
+
+    def get_checkpoint(self, checkpoint_id: str) -> dict[str, Any] | None:
+        with self.connection() as db:
+            row = db.execute("SELECT status, data FROM checkpoints WHERE id = ?", (checkpoint_id,)).fetchone()
+        return None if row is None else {**json.loads(row[1]), "status": row[0]}
+
+    def claim_checkpoint(self, checkpoint_id: str, status: str = "resumed") -> bool:
+        sql = "UPDATE checkpoints SET status = ? WHERE id = ? AND status = 'pending'"
+        with self.connection() as db:
+            return db.execute(sql, (status, checkpoint_id)).rowcount == 1
+
+    # sessions
+    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
+        now = now_iso()
+        with self.connection() as db:
+            db.execute(TOUCH_SESSION, (session_id, dumps(tags or {}), now, now))
+
+    def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        rows = [(session_id, dumps(message)) for message in messages]
+        touch = "UPDATE sessions SET updated_at = ? WHERE id = ?"
+        with self.connection() as db, immediate(db):
+            if db.execute(touch, (now_iso(), session_id)).rowcount:
+                db.conn.executemany("INSERT INTO session_messages (session_id, message) VALUES (?, ?)", rows)
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        with self.connection() as db:
+            rows = db.execute(SELECT_SESSION, (session_id,)).fetchall()
+        if not rows:
+            return None
+        messages = [json.loads(row[4]) for row in rows if row[4] is not None]
+        return {**_session(rows[0][:4]), "messages": messages}
+
+    def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT id, tags, created_at, updated_at FROM sessions ORDER BY rowid"
+        with self.connection() as db:
+            rows = db.execute(sql).fetchall()
+        return [session for session in map(_session, rows) if tags_match(session["tags"], tags)]
+
+    def delete_session(self, session_id: str) -> bool:
+        with self.connection() as db, immediate(db):
+            db.execute("DELETE FROM session_messages WHERE session_id = ?", (session_id,))
+            return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount == 1
+
+    def cleanup_sessions(self, older_than_days: float | None = None, tags: dict[str, str] | None = None) -> int:
+        cutoff = None if older_than_days is None else iso_days_ago(older_than_days)
+        sql = "SELECT id, tags FROM sessions WHERE ? IS NULL OR updated_at < ?"
+        with self.connection() as db, immediate(db):
+            rows = db.execute(sql, (cutoff, cutoff)).fetchall()
+            doomed = [(session_id,) for session_id, text in rows if tags_match(json.loads(text), tags)]
+            db.conn.executemany("DELETE FROM session_messages WHERE session_id = ?", doomed)
+            db.conn.executemany("DELETE FROM sessions WHERE id = ?", doomed)
+        return len(doomed)
+
+
+@contextmanager
+def _seq_conflict(run_id: str, seqs: list[int]) -> Iterator[None]:
+    """The unique index and the append-only trigger refuse a taken seq; say so in our terms."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise BreadError(SEQ_CONFLICT, f"run {run_id}: a seq in {seqs} is already written") from exc
+
+
+def _run(row: tuple[Any, ...]) -> RunRecord:
+    record = dict(zip(RUN_COLUMNS, row, strict=True))
+    record["cancelRequested"] = bool(record["cancelRequested"])
+    return record
+
+
+def _run_column(key: str) -> str:
+    try:
+        return RUN_COLUMNS[key]
+    except KeyError:
+        raise TypeError(f"a run record has no field {key!r}; its fields are {sorted(RUN_COLUMNS)}") from None
+
+
+def _session(row: tuple[Any, ...]) -> dict[str, Any]:
+    session_id, tags, created_at, updated_at = row
+    return {"id": session_id, "tags": json.loads(tags), "createdAt": created_at, "updatedAt": updated_at}
+
+
+def _close_pool(pool: queue.Queue[Database | None]) -> None:
+    # Closed connections go back in, so a call after close() fails instead of waiting forever.
+    slots = []
+    while not pool.empty():
+        slots.append(pool.get_nowait())
+    for db in slots:
+        if db is not None:
+            db.close()
+        pool.put(db)
+
+
+def store(path: str | os.PathLike[str], pool_size: int = POOL_SIZE) -> SQLiteStore:
+    """A SQLite store in the file ``path`` (its folder is created if missing)."""
+    return SQLiteStore(path, pool_size)

@@ -1,0 +1,386 @@
+"""The store contract, over every implementation."""
+
+import threading
+
+import pytest
+
+from bread_sync.crumbs import Frame
+from bread_sync.errors import RUN_INTERRUPTED, SEQ_CONFLICT, BreadError
+from bread_sync.loading import resolve
+from bread_sync.stores import STORES, has_crumb_log
+
+OLD = "2020-01-01T00:00:00.000Z"
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path):
+    opts = {"path": tmp_path / "bread.db"} if request.param == "sqlite" else {}
+    made = resolve(request.param, STORES, "store", **opts)
+    yield made
+    close = getattr(made, "close", None)
+    if close is not None:
+        close()
+
+
+def crumb(run_id, seq, **payload):
+    return Frame(run_id, seq, {"type": "tool:call", "runId": run_id, "n": seq, **payload})
+
+
+def seqs(frames):
+    return [f.seq for f in frames]
+
+
+def run_record(run_id, **fields):
+    record = {
+        "id": run_id, "agentId": "echo", "sessionId": "s1", "status": "running", "checkpointId": None,
+        "owner": "host:1:a", "leaseUntil": 100.0, "cancelRequested": False, "createdAt": OLD, "updatedAt": OLD,
+    }  # fmt: skip
+    return {**record, **fields}
+
+
+def checkpoint(checkpoint_id, **fields):
+    return {"id": checkpoint_id, "runId": "r1", "status": "pending", "nextSeq": 4, "state": {"a": [1]}, **fields}
+
+
+def assert_conflict(store, run_id, frames):
+    with pytest.raises(BreadError) as info:
+        store.append_crumbs(run_id, frames)
+    assert info.value.code == SEQ_CONFLICT
+
+
+# crumb log
+
+
+def test_it_has_a_crumb_log(store):
+    assert has_crumb_log(store)
+
+
+def test_get_gives_frames_after_in_seq_order(store):
+    store.append_crumbs("r1", [crumb("r1", 1), crumb("r1", 2)])
+    store.append_crumbs("r2", [crumb("r2", 1)])
+    store.append_crumbs("r1", [crumb("r1", 3)])
+
+    assert store.get_crumbs("r1") == [crumb("r1", 1), crumb("r1", 2), crumb("r1", 3)]
+    assert seqs(store.get_crumbs("r1", after=1)) == [2, 3]
+    assert seqs(store.get_crumbs("r1", after=3)) == []
+    assert seqs(store.get_crumbs("r2")) == [1]
+    assert store.get_crumbs("nobody") == []
+
+
+def test_limit_bounds_a_page(store):
+    store.append_crumbs("r1", [crumb("r1", seq) for seq in range(1, 6)])
+
+    assert seqs(store.get_crumbs("r1", limit=2)) == [1, 2]
+    assert seqs(store.get_crumbs("r1", after=2, limit=2)) == [3, 4]
+    assert seqs(store.get_crumbs("r1", after=4, limit=2)) == [5]
+    assert store.get_crumbs("r1", limit=0) == []
+
+
+def test_frames_come_back_with_their_crumb_and_wire_form(store):
+    written = Frame("r1", 1, {"type": "tool:result", "runId": "r1", "output": {"ü": [1, None]}})
+    store.append_crumbs("r1", [written])
+
+    (read,) = store.get_crumbs("r1")
+    assert (read.run_id, read.seq, read.type) == ("r1", 1, "tool:result")
+    assert read.crumb == {"type": "tool:result", "runId": "r1", "output": {"ü": [1, None]}}
+    assert read.wire == written.wire
+
+
+def test_an_error_crumb_is_stored_in_its_wire_form(store):
+    error = BreadError(RUN_INTERRUPTED, "the process stopped", {"pid": 7})
+    store.append_crumbs("r1", [Frame("r1", 1, {"type": "agent:error", "runId": "r1", "error": error})])
+
+    (read,) = store.get_crumbs("r1")
+    assert read.crumb["error"] == {
+        "name": "BreadError",
+        "code": RUN_INTERRUPTED,
+        "message": "the process stopped",
+        "context": {"pid": 7},
+    }
+
+
+def test_last_seq(store):
+    assert store.last_seq("r1") == 0
+    store.append_crumbs("r1", [crumb("r1", 1), crumb("r1", 2)])
+    store.append_crumbs("r2", [crumb("r2", 1)])
+    assert store.last_seq("r1") == 2
+    assert store.last_seq("r2") == 1
+
+
+def test_an_empty_batch_writes_nothing(store):
+    store.append_crumbs("r1", [])
+    assert store.get_crumbs("r1") == []
+
+
+def test_a_duplicate_seq_in_one_batch_conflicts_and_writes_nothing(store):
+    store.append_crumbs("r1", [crumb("r1", 1)])
+
+    assert_conflict(store, "r1", [crumb("r1", 2), crumb("r1", 2, other=True)])
+
+    assert store.get_crumbs("r1") == [crumb("r1", 1)]
+    assert store.last_seq("r1") == 1
+
+
+def test_a_seq_already_written_conflicts_and_writes_nothing(store):
+    store.append_crumbs("r1", [crumb("r1", 1), crumb("r1", 2)])
+
+    assert_conflict(store, "r1", [crumb("r1", 2, late=True), crumb("r1", 3)])
+
+    assert store.get_crumbs("r1") == [crumb("r1", 1), crumb("r1", 2)]
+    store.append_crumbs("r1", [crumb("r1", 3)])
+    assert seqs(store.get_crumbs("r1")) == [1, 2, 3]
+
+
+def test_the_log_is_append_only_so_a_late_writer_cannot_fill_a_gap(store):
+    store.append_crumbs("r1", [crumb("r1", 1), crumb("r1", 3)])
+
+    assert_conflict(store, "r1", [crumb("r1", 2)])
+    assert_conflict(store, "r1", [crumb("r1", 5), crumb("r1", 4)])
+
+    assert seqs(store.get_crumbs("r1")) == [1, 3]
+
+
+def test_seqs_are_per_run(store):
+    store.append_crumbs("r1", [crumb("r1", 1)])
+    store.append_crumbs("r2", [crumb("r2", 1)])
+    assert seqs(store.get_crumbs("r2")) == [1]
+
+
+# runs
+
+
+def test_create_and_get_a_run(store):
+    assert store.create_run(run_record("r1"))
+    assert store.get_run("r1") == run_record("r1")
+    assert store.get_run("nobody") is None
+
+
+def test_creating_an_existing_run_changes_nothing(store):
+    store.create_run(run_record("r1"))
+    assert not store.create_run(run_record("r1", agentId="other", status="paused"))
+    assert store.get_run("r1") == run_record("r1")
+
+
+def test_a_returned_record_is_a_copy(store):
+    store.create_run(run_record("r1"))
+    store.get_run("r1")["status"] = "completed"
+    assert store.get_run("r1")["status"] == "running"
+
+
+def test_update_sets_fields_and_updated_at(store):
+    store.create_run(run_record("r1"))
+
+    assert store.update_run("r1", status="paused", checkpointId="cp1", owner=None, cancelRequested=True)
+
+    record = store.get_run("r1")
+    assert record["updatedAt"] > OLD
+    assert record == run_record(
+        "r1", status="paused", checkpointId="cp1", owner=None, cancelRequested=True, updatedAt=record["updatedAt"]
+    )
+    assert not store.update_run("nobody", status="paused")
+
+
+def test_update_with_expect_is_a_compare_and_set(store):
+    store.create_run(run_record("r1", leaseUntil=123.25))
+
+    assert not store.update_run("r1", expect={"status": "paused"}, status="completed")
+    assert not store.update_run("r1", expect={"status": "running", "leaseUntil": 1.0}, status="interrupted")
+    assert store.get_run("r1") == run_record("r1", leaseUntil=123.25)
+
+    expect = {"status": "running", "leaseUntil": 123.25, "owner": "host:1:a"}
+    assert store.update_run("r1", expect=expect, status="interrupted", owner=None)
+    assert not store.update_run("r1", expect=expect, status="interrupted", owner=None)
+    assert store.get_run("r1")["status"] == "interrupted"
+
+
+def test_expect_matches_a_missing_owner_and_a_flag(store):
+    store.create_run(run_record("r1", owner=None))
+
+    assert store.update_run("r1", expect={"owner": None, "cancelRequested": False}, cancelRequested=True)
+    assert not store.update_run("r1", expect={"cancelRequested": False}, status="failed")
+    assert store.update_run("r1", expect={"cancelRequested": True}, status="failed")
+
+
+def test_list_runs_filters(store):
+    store.create_run(run_record("r1"))
+    store.create_run(run_record("r2", status="paused"))
+    store.create_run(run_record("r3", agentId="other", sessionId="s2"))
+
+    def ids(**filters):
+        return sorted(r["id"] for r in store.list_runs(**filters))
+
+    assert ids() == ["r1", "r2", "r3"]
+    assert ids(status="running") == ["r1", "r3"]
+    assert ids(agent="echo") == ["r1", "r2"]
+    assert ids(session="s2") == ["r3"]
+    assert ids(status="running", agent="echo", session="s1") == ["r1"]
+    assert ids(status="completed") == []
+    assert store.list_runs(status="paused") == [run_record("r2", status="paused")]
+
+
+def test_expired_runs_are_running_runs_whose_lease_ended(store):
+    store.create_run(run_record("lapsed", leaseUntil=99.0))
+    store.create_run(run_record("live", leaseUntil=100.0))
+    store.create_run(run_record("paused", status="paused", leaseUntil=1.0))
+
+    assert store.expired_runs(100.0) == [run_record("lapsed", leaseUntil=99.0)]
+    assert store.expired_runs(1.0) == []
+
+
+def test_cancel_requested_lists_running_runs_of_the_owner(store):
+    store.create_run(run_record("asked", cancelRequested=True))
+    store.create_run(run_record("not-asked"))
+    store.create_run(run_record("other-owner", owner="host:2:b", cancelRequested=True))
+    store.create_run(run_record("finished", status="completed", cancelRequested=True))
+
+    assert store.cancel_requested("host:1:a") == ["asked"]
+    store.update_run("not-asked", expect={"status": "running"}, cancelRequested=True)
+    assert sorted(store.cancel_requested("host:1:a")) == ["asked", "not-asked"]
+    assert store.cancel_requested("nobody") == []
+
+
+# checkpoints
+
+
+def test_save_and_get_a_checkpoint(store):
+    store.save_checkpoint(checkpoint("cp1"))
+    assert store.get_checkpoint("cp1") == checkpoint("cp1")
+    assert store.get_checkpoint("nothing") is None
+
+
+def test_saving_again_replaces_a_checkpoint(store):
+    store.save_checkpoint(checkpoint("cp1"))
+    store.save_checkpoint(checkpoint("cp1", nextSeq=9))
+    assert store.get_checkpoint("cp1") == checkpoint("cp1", nextSeq=9)
+
+
+def test_a_checkpoint_is_claimed_once(store):
+    store.save_checkpoint(checkpoint("cp1"))
+
+    assert store.claim_checkpoint("cp1")
+    assert not store.claim_checkpoint("cp1")
+    assert not store.claim_checkpoint("cp1", status="void")
+    assert store.get_checkpoint("cp1") == checkpoint("cp1", status="resumed")
+    assert not store.claim_checkpoint("nothing")
+
+
+def test_a_claim_can_void_a_checkpoint(store):
+    store.save_checkpoint(checkpoint("cp1"))
+    assert store.claim_checkpoint("cp1", status="void")
+    assert store.get_checkpoint("cp1")["status"] == "void"
+    assert not store.claim_checkpoint("cp1")
+
+
+def test_one_of_many_racing_threads_wins_a_claim(store):
+    store.save_checkpoint(checkpoint("cp1"))
+    racers = 16
+    start = threading.Barrier(racers)
+    wins = []
+
+    def claim():
+        start.wait()
+        wins.append(store.claim_checkpoint("cp1"))
+
+    threads = [threading.Thread(target=claim) for _ in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(wins) == [False] * (racers - 1) + [True]
+
+
+# sessions
+
+
+def test_touch_creates_a_session_and_merges_tags(store):
+    store.touch_session("s1", {"user": "ann", "team": "a"})
+    created = store.get_session("s1")
+    assert created["id"] == "s1"
+    assert created["tags"] == {"user": "ann", "team": "a"}
+    assert created["messages"] == []
+    assert created["createdAt"] <= created["updatedAt"]
+
+    store.touch_session("s1", {"team": "b", "plan": "pro"})
+    store.touch_session("s1")
+
+    touched = store.get_session("s1")
+    assert touched["tags"] == {"user": "ann", "team": "b", "plan": "pro"}
+    assert touched["createdAt"] == created["createdAt"]
+    assert touched["updatedAt"] >= created["updatedAt"]
+    assert store.get_session("nobody") is None
+
+
+def test_messages_accumulate_in_order(store):
+    store.touch_session("s1")
+    store.touch_session("s2")
+    store.append_messages("s1", [{"role": "user", "content": "hi", "runId": "r1"}])
+    store.append_messages("s2", [{"role": "user", "content": "other"}])
+    store.append_messages(
+        "s1",
+        [
+            {"role": "assistant", "content": "hello", "runId": "r1"},
+            {"role": "tool", "content": "{}", "error": {"code": "TOOL_FAILED"}},
+        ],
+    )
+
+    assert store.get_session("s1")["messages"] == [
+        {"role": "user", "content": "hi", "runId": "r1"},
+        {"role": "assistant", "content": "hello", "runId": "r1"},
+        {"role": "tool", "content": "{}", "error": {"code": "TOOL_FAILED"}},
+    ]
+    assert store.get_session("s2")["messages"] == [{"role": "user", "content": "other"}]
+
+
+def test_messages_for_an_unknown_session_are_dropped(store):
+    store.append_messages("nobody", [{"role": "user", "content": "hi"}])
+    assert store.get_session("nobody") is None
+    assert store.list_sessions() == []
+    store.touch_session("nobody")
+    assert store.get_session("nobody")["messages"] == []
+
+
+def test_list_sessions_by_tags_without_messages(store):
+    store.touch_session("s1", {"user": "ann", "team": "a"})
+    store.touch_session("s2", {"user": "bob", "team": "a"})
+    store.touch_session("s3")
+    store.append_messages("s1", [{"role": "user", "content": "hi"}])
+
+    def ids(tags=None):
+        return sorted(s["id"] for s in store.list_sessions(tags))
+
+    assert ids() == ["s1", "s2", "s3"]
+    assert ids({"team": "a"}) == ["s1", "s2"]
+    assert ids({"team": "a", "user": "bob"}) == ["s2"]
+    assert ids({"team": "b"}) == []
+    (listed,) = store.list_sessions({"user": "ann"})
+    assert set(listed) == {"id", "tags", "createdAt", "updatedAt"}
+
+
+def test_delete_a_session_and_its_messages(store):
+    store.touch_session("s1", {"user": "ann"})
+    store.append_messages("s1", [{"role": "user", "content": "hi"}])
+
+    assert store.delete_session("s1")
+    assert not store.delete_session("s1")
+    assert store.get_session("s1") is None
+
+    store.touch_session("s1")
+    assert store.get_session("s1")["messages"] == []
+    assert store.get_session("s1")["tags"] == {}
+
+
+def test_cleanup_by_idle_time_and_tags(store):
+    store.touch_session("s1", {"team": "a"})
+    store.touch_session("s2", {"team": "b"})
+    store.touch_session("s3", {"team": "a"})
+    store.append_messages("s1", [{"role": "user", "content": "hi"}])
+
+    assert store.cleanup_sessions(older_than_days=1) == 0
+    assert store.cleanup_sessions(older_than_days=-1, tags={"team": "a"}) == 2
+    assert [s["id"] for s in store.list_sessions()] == ["s2"]
+
+    store.touch_session("s1")
+    assert store.get_session("s1")["messages"] == []
+    assert store.cleanup_sessions() == 2
+    assert store.list_sessions() == []

@@ -1,8 +1,13 @@
-"""A sink that renders crumbs for a terminal: live text, tool calls marked, errors explained."""
+"""A sink that renders crumbs for a terminal: live text, tool calls marked, errors explained.
+
+It also asks the human at the terminal when a run pauses (:meth:`StdoutTransport.ask`), so the
+CLI's prompts and the run's output share one notion of "where the cursor is".
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, TextIO
 
@@ -13,9 +18,18 @@ from ..crumbs import Frame
 class StdoutTransport:
     capability = "sink"
 
-    def __init__(self, stream: TextIO | None = None, color: bool | None = None):
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        color: bool | None = None,
+        input: TextIO | None = None,
+        prompts: TextIO | None = None,
+    ):
         self.stream = stream or sys.stdout
-        self.color = self.stream.isatty() if color is None else color
+        self.color = _wants_color(self.stream) if color is None else color
+        self.input = input or sys.stdin
+        # Prompts go to stderr, as `read -p` does, so they reach the terminal when stdout is a file.
+        self.prompts = prompts or sys.stderr
         self._mid_line = False
 
     def publish(self, frame: Frame) -> None:
@@ -26,8 +40,10 @@ class StdoutTransport:
             return
         line = self.render(crumb)
         if line is not None:
-            self._write(("\n" if self._mid_line else "") + line + "\n")
-            self._mid_line = False
+            self._end_line()
+            self._write(line + "\n")
+        elif crumb["type"] == c.AGENT_RUN_END:
+            self._end_line()
 
     def render(self, crumb: dict[str, Any]) -> str | None:
         """One marked line for a durable crumb worth showing, else None."""
@@ -47,14 +63,63 @@ class StdoutTransport:
         if kind == c.AGENT_ERROR:
             error = _error(crumb["error"])
             return self._mark("error", f"{error['code']}: {error['message']}")
+        return self._render_progress(crumb)
+
+    def _render_progress(self, crumb: dict[str, Any]) -> str | None:
+        """Markers for the nested work of a long run, so a terminal shows where it is."""
+        kind = crumb["type"]
+        if kind == c.PIPELINE_STEP_START:
+            return self._mark("step", f"{crumb['index'] + 1}: {crumb['stepName']}")
+        if kind == c.SUBAGENT_RUN_START:
+            return self._mark("agent", str(crumb["subagentId"]))
+        if kind == c.TASK_START:
+            return self._mark("task", str(crumb["taskId"]))
+        if kind == c.FILE_GENERATED:
+            return self._mark("file", f"{crumb.get('name') or ''} {crumb['uri']}".strip())
         return None
+
+    def question(self, checkpoint: dict[str, Any]) -> str:
+        """The prompt for a pause: ``Approve tool({...})? [y/N] `` or the tool's question."""
+        if checkpoint["kind"] == "approval":
+            return f"Approve {checkpoint['toolName']}({_short(checkpoint['input'])})? [y/N] "
+        return f"{_question_text(checkpoint)} "
+
+    def ask(self, question: str) -> str:
+        """Show ``question`` (when the input is a terminal) and read one line; EOFError at the end."""
+        self._end_line()
+        if self.input.isatty():
+            self.prompts.write(question)
+            self.prompts.flush()
+        line = self.input.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\r\n")
 
     def _mark(self, tag: str, text: str) -> str:
         return f"\x1b[2m[{tag}]\x1b[0m {text}" if self.color else f"[{tag}] {text}"
 
+    def _end_line(self) -> None:
+        if self._mid_line:
+            self._write("\n")
+            self._mid_line = False
+
     def _write(self, text: str) -> None:
         self.stream.write(text)
         self.stream.flush()
+
+
+def _wants_color(stream: TextIO) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR")  # https://no-color.org
+
+
+def _question_text(checkpoint: dict[str, Any]) -> str:
+    value = checkpoint["input"]
+    if isinstance(value, dict):
+        strings = [v for v in value.values() if isinstance(v, str)]
+        value = value.get("question", strings[0] if len(strings) == 1 else value)
+    if isinstance(value, str):
+        return value
+    return f"{checkpoint['toolName']}({_short(value)}):"
 
 
 def _error(error: Any) -> dict[str, Any]:
@@ -66,5 +131,11 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def transport(stream: TextIO | None = None, color: bool | None = None) -> StdoutTransport:
-    return StdoutTransport(stream=stream, color=color)
+def transport(
+    stream: TextIO | None = None,
+    color: bool | None = None,
+    input: TextIO | None = None,
+    prompts: TextIO | None = None,
+) -> StdoutTransport:
+    """Render crumbs to ``stream`` (stdout); prompts read ``input`` (stdin), shown on ``prompts``."""
+    return StdoutTransport(stream=stream, color=color, input=input, prompts=prompts)

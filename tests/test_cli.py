@@ -1,0 +1,344 @@
+"""The ``bread-sync`` console script, run for real in subprocesses (pipes and pseudo-terminals)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bread_sync import Agent, BreadError, Config
+from bread_sync.errors import MODEL_ERROR
+from bread_sync.models import script
+from bread_sync.models.script import say
+from bread_sync.stores.sqlite import store
+
+CLI = [sys.executable, "-m", "bread_sync.cli"]
+DEADLINE = 20.0  # seconds any one process may take; generous for a loaded CI machine
+
+
+@pytest.fixture
+def env(tmp_path):
+    """A child environment on a fresh SQLite store, writing nothing into the repository."""
+    child = {k: v for k, v in os.environ.items() if k not in ("BREAD_CONFIG", "BREAD_TRANSPORT", "NO_COLOR")}
+    child.update(BREAD_DB=str(tmp_path / "bread.db"), BREAD_INSTANCE=str(tmp_path), PYTHONUNBUFFERED="1")
+    return child
+
+
+def cli(env, *args, stdin_text=None):
+    """Run the CLI with stdin a pipe (or /dev/null): never a terminal."""
+    return subprocess.run(
+        [*CLI, *args],
+        env=env,
+        input=stdin_text,
+        stdin=subprocess.DEVNULL if stdin_text is None else None,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+
+
+def pause_line(result):
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class Terminal:
+    """The CLI with stdin, stdout and stderr on a pseudo-terminal, driven like a human would."""
+
+    def __init__(self, env, *args):
+        self.master, slave = os.openpty()
+        self.process = subprocess.Popen([*CLI, *args], env=env, stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        self.output = ""
+        self._seen = 0
+
+    def expect(self, text, timeout=DEADLINE):
+        """Read until ``text`` appears after what earlier expects consumed."""
+        deadline = time.monotonic() + timeout
+        while (found := self.output.find(text, self._seen)) < 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._read(remaining):
+                raise AssertionError(f"{text!r} never appeared in {self.output!r}")
+        self._seen = found + len(text)
+
+    def send(self, text):
+        os.write(self.master, text.encode())
+
+    def interrupt(self):
+        self.process.send_signal(signal.SIGINT)
+
+    def wait(self, timeout=DEADLINE):
+        """Read to the end of the output; the exit code."""
+        deadline = time.monotonic() + timeout
+        while self._read(max(0.0, deadline - time.monotonic())):
+            pass
+        return self.process.wait(max(0.1, deadline - time.monotonic()))
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(DEADLINE)
+        os.close(self.master)
+
+    def _read(self, timeout):
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            chunk = os.read(self.master, 4096)
+        except OSError:  # EIO: every slave descriptor is closed, the process is gone
+            return False
+        self.output += chunk.decode(errors="replace")
+        return bool(chunk)
+
+
+@pytest.fixture
+def terminal(env):
+    opened = []
+
+    def open_terminal(*args):
+        opened.append(Terminal(env, *args))
+        return opened[-1]
+
+    yield open_terminal
+    for term in opened:
+        term.close()
+
+
+# -- help --------------------------------------------------------------------------------------
+
+
+def test_help_names_every_command_and_the_exit_codes(env):
+    result = cli(env, "--help")
+    assert result.returncode == 0
+    for word in ("invoke", "resume", "chat", "exit codes", "130"):
+        assert word in result.stdout
+
+
+@pytest.mark.parametrize("command", ["invoke", "resume", "chat"])
+def test_each_command_explains_itself(env, command):
+    result = cli(env, command, "--help")
+    assert result.returncode == 0
+    assert f"usage: bread-sync {command}" in result.stdout and "exit codes" in result.stdout
+
+
+def test_no_command_is_a_usage_error(env):
+    assert cli(env).returncode == 2
+
+
+# -- invoke and resume through pipes ----------------------------------------------------------
+
+
+def test_invoke_streams_the_answer_and_exits_0(env):
+    result = cli(env, "invoke", "echo", "hello world")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hello world\n"
+
+
+def test_input_that_parses_as_json_is_sent_as_json(env):
+    result = cli(env, "invoke", "echo", '{"a": 1}')
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"a": 1}
+
+
+def test_a_pause_without_a_terminal_ends_with_a_json_line_and_exit_3(env):
+    result = cli(env, "invoke", "writer", '{"topic": "bread"}')
+    assert result.returncode == 3, result.stderr
+    assert "Drafting a post about bread." in result.stdout
+    assert '[tool] publish({"title": "bread"})' in result.stdout
+    pause = pause_line(result)
+    assert pause["checkpointId"].startswith("cp_")
+    assert (pause["kind"], pause["toolName"], pause["input"]) == ("approval", "publish", {"title": "bread"})
+    assert f"bread-sync resume {pause['checkpointId']}" in result.stderr
+
+
+def test_resume_in_a_new_process_continues_the_run_once(env):
+    checkpoint_id = pause_line(cli(env, "invoke", "writer", '{"topic": "bread"}'))["checkpointId"]
+    resumed = cli(env, "resume", checkpoint_id, '{"approved": true}')
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Published." in resumed.stdout and '[tool] publish -> {"published": true' in resumed.stdout
+    again = cli(env, "resume", checkpoint_id, '{"approved": true}')
+    assert again.returncode == 1
+    assert "error: CHECKPOINT_ALREADY_RESUMED:" in again.stderr and "Published." not in again.stdout
+
+
+def test_an_input_pause_resumes_with_the_answer(env):
+    paused = cli(env, "invoke", "interviewer")
+    assert paused.returncode == 3, paused.stderr
+    pause = pause_line(paused)
+    assert pause["kind"] == "input" and pause["input"] == {"question": "What is your name?"}
+    resumed = cli(env, "resume", pause["checkpointId"], '{"answer": "Ada"}')
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Thanks, Ada." in resumed.stdout
+
+
+def test_a_denial_reaches_the_model(env):
+    checkpoint_id = pause_line(cli(env, "invoke", "writer", '{"topic": "bread"}'))["checkpointId"]
+    denied = cli(env, "resume", checkpoint_id, '{"approved": false}')
+    assert denied.returncode == 0 and "Not published." in denied.stdout
+
+
+def broken_config():
+    """A config for the child process (``--config tests.test_cli:broken_config``)."""
+
+    def fall_over(convo):
+        raise BreadError(MODEL_ERROR, "the model fell over")
+
+    return Config(agents=[Agent(id="broken", model=script.provider([say("Thinking."), fall_over]))])
+
+
+def test_a_failed_run_exits_1_with_its_error_line(env):
+    result = cli(env, "--config", "tests.test_cli:broken_config", "invoke", "broken")
+    assert result.returncode == 1
+    assert result.stdout == "Thinking.\n[error] MODEL_ERROR: the model fell over\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("invoke", "nope", "hi"), "AGENT_NOT_FOUND"),
+        (("invoke", "writer", '{"subject": "bread"}'), "INPUT_INVALID"),
+        (("resume", "cp_missing", '{"approved": true}'), "CHECKPOINT_NOT_FOUND"),
+        (("chat", "nope"), "AGENT_NOT_FOUND"),
+    ],
+)
+def test_errors_before_the_run_exists_exit_1_on_stderr(env, args, code):
+    result = cli(env, *args)
+    assert result.returncode == 1
+    assert f"error: {code}:" in result.stderr and result.stdout == ""
+
+
+def test_an_unknown_agent_lists_the_agents(env):
+    assert "agents: echo, interviewer, slow, writer" in cli(env, "invoke", "nope").stderr
+
+
+def test_a_response_that_is_not_json_is_a_usage_error(env):
+    result = cli(env, "resume", "cp_x", "{approved: yes}")
+    assert result.returncode == 2
+    assert "argument JSON: not valid JSON" in result.stderr and "usage: bread-sync resume" in result.stderr
+
+
+def test_an_approval_needs_an_approved_flag(env):
+    checkpoint_id = pause_line(cli(env, "invoke", "writer", '{"topic": "bread"}'))["checkpointId"]
+    refused = cli(env, "resume", checkpoint_id, '{"answer": "yes"}')
+    assert refused.returncode == 1 and "error: INVALID_REQUEST:" in refused.stderr
+    assert cli(env, "resume", checkpoint_id, '{"approved": true}').returncode == 0  # not burnt
+
+
+def test_a_config_that_cannot_load_is_a_usage_error(env):
+    result = cli(env, "--config", "no_such_module:config", "invoke", "echo")
+    assert result.returncode == 2 and "error: cannot load the config" in result.stderr
+
+
+# -- at a terminal -----------------------------------------------------------------------------
+
+
+def test_an_approval_is_asked_at_the_terminal(terminal):
+    term = terminal("invoke", "writer", '{"topic": "bread"}')
+    term.expect('Approve publish({"title": "bread"})? [y/N] ')
+    term.send("y\n")
+    term.expect("Published.")
+    assert term.wait() == 0
+
+
+def test_a_denial_at_the_terminal_reaches_the_model(terminal):
+    term = terminal("invoke", "writer", '{"topic": "bread"}')
+    term.expect("[y/N] ")
+    term.send("\n")  # the default is no
+    term.expect("Not published.")
+    assert term.wait() == 0
+
+
+def test_an_input_is_asked_with_its_question(terminal):
+    term = terminal("invoke", "interviewer")
+    term.expect("What is your name? ")
+    term.send("Ada\n")
+    term.expect("Thanks, Ada.")
+    assert term.wait() == 0
+
+
+def test_resume_at_a_terminal_sends_any_json_response(env, terminal):
+    checkpoint_id = pause_line(cli(env, "invoke", "interviewer"))["checkpointId"]
+    term = terminal("resume", checkpoint_id, '"Ada"')
+    term.expect("Thanks, Ada.")
+    assert term.wait() == 0
+
+
+def test_end_of_input_at_a_prompt_leaves_the_run_paused(env, terminal):
+    term = terminal("invoke", "writer", '{"topic": "bread"}')
+    term.expect("[y/N] ")
+    term.send("\x04")  # Ctrl-D
+    term.expect('"kind": "approval"')
+    assert term.wait() == 3
+    checkpoint_id = json.loads(term.output[term.output.index('{"checkpointId"') :].splitlines()[0])
+    assert cli(env, "resume", checkpoint_id["checkpointId"], '{"approved": true}').returncode == 0
+
+
+def test_ctrl_c_cancels_the_run(terminal):
+    term = terminal("invoke", "slow", '{"count": 100000, "delayMs": 20}')
+    term.expect("tick 2 ")
+    term.interrupt()
+    term.expect("RUN_CANCELLED")
+    assert term.wait() == 130
+
+
+def test_ctrl_c_at_a_prompt_cancels_the_paused_run(terminal):
+    term = terminal("invoke", "writer", '{"topic": "bread"}')
+    term.expect("[y/N] ")
+    term.interrupt()
+    term.expect("RUN_CANCELLED")
+    assert term.wait() == 130
+
+
+# -- chat --------------------------------------------------------------------------------------
+
+
+def test_chat_answers_each_line_and_ends_at_eof(env):
+    result = cli(env, "chat", "echo", stdin_text="hello there\nsecond line\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hello there\nsecond line\n"
+
+
+def test_chat_keeps_one_session(env, tmp_path):
+    assert cli(env, "chat", "echo", stdin_text="one\ntwo\n").returncode == 0
+    db = store(path=tmp_path / "bread.db")
+    try:
+        (session,) = db.list_sessions()
+        messages = db.get_session(session["id"])["messages"]
+    finally:
+        db.close()
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "one"),
+        ("assistant", "one"),
+        ("user", "two"),
+        ("assistant", "two"),
+    ]
+
+
+def test_chat_at_a_terminal_prompts_and_answers_pauses(terminal):
+    term = terminal("chat", "writer")
+    term.expect("you> ")
+    term.send('{"topic": "rye"}\n')
+    term.expect("[y/N] ")
+    term.send("y\n")
+    term.expect("Published.")
+    term.expect("you> ")
+    term.send("/exit\n")
+    assert term.wait() == 0
+
+
+def test_ctrl_c_in_chat_cancels_the_answer_and_keeps_chatting(terminal):
+    term = terminal("chat", "slow")
+    term.expect("you> ")
+    term.send('{"count": 100000, "delayMs": 20}\n')
+    term.expect("tick 2 ")
+    term.interrupt()
+    term.expect("RUN_CANCELLED")
+    term.expect("you> ")
+    term.send("\x04")
+    assert term.wait() == 0

@@ -201,7 +201,5 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
 
 
 def _describe(exc: ValidationError, what: str) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors()
-    )
+    problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors())
     return f"{what} is invalid: {problems}"

@@ -1,8 +1,8 @@
 """The config object, and how the server and the CLI find and adjust it.
 
 ``BREAD_CONFIG=module:attribute`` names a config (or a callable returning one); the default is
-the demo config. The environment then overrides what it names: ``BREAD_DB`` (the SQLite file)
-and ``BREAD_TRANSPORT``.
+the demo config. The environment then overrides what it names: ``BREAD_DB`` (the SQLite file),
+``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...) and ``BREAD_MAX_BODY_BYTES``.
 """
 
 from __future__ import annotations
@@ -79,4 +79,7 @@ def apply_environment(config: Config) -> Config:
         updates["store"] = "sqlite"
     if os.environ.get("BREAD_TRANSPORT"):
         updates["transport"] = os.environ["BREAD_TRANSPORT"]
+    if os.environ.get("BREAD_MAX_BODY_BYTES"):
+        limit = int(os.environ["BREAD_MAX_BODY_BYTES"])
+        updates["server"] = config.server.model_copy(update={"max_body_bytes": limit})
     return config.model_copy(update=updates) if updates else config

@@ -58,9 +58,7 @@ HTTP_STATUS: dict[str, int] = {
 }
 
 #: Every code bread_sync raises, for documentation and tests.
-ALL_CODES = tuple(
-    value for name, value in list(globals().items()) if name.isupper() and isinstance(value, str)
-)
+ALL_CODES = tuple(value for name, value in list(globals().items()) if name.isupper() and isinstance(value, str))
 
 
 class BreadError(Exception):

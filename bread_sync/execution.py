@@ -176,9 +176,7 @@ class Execution:
         state = self.state
         while True:
             if state.steps >= self.agent.max_steps:
-                raise BreadError(
-                    INTERNAL, MAX_STEPS_EXCEEDED.format(agent=self.agent.id, limit=self.agent.max_steps)
-                )
+                raise BreadError(INTERNAL, MAX_STEPS_EXCEEDED.format(agent=self.agent.id, limit=self.agent.max_steps))
             state.steps += 1
             text, calls = yield from self._model_turn()
             message: dict[str, Any] = {"role": "assistant", "content": text}
@@ -290,9 +288,7 @@ class Execution:
         return self._tool_result(call, _jsonable(output))
 
     def _tool_result(self, call: dict[str, Any], output: Any) -> dict[str, Any]:
-        self._remember(
-            {"role": "tool", "toolCallId": call["id"], "name": call["name"], "content": json.dumps(output)}
-        )
+        self._remember({"role": "tool", "toolCallId": call["id"], "name": call["name"], "content": json.dumps(output)})
         return {"type": c.TOOL_RESULT, "runId": self.state.run_id, "toolCallId": call["id"],
                 "toolName": call["name"], "output": output}  # fmt: skip
 
@@ -308,9 +304,7 @@ class Execution:
     def _remember(self, message: dict[str, Any]) -> None:
         """Add a message to what the model sees and to the session's history."""
         self.state.messages.append(message)
-        self.store.append_messages(
-            self.state.session_id, [{**message, "runId": self.state.run_id, "at": now_iso()}]
-        )
+        self.store.append_messages(self.state.session_id, [{**message, "runId": self.state.run_id, "at": now_iso()}])
 
     def _system_prompt(self) -> str:
         skill = self.agent.skills.get(self.state.skill) if self.state.skill else None

@@ -95,7 +95,7 @@ class Bread:
         self.config = config
         self.agents: dict[str, Agent] = {agent.id: agent for agent in config.agents}
         self.store = self._make_store(config)
-        self.transport = resolve(config.transport or "stream", TRANSPORTS, "transport")
+        self.transport = resolve(config.transport or "http-chunked", TRANSPORTS, "transport")
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.cancels = registry
         self._listeners: list[Callable[[Frame], None]] = []

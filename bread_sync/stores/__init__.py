@@ -87,9 +87,7 @@ class SessionStore(Protocol):
 
     def delete_session(self, session_id: str) -> bool: ...
 
-    def cleanup_sessions(
-        self, older_than_days: float | None = None, tags: dict[str, str] | None = None
-    ) -> int:
+    def cleanup_sessions(self, older_than_days: float | None = None, tags: dict[str, str] | None = None) -> int:
         """Delete sessions idle longer than ``older_than_days`` (and matching ``tags``)."""
 
 

@@ -78,11 +78,7 @@ class MemoryStore:
 
     def expired_runs(self, now: float) -> list[RunRecord]:
         with self._lock:
-            return [
-                copy.deepcopy(r)
-                for r in self._runs.values()
-                if r["status"] == "running" and r["leaseUntil"] < now
-            ]
+            return [copy.deepcopy(r) for r in self._runs.values() if r["status"] == "running" and r["leaseUntil"] < now]
 
     def cancel_requested(self, owner: str) -> list[str]:
         with self._lock:
@@ -143,9 +139,7 @@ class MemoryStore:
         with self._lock:
             return self._sessions.pop(session_id, None) is not None
 
-    def cleanup_sessions(
-        self, older_than_days: float | None = None, tags: dict[str, str] | None = None
-    ) -> int:
+    def cleanup_sessions(self, older_than_days: float | None = None, tags: dict[str, str] | None = None) -> int:
         cutoff = None if older_than_days is None else iso_days_ago(older_than_days)
         with self._lock:
             doomed = [

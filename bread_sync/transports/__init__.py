@@ -16,6 +16,8 @@ from ..crumbs import Frame
 TRANSPORTS = {
     "stream": "bread_sync.transports.stream",
     "stdout": "bread_sync.transports.stdout",
+    "http-chunked": "bread_sync.transports.http_chunked",
+    "http-sse": "bread_sync.transports.http_sse",
 }
 
 Handler = Callable[[Frame], None]
@@ -45,6 +47,4 @@ def wants_frame(frame: Frame, after_seq: int) -> bool:
 
 
 def can_subscribe(transport: Any) -> bool:
-    return getattr(transport, "capability", "sink") == "duplex" and callable(
-        getattr(transport, "subscribe", None)
-    )
+    return getattr(transport, "capability", "sink") == "duplex" and callable(getattr(transport, "subscribe", None))

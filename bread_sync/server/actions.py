@@ -1,0 +1,57 @@
+"""Every HTTP route has a named action; an authorizer decides per action.
+
+Routes register through :func:`register_http_route`, which records the action of each
+endpoint. A route added any other way has no action: it is unnamed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+
+class HTTP_ACTIONS:  # noqa: N801 - the reference's spelling of a constant table
+    agent_list = "agent.list"
+    agent_read = "agent.read"
+    run_start = "run.start"
+    pipeline_start = "pipeline.start"
+    run_resume = "run.resume"
+    run_stream = "run.stream"
+    run_cancel = "run.cancel"
+    run_read = "run.read"
+    run_list = "run.list"
+    session_list = "session.list"
+    session_read = "session.read"
+    session_delete = "session.delete"
+    session_cleanup = "session.cleanup"
+    loop_list = "loop.list"
+    loop_read = "loop.read"
+    task_list = "task.list"
+    task_read = "task.read"
+
+
+#: The route that load balancers probe: no action, no auth, no Host rule.
+HEALTH_PATH = "/health"
+
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+_PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def register_http_route(app: Any, method: str, path: str, action: str, handler: Callable[..., Any]) -> None:
+    """Add a route to a Flask app or blueprint under a named action.
+
+    ``path`` may use ``<param>`` or ``:param``; ``method`` ``"*"`` matches every method.
+    """
+    rule = _PARAM.sub(r"<\1>", path)
+    endpoint = f"{method} {rule}".replace(".", "_")  # Flask endpoints may not hold dots
+    methods = ALL_METHODS if method == "*" else [method.upper()]
+    app.add_url_rule(rule, endpoint=endpoint, view_func=handler, methods=methods)
+    actions_of(app)[endpoint] = action
+
+
+def actions_of(app: Any) -> dict[str, str]:
+    """The endpoint -> action table of an app or blueprint."""
+    if not hasattr(app, "http_actions"):
+        app.http_actions = {}
+    return app.http_actions

@@ -1,0 +1,110 @@
+"""The Flask extension: mounts the whole bread HTTP API into any Flask app."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Blueprint, Flask, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from ..errors import INTERNAL, BreadError, internal_error
+from ..runtime import Bread, create_bread
+from . import routes
+from .actions import HEALTH_PATH, actions_of
+from .guard import Forbidden, check_host, read_body
+from .runner import Runner
+from .state import State, state
+
+log = logging.getLogger("bread_sync.server")
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class BreadSync:
+    """``BreadSync(app, bread)`` or ``BreadSync(bread=bread).init_app(app)``.
+
+    Settings, read from ``app.config`` with the bread config's values as defaults:
+    ``BREAD_SYNC_MAX_BODY_BYTES``, ``BREAD_SYNC_MAX_CONCURRENT_RUNS``,
+    ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``. The body limit and the loopback rule apply to the bread
+    routes only; the app's other routes are untouched.
+    """
+
+    def __init__(self, app: Flask | None = None, bread: Bread | None = None, url_prefix: str | None = None):
+        self.bread = bread
+        self.url_prefix = url_prefix
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        if "bread_sync" in app.extensions:
+            raise RuntimeError("BreadSync is already registered on this app; create one BreadSync per app")
+        bread = self.bread or create_bread()
+        server = bread.config.server
+        app.config.setdefault("BREAD_SYNC_MAX_BODY_BYTES", server.max_body_bytes)
+        app.config.setdefault("BREAD_SYNC_MAX_CONCURRENT_RUNS", server.max_concurrent_runs)
+        app.config.setdefault("BREAD_SYNC_RUN_TIMEOUT_SECONDS", server.run_timeout_seconds)
+        mount = getattr(bread.transport, "mount", None)
+        if mount is None:
+            raise TypeError(
+                f"the transport {type(bread.transport).__name__} cannot serve HTTP: use "
+                "bread_sync.transports.http_chunked or http_sse as config.transport"
+            )
+        blueprint = Blueprint("bread_sync", __name__)
+        app.extensions["bread_sync"] = State(
+            bread=bread,
+            runner=Runner(app.config["BREAD_SYNC_MAX_CONCURRENT_RUNS"], app.config["BREAD_SYNC_RUN_TIMEOUT_SECONDS"]),
+            blueprint=blueprint,
+            max_body_bytes=app.config["BREAD_SYNC_MAX_BODY_BYTES"],
+            auth=any(getattr(p, "name", None) == "auth" for p in bread.config.plugins),
+        )
+        blueprint.before_request(_guard)
+        blueprint.register_error_handler(Exception, _error_response)
+        for plugin in bread.config.plugins:
+            if callable(getattr(plugin, "middleware", None)):
+                plugin.middleware(blueprint, bread)
+        routes.register(blueprint)
+        mount(blueprint, bread)
+        for plugin in bread.config.plugins:
+            if callable(getattr(plugin, "routes", None)):
+                plugin.routes(blueprint, bread)
+        actions_of(app).update({f"bread_sync.{k}": v for k, v in actions_of(blueprint).items()})
+        app.register_blueprint(blueprint, url_prefix=self.url_prefix)
+
+
+def _guard() -> None:
+    current = state()
+    if request.url_rule is not None and request.url_rule.rule.endswith(HEALTH_PATH):
+        return
+    if not current.auth:
+        check_host()
+    if request.method in _BODY_METHODS:
+        read_body(current.max_body_bytes)
+
+
+def _error_response(exc: Exception) -> Any:
+    if isinstance(exc, Forbidden):
+        return jsonify(error="Forbidden"), 403
+    if isinstance(exc, HTTPException):
+        return http_error(exc)
+    error = exc if isinstance(exc, BreadError) else internal_error(exc)
+    if error.code == INTERNAL:
+        log.exception("unhandled error on %s %s", request.method, request.path, exc_info=exc)
+    return jsonify(error.to_body()), error.status
+
+
+def http_error(exc: HTTPException) -> Any:
+    """A werkzeug HTTP error in the documented shape: code and message, nothing else."""
+    code = {404: "ROUTE_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "BODY_TOO_LARGE"}.get(exc.code or 500)
+    if code is None:
+        code = "INVALID_REQUEST" if (exc.code or 500) < 500 else INTERNAL
+    return jsonify(error={"code": code, "message": exc.name}), exc.code or 500
+
+
+def create_server(bread: Bread | None = None) -> Flask:
+    """A Flask app serving ``bread`` (by default the config ``BREAD_CONFIG`` names)."""
+    bread = bread or create_bread()
+    app = Flask("bread_sync", instance_path=str(bread.config.instance_path.resolve()))
+    BreadSync(app, bread)
+    app.register_error_handler(HTTPException, http_error)
+    return app

@@ -1,0 +1,74 @@
+"""Runs started over HTTP are driven off the request: a client that goes away stalls nothing."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from ..cancel import CancelToken
+from ..errors import RUN_TIMEOUT, TOO_MANY_RUNS, BreadError
+
+log = logging.getLogger("bread_sync.server")
+
+
+class Runner:
+    """Drives each run in a thread of its own (a greenlet under gevent), within a per-process
+    cap on runs at once and an optional time limit per run."""
+
+    def __init__(self, max_runs: int, timeout: float | None):
+        self.max_runs = max_runs
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self.active = 0
+
+    def slot(self) -> Slot:
+        """Reserve room for one run, or ``TOO_MANY_RUNS`` before anything starts."""
+        with self._lock:
+            if self.active >= self.max_runs:
+                raise BreadError(TOO_MANY_RUNS, f"this process already runs {self.max_runs} runs; retry later")
+            self.active += 1
+        return Slot(self)
+
+    def _release(self) -> None:
+        with self._lock:
+            self.active -= 1
+
+
+class Slot:
+    """One reserved run: start it with :meth:`drive`, or leave the ``with`` block to give it back."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.token = CancelToken()
+        self._handed_over = False
+
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._handed_over:
+            self.runner._release()
+
+    def drive(self, run: Any) -> None:
+        if run.attached:
+            return  # another request's slot drives it
+        self._handed_over = True
+        threading.Thread(target=self._drive, args=(run,), name=f"bread-run-{run.run_id}", daemon=True).start()
+
+    def _drive(self, run: Any) -> None:
+        timer = None
+        if self.runner.timeout is not None:
+            error = BreadError(RUN_TIMEOUT, f"the run took longer than {self.runner.timeout:g} s")
+            timer = threading.Timer(self.runner.timeout, self.token.cancel, args=[error])
+            timer.daemon = True
+            timer.start()
+        try:
+            for _ in run:
+                pass
+        except Exception:
+            log.exception("run %s: its driver failed", run.run_id)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self.runner._release()

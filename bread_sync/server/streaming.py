@@ -1,0 +1,171 @@
+"""The streaming routes, shared by both HTTP transports; only the :class:`~bread_sync.wire.Wire`
+differs. A view starts or finds the run elsewhere and only tails it; its response generator
+formats frames and nothing more.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from flask import Response, g, request
+
+from ..crumbs import Frame
+from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
+from ..runtime import Bread, new_id
+from ..stores import FINISHED
+from ..tail import Gap
+from ..transports import stream
+from ..wire import Wire
+from .actions import HTTP_ACTIONS, register_http_route
+from .guard import Forbidden, json_body
+from .state import state
+
+log = logging.getLogger("bread_sync.server")
+
+DEFAULT_HEARTBEAT_SECONDS = 15.0
+#: The largest position a client may ask for: SQLite's integers are 64-bit.
+MAX_SEQ = 2**63 - 1
+
+StreamAuthorizer = Callable[[Any, str], bool]
+
+
+class HTTPTransport:
+    """A duplex, mount-capable transport: it serves the streaming routes in its wire format
+    and carries its pub/sub inside (by default the embedded stream)."""
+
+    capability = "duplex"
+
+    def __init__(
+        self,
+        wire: Wire,
+        *,
+        heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS,
+        authorize_stream: StreamAuthorizer | None = None,
+        pubsub: Any = None,
+    ):
+        self.wire = wire
+        self.heartbeat = heartbeat
+        self.authorize_stream = authorize_stream
+        self.pubsub = pubsub if pubsub is not None else stream.transport()
+
+    def publish(self, frame: Frame) -> None:
+        self.pubsub.publish(frame)
+
+    def subscribe(self, run_id: str, after_seq: int, handler: Callable[[Frame], None]) -> Any:
+        return self.pubsub.subscribe(run_id, after_seq, handler)
+
+    def mount(self, app: Any, bread: Bread) -> None:
+        views = _Views(self, bread)
+        register_http_route(app, "POST", "/agents/<agent_id>/run", HTTP_ACTIONS.run_start, views.run)
+        register_http_route(app, "POST", "/resume/<checkpoint_id>", HTTP_ACTIONS.run_resume, views.resume)
+        register_http_route(app, "GET", "/runs/<run_id>/stream", HTTP_ACTIONS.run_stream, views.passive)
+        register_http_route(app, "POST", "/runs/<run_id>/cancel", HTTP_ACTIONS.run_cancel, views.cancel)
+
+
+class _Views:
+    def __init__(self, transport: HTTPTransport, bread: Bread):
+        self.transport = transport
+        self.wire = transport.wire
+        self.bread = bread
+
+    def run(self, agent_id: str) -> Response:
+        body = json_body()
+        run_id = _run_id(body)
+        session, skill = body.get("session"), body.get("skill")
+        if skill is not None and not isinstance(skill, str):
+            raise BreadError(INVALID_REQUEST, "skill must be a string")
+        return self._start(
+            run_id, lambda token: self.bread.run(agent_id, body.get("input"), session=session, skill=skill,
+                                                 run_id=run_id, signal=token)
+        )  # fmt: skip
+
+    def resume(self, checkpoint_id: str) -> Response:
+        body = json_body()
+        if "response" not in body:
+            raise BreadError(INVALID_REQUEST, 'the body must be {"response": ...}')
+        checkpoint = self.bread.store.get_checkpoint(checkpoint_id)
+        run_id = checkpoint["runId"] if checkpoint else None
+        return self._start(run_id, lambda token: self.bread.resume(checkpoint_id, body["response"], signal=token))
+
+    def _start(self, run_id: str | None, begin: Callable[[Any], Any]) -> Response:
+        try:
+            with state().runner.slot() as slot:
+                run = begin(slot.token)
+                frames = self.bread.tail(
+                    run.run_id, heartbeat=self.transport.heartbeat, through_pause=False, replay=run.attached
+                )
+                slot.drive(run)
+        except BreadError as error:
+            # Nothing was created: the failure is the whole stream, at HTTP 200.
+            return self._response(iter([self.wire.failure(error, run_id or "")]), run_id)
+        return self._response(self._frames(frames), run.run_id)
+
+    def passive(self, run_id: str) -> Response:
+        after = _position()
+        self._authorize(run_id)
+        record = self.bread.store.get_run(run_id)
+        if record is None:
+            raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
+        if record["status"] in FINISHED and self.bread.store.last_seq(run_id) <= after:
+            return Response(status=204)
+        frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat)
+        return self._response(self._frames(frames, prelude=self.wire.passive_prelude), run_id)
+
+    def cancel(self, run_id: str) -> Any:
+        self._authorize(run_id)
+        if not self.bread.cancel(run_id):
+            raise BreadError(RUN_NOT_FOUND, f"no live or paused run {run_id}")
+        return {"ok": True, "runId": run_id}
+
+    def _authorize(self, run_id: str) -> None:
+        authorize = self.transport.authorize_stream
+        if authorize is not None and not authorize(g.get("bread_identity"), run_id):
+            raise Forbidden()
+
+    def _frames(self, frames: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
+        wire = self.wire
+        try:
+            if prelude:
+                yield prelude
+            for item in frames:
+                if item is None:
+                    yield wire.heartbeat
+                elif isinstance(item, Gap):
+                    yield wire.gap(item.earliest_seq, "")
+                else:
+                    yield wire.frame(item)
+        except Exception as exc:  # the stream is open: a failure can only be its last event
+            log.exception("stream failed")
+            yield wire.failure(internal_error(exc), "")
+        finally:
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()
+
+    def _response(self, body: Iterator[bytes], run_id: str | None) -> Response:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Content-Encoding": "identity"}
+        if run_id:
+            headers["Bread-Run-Id"] = run_id
+        return Response(body, status=200, content_type=self.wire.content_type, headers=headers, direct_passthrough=True)
+
+
+def _run_id(body: dict[str, Any]) -> str:
+    run_id = body.get("runId")
+    if run_id is None:
+        return new_id("run")
+    if not isinstance(run_id, str) or not 0 < len(run_id) <= 200 or not run_id.isprintable():
+        raise BreadError(INVALID_REQUEST, "runId must be a printable string of 1 to 200 characters")
+    return run_id
+
+
+def _position() -> int:
+    """Where a passive stream starts: ``Last-Event-ID`` wins over ``?after=``."""
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None:
+        raw = request.args.get("after", "0")
+    raw = raw.strip()
+    if not raw.isdigit() or int(raw) > MAX_SEQ:
+        raise BreadError(INVALID_REQUEST, "Last-Event-ID and ?after= must be a non-negative integer seq")
+    return int(raw)

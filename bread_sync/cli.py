@@ -95,7 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
         "the history. /exit or Ctrl-D leaves; Ctrl-C cancels the answer in progress.",
     )  # fmt: skip
     chat.add_argument("agent", metavar="AGENT", help="the agent's id")
+    for name, summary, more in SERVE_COMMANDS:
+        serve = _command(commands, name, cmd_serve, summary, more)
+        serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
+        serve.add_argument("--port", type=int, default=3000, help="the port (default: 3000)")
+        if name == "start":
+            serve.add_argument(
+                "--workers", type=int, default=None, help="gevent workers (default: $WEB_CONCURRENCY or 2)"
+            )
     return parser
+
+
+SERVE_COMMANDS = [
+    ("dev", "serve the agents over HTTP for development",
+     "A threaded development server that streams and reloads on code change."),
+    ("start", "serve the agents over HTTP in production",
+     "gunicorn with gevent workers sharing the store; each worker builds its own runtime."),
+]  # fmt: skip
 
 
 def _command(
@@ -103,7 +119,7 @@ def _command(
 ) -> argparse.ArgumentParser:
     description = f"{summary[0].upper()}{summary[1:]}. {more}".strip()
     sub = _parser(commands.add_parser, name, help=summary, description=description)
-    sub.set_defaults(handler=handler)
+    sub.set_defaults(handler=handler, command=name)
     return sub
 
 
@@ -133,6 +149,8 @@ def _json_value(text: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``bread-sync`` command line; returns the exit code (see ``bread-sync --help``)."""
     args = build_parser().parse_args(argv)
+    if args.handler is cmd_serve:
+        return cmd_serve(args)
     try:
         config = load_config(args.config)
     except (ImportError, ValueError, TypeError) as exc:
@@ -191,6 +209,20 @@ def _chat_turn(bread: Bread, sink: stdout.StdoutTransport, agent_id: str, sessio
     except BreadError as exc:  # e.g. INPUT_INVALID: say so and let the human try again
         _print_error(bread, exc)
         return EXIT_FAILED
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import serve
+
+    try:
+        if args.command == "dev":
+            serve.dev(args.host, args.port, args.config)
+        else:
+            serve.start(args.host, args.port, args.workers, args.config)
+    except BreadError as exc:
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 # -- driving a run -----------------------------------------------------------------------------

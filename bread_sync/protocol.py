@@ -80,6 +80,8 @@ def _validate(data: Any) -> None:
             _fail("crumb frame has no crumb object with a type")
     elif kind == "subscribe":
         _require_seq(data, "afterSeq")
+    elif kind == "gap":  # bread_sync's addition: a passive stream that cannot replay from its start
+        _require_seq(data, "earliestSeq")
     else:
         _fail(f"unknown frame type {kind!r}")
 

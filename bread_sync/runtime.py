@@ -65,10 +65,12 @@ class RunResult:
 class Run:
     """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb."""
 
-    def __init__(self, run_id: str, crumbs: Iterator[dict[str, Any]], attached: bool = False):
+    def __init__(self, run_id: str, crumbs: Iterator[dict[str, Any]], attached: bool = False, first_seq: int = 1):
         self.run_id = run_id
         #: True when this follows a run another request started (same ``run_id``).
         self.attached = attached
+        #: The seq of this stream's first durable crumb: 1, or where a resumed run continues.
+        self.first_seq = first_seq
         self._crumbs = crumbs
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -102,6 +104,9 @@ class Bread:
         self._publish = fan_out(self._listeners, self.transport)
         self._keeper = LeaseKeeper(self)
         self.follower = LogFollower(self)
+        for plugin in config.plugins:
+            if callable(getattr(plugin, "on_crumb", None)):
+                self.on("crumb", plugin.on_crumb)
 
     @staticmethod
     def _make_store(config: Config) -> Any:
@@ -189,7 +194,8 @@ class Bread:
         state = RunState.from_checkpoint(checkpoint)
         emitter = Emitter(run_id, self.store, self._publish, next_seq=checkpoint["nextSeq"])
         execution = Execution(self, agent, state, signal or CancelToken(), emitter)
-        return self._deliver(Run(run_id, execution.start(resume=(checkpoint, response))), mode)
+        run = Run(run_id, execution.start(resume=(checkpoint, response)), first_seq=checkpoint["nextSeq"])
+        return self._deliver(run, mode)
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run: live here, paused, or running in another process (recorded in the

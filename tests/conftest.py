@@ -1,6 +1,6 @@
 import pytest
 
-from bread_sync import Config, create_bread
+from bread_sync import Config, ServerSettings, create_bread
 from bread_sync.demo import config as demo_config
 from bread_sync.transports import stream
 
@@ -22,6 +22,8 @@ def make_bread():
         config = config or demo_config()
         updates.setdefault("store", "memory")
         updates.setdefault("transport", stream.transport())
+        if isinstance(updates.get("server"), dict):
+            updates["server"] = ServerSettings(**updates["server"])
         bread = create_bread(config.model_copy(update=updates))
         made.append(bread)
         return bread

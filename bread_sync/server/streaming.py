@@ -93,8 +93,10 @@ class _Views:
         try:
             with state().runner.slot() as slot:
                 run = begin(slot.token)
+                # Subscribed before the run's first crumb; a continuation skips the run's past.
+                after = 0 if run.attached else run.first_seq - 1
                 frames = self.bread.tail(
-                    run.run_id, heartbeat=self.transport.heartbeat, through_pause=False, replay=run.attached
+                    run.run_id, after, heartbeat=self.transport.heartbeat, through_pause=False, replay=run.attached
                 )
                 slot.drive(run)
         except BreadError as error:

@@ -1,0 +1,228 @@
+"""The Flask extension and its routes, in process (the real-process tests are in integration/)."""
+
+import json
+
+import pytest
+from flask import Flask
+
+from bread_sync import BreadError, Config
+from bread_sync.demo import config as demo_config
+from bread_sync.server import HTTP_ACTIONS, BreadSync, create_server, register_http_route
+from bread_sync.server.guard import is_loopback_host
+from bread_sync.server.serve import LOOPBACK_WARNING, check_bind
+from bread_sync.wire import NDJSONDecoder, SSEDecoder
+
+
+@pytest.fixture
+def app(make_bread):
+    return create_server(make_bread(transport="http-sse"))
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+def sse_events(response):
+    return [e.json() for e in SSEDecoder().feed(response.data)]
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "LOCALHOST:3000", "127.0.0.1", "127.0.0.1:80", "::1", "[::1]", "[::1]:8080"]
+)
+def test_loopback_hosts(host):
+    assert is_loopback_host(host)
+
+
+@pytest.mark.parametrize("host", ["localhost.", "127.1", "0.0.0.0", "::", "[::]", "example.com", "127.0.0.2", "", None,
+                                  "localhost:", "localhost:99999x", "[::1]x"])  # fmt: skip
+def test_non_loopback_hosts(host):
+    assert not is_loopback_host(host)
+
+
+class AuthPlugin:
+    name = "auth"
+
+
+@pytest.mark.parametrize(
+    ("auth", "authorize", "host", "outcome"),
+    [
+        (False, False, "127.0.0.1", "warn"),
+        (False, True, "127.0.0.1", "warn"),
+        (False, False, "0.0.0.0", "refuse"),
+        (False, True, "0.0.0.0", "refuse"),
+        (True, False, "127.0.0.1", "refuse"),
+        (True, False, "0.0.0.0", "refuse"),
+        (True, True, "127.0.0.1", "listen"),
+        (True, True, "0.0.0.0", "listen"),
+    ],
+)
+def test_the_listen_rules(auth, authorize, host, outcome):
+    config = Config(plugins=[AuthPlugin()] if auth else [])
+    config.server.authorize = (lambda identity, action, args: True) if authorize else None
+    if outcome == "refuse":
+        with pytest.raises(BreadError) as caught:
+            check_bind(config, host)
+        assert caught.value.code == "AUTH_NOT_CONFIGURED"
+    else:
+        assert check_bind(config, host) == (LOOPBACK_WARNING if outcome == "warn" else None)
+
+
+def test_a_foreign_host_is_forbidden_and_health_is_not(client):
+    assert client.get("/agents", headers={"Host": "evil.example"}).get_json() == {"error": "Forbidden"}
+    forwarded = client.get("/agents", headers={"Host": "evil.example", "X-Forwarded-Host": "localhost"})
+    assert forwarded.status_code == 403
+    assert client.get("/health", headers={"Host": "evil.example"}).get_json() == {"ok": True}
+
+
+def test_the_body_limit_counts_raw_bytes(make_bread):
+    app = create_server(make_bread(transport="http-sse", server={"max_body_bytes": 100}))
+    client = app.test_client()
+    exact = json.dumps({"input": "x"}).ljust(100).encode()
+    assert client.post("/agents/echo/run", data=exact).status_code == 200
+    over = client.post("/agents/echo/run", data=exact + b" ")
+    assert over.status_code == 413 and over.get_json()["error"]["code"] == "BODY_TOO_LARGE"
+
+
+@pytest.mark.parametrize("body", [b"{", b"[1]", b'"text"', b"\xff"])
+def test_a_body_that_is_not_a_json_object_is_invalid(client, body):
+    response = client.post("/agents/echo/run", data=body)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "INVALID_REQUEST"
+
+
+def test_agents_are_listed_and_described(client):
+    assert [a["id"] for a in client.get("/agents").get_json()] == ["echo", "writer", "interviewer", "slow"]
+    writer = client.get("/agents/writer").get_json()
+    assert writer["inputSchema"]["required"] == ["topic"] and writer["outputFormat"] == "text"
+    missing = client.get("/agents/nobody")
+    assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "AGENT_NOT_FOUND"
+
+
+def test_entrypoints_limit_what_is_served(make_bread):
+    client = create_server(make_bread(transport="http-sse", entrypoints=["echo"])).test_client()
+    assert [a["id"] for a in client.get("/agents").get_json()] == ["echo"]
+    assert client.get("/agents/writer").status_code == 404
+
+
+def test_runs_are_resources_for_a_hitl_dashboard(client):
+    run = client.post("/agents/writer/run", json={"input": {"topic": "bread"}})
+    run_id = run.headers["Bread-Run-Id"]
+    paused = client.get("/runs?status=paused").get_json()
+    assert [r["id"] for r in paused] == [run_id]
+    record = client.get(f"/runs/{run_id}").get_json()
+    assert record["status"] == "paused" and record["checkpoint"]["toolName"] == "publish"
+    assert client.get("/runs?status=bogus").status_code == 400
+    assert client.get("/runs/run_nope").get_json()["error"]["code"] == "RUN_NOT_FOUND"
+
+
+def test_sessions_routes(client):
+    for user in ("1", "2"):
+        client.post("/agents/echo/run", json={"input": "hi", "session": {"id": f"s{user}", "tags": {"user": user}}})
+    assert [s["id"] for s in client.get("/sessions?tag=user:2").get_json()] == ["s2"]
+    assert client.get("/sessions?tag=nocolon").status_code == 400
+    assert [m["role"] for m in client.get("/sessions/s1").get_json()["messages"]] == ["user", "assistant"]
+    assert client.delete("/sessions/s1").get_json() == {"ok": True}
+    assert client.get("/sessions/s1").status_code == 404
+    assert client.post("/sessions/cleanup", json={"olderThanDays": -1}).status_code == 400
+    assert client.post("/sessions/cleanup", json={"tags": {"user": "2"}}).get_json() == {"deleted": 1}
+
+
+def test_a_cancelled_paused_run_is_404_to_cancel_again(client):
+    run_id = client.post("/agents/writer/run", json={"input": {"topic": "x"}}).headers["Bread-Run-Id"]
+    assert client.post(f"/runs/{run_id}/cancel").get_json() == {"ok": True, "runId": run_id}
+    assert client.post(f"/runs/{run_id}/cancel").status_code == 404
+    assert client.get(f"/runs/{run_id}").get_json()["status"] == "cancelled"
+
+
+def test_ndjson_failure_before_a_run_is_one_synthetic_frame(make_bread):
+    client = create_server(make_bread(transport="http-chunked")).test_client()
+    response = client.post("/agents/nobody/run", json={"input": "x"})
+    frames = list(NDJSONDecoder().feed(response.data))
+    assert response.status_code == 200 and len(frames) == 1
+    assert frames[0]["seq"] == 0 and frames[0]["crumb"]["error"].code == "AGENT_NOT_FOUND"
+
+
+def test_the_concurrent_run_cap_answers_too_many_runs(make_bread):
+    app = create_server(make_bread(transport="http-sse", server={"max_concurrent_runs": 0}))
+    events = sse_events(app.test_client().post("/agents/echo/run", json={"input": "x"}))
+    assert events == [
+        {"type": "error", "payload": {"code": "TOO_MANY_RUNS", "message": events[0]["payload"]["message"]}}
+    ]
+
+
+def test_a_run_over_its_time_limit_ends_with_run_timeout(make_bread):
+    app = create_server(make_bread(transport="http-sse", server={"run_timeout_seconds": 0.05}))
+    events = sse_events(app.test_client().post("/agents/slow/run", json={"input": {"count": 100, "delayMs": 1000}}))
+    assert events[-2]["payload"]["error"]["code"] == "RUN_TIMEOUT"
+    assert events[-1] == {
+        "type": "error",
+        "payload": {"code": "RUN_TIMEOUT", "message": "the run took longer than 0.05 s"},
+    }
+
+
+class RoutesPlugin:
+    name = "extras"
+
+    def __init__(self):
+        self.frames, self.middleware_ran = [], False
+
+    def middleware(self, blueprint, bread):
+        self.middleware_ran = True
+
+    def routes(self, blueprint, bread):
+        register_http_route(blueprint, "GET", "/extras/:name", "extras.read", lambda name: {"name": name})
+        register_http_route(blueprint, "GET", "/extras-fail", "extras.fail", self.fail)
+
+    def fail(self):
+        raise RuntimeError("/srv/secret/path went wrong")
+
+    def on_crumb(self, frame):
+        self.frames.append(frame.type)
+
+
+def test_plugins_add_named_routes_middleware_and_crumb_hooks(make_bread):
+    plugin = RoutesPlugin()
+    app = create_server(make_bread(transport="http-sse", plugins=[plugin]))
+    client = app.test_client()
+    assert client.get("/extras/bob").get_json() == {"name": "bob"}
+    failed = client.get("/extras-fail")
+    assert failed.status_code == 500 and failed.get_json() == {
+        "error": {"code": "INTERNAL", "message": "internal error (RuntimeError)"}
+    }
+    client.post("/agents/echo/run", json={"input": "hi"})
+    assert plugin.middleware_ran and plugin.frames[0] == "agent:run:start" and plugin.frames[-1] == "agent:run:end"
+    assert set(app.http_actions.values()) >= {"extras.read", HTTP_ACTIONS.run_start, HTTP_ACTIONS.session_cleanup}
+
+
+def test_embedding_leaves_the_host_app_alone(make_bread):
+    app = Flask("host")
+    app.get("/")(lambda: "mine")
+    BreadSync(app, make_bread(transport="http-sse"), url_prefix="/bread")
+    client = app.test_client()
+    assert client.get("/", headers={"Host": "example.com"}).data == b"mine"
+    assert client.get("/bread/agents", headers={"Host": "example.com"}).status_code == 403
+    assert client.get("/bread/agents").status_code == 200
+    events = sse_events(client.post("/bread/agents/echo/run", json={"input": "hi"}))
+    assert events[-1]["payload"]["output"] == "hi"
+
+
+def test_init_app_twice_is_a_clear_error(make_bread):
+    app = Flask("host")
+    BreadSync(app, make_bread(transport="http-sse"))
+    with pytest.raises(RuntimeError, match="already registered"):
+        BreadSync(app, make_bread(transport="http-sse"))
+
+
+def test_a_transport_that_cannot_mount_is_a_clear_error(make_bread):
+    with pytest.raises(TypeError, match="http_chunked or http_sse"):
+        create_server(make_bread())
+
+
+def test_unknown_routes_and_methods_keep_the_error_shape(client):
+    assert client.get("/nope").get_json() == {"error": {"code": "ROUTE_NOT_FOUND", "message": "Not Found"}}
+    assert client.delete("/agents").status_code == 405
+
+
+def test_the_demo_config_is_fresh_each_time():
+    assert demo_config() is not demo_config()

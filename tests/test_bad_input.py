@@ -102,6 +102,4 @@ def test_every_code_has_a_status_or_is_a_stream_only_code():
         "OUTPUT_INVALID",
     }
     assert set(ALL_CODES) - set(HTTP_STATUS) <= stream_only
-    assert BreadError("AGENT_NOT_FOUND", "x").to_body() == {
-        "error": {"code": "AGENT_NOT_FOUND", "message": "x"}
-    }
+    assert BreadError("AGENT_NOT_FOUND", "x").to_body() == {"error": {"code": "AGENT_NOT_FOUND", "message": "x"}}

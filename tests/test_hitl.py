@@ -36,9 +36,7 @@ def test_the_checkpoint_holds_what_a_continuation_needs(bread):
     assert checkpoint["nextSeq"] == log[-1].seq + 1
     assert state["input"] == {"topic": "bread"} and state["session_id"] == "s1"
     assert [m["role"] for m in state["messages"]] == ["user", "assistant"]
-    assert state["pending"] == [
-        {"id": result.checkpoint["toolCallId"], "name": "publish", "input": {"title": "bread"}}
-    ]
+    assert state["pending"] == [{"id": result.checkpoint["toolCallId"], "name": "publish", "input": {"title": "bread"}}]
     assert state["model_state"] == {"step": 2}
     assert state["frames"] == []
 
@@ -76,9 +74,7 @@ def test_racing_resumes_have_exactly_one_winner(make_bread):
     def resume(b):
         barrier.wait()
         try:
-            outcomes.append(
-                b.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync").status
-            )
+            outcomes.append(b.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync").status)
         except BreadError as exc:
             outcomes.append(exc.code)
 
@@ -140,6 +136,4 @@ def test_before_run_rewrites_the_input_the_checkpoint_keeps(make_bread):
     bread = make_bread(config.model_copy(update={"agents": [shouting]}))
     result = bread.run("shouting-writer", {"topic": "bread"}, mode="sync")
     assert result.crumbs[0]["input"] == {"topic": "BREAD"}
-    assert bread.store.get_checkpoint(result.checkpoint["checkpointId"])["state"]["input"] == {
-        "topic": "BREAD"
-    }
+    assert bread.store.get_checkpoint(result.checkpoint["checkpointId"])["state"]["input"] == {"topic": "BREAD"}

@@ -44,9 +44,7 @@ def test_a_foreign_exception_on_the_wire_says_only_its_class():
 
 
 def test_crumb_frame_round_trips_with_live_errors():
-    frame = Frame(
-        "run_1", 7, {"type": "agent:error", "runId": "run_1", "error": BreadError("INTERNAL", "boom")}
-    )
+    frame = Frame("run_1", 7, {"type": "agent:error", "runId": "run_1", "error": BreadError("INTERNAL", "boom")})
     text = encode_frame(frame)
     assert json.loads(text) == {
         "v": 1, "type": "crumb", "runId": "run_1", "seq": 7,

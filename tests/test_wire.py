@@ -17,9 +17,7 @@ from bread_sync.wire import (
 )
 
 FRAMES = [
-    Frame(
-        "r", 1, {"type": "agent:run:start", "runId": "r", "agentId": "echo", "sessionId": "s", "input": "hé"}
-    ),
+    Frame("r", 1, {"type": "agent:run:start", "runId": "r", "agentId": "echo", "sessionId": "s", "input": "hé"}),
     Frame("r", 1, {"type": "text:delta", "runId": "r", "delta": "line one\nline two\r\n"}),
     Frame("r", 3, {"type": "agent:error", "runId": "r", "error": BreadError("RUN_CANCELLED", "stop")}),
 ]

@@ -202,7 +202,6 @@ class Execution:
             signal=self.token, input=self.state.input, output_format=self.agent.output_format,
             state=self.state.model_state,
         )  # fmt: skip
-        run_id = self.state.run_id
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         streamed: set[str] = set()
@@ -212,32 +211,30 @@ class Execution:
                 self.token.raise_if_cancelled()
                 if isinstance(event, TextDelta):
                     text.append(event.text)
-                    yield {"type": c.TEXT_DELTA, "runId": run_id, "delta": event.text}
                 elif isinstance(event, ToolInputStart):
                     streamed.add(event.id)
-                    yield {
-                        "type": c.TOOL_INPUT_START,
-                        "runId": run_id,
-                        "toolCallId": event.id,
-                        "toolName": event.name,
-                    }
-                elif isinstance(event, ToolInputDelta):
-                    yield {
-                        "type": c.TOOL_INPUT_DELTA,
-                        "runId": run_id,
-                        "toolCallId": event.id,
-                        "delta": event.delta,
-                    }
                 elif isinstance(event, ToolCall):
-                    if event.id in streamed:
-                        yield {"type": c.TOOL_INPUT_END, "runId": run_id, "toolCallId": event.id}
                     calls.append({"id": event.id, "name": event.name, "input": event.input})
+                    if event.id not in streamed:
+                        continue  # a call that was not streamed has no tool:input:* to close
+                yield self._crumb_of(event)
         finally:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
         self.token.raise_if_cancelled()
         return "".join(text), calls
+
+    def _crumb_of(self, event: Any) -> dict[str, Any]:
+        crumb: dict[str, Any] = {"runId": self.state.run_id}
+        if isinstance(event, TextDelta):
+            return {"type": c.TEXT_DELTA, **crumb, "delta": event.text}
+        crumb["toolCallId"] = event.id
+        if isinstance(event, ToolInputStart):
+            return {"type": c.TOOL_INPUT_START, **crumb, "toolName": event.name}
+        if isinstance(event, ToolInputDelta):
+            return {"type": c.TOOL_INPUT_DELTA, **crumb, "delta": event.delta}
+        return {"type": c.TOOL_INPUT_END, **crumb}
 
     def _run_pending(self) -> Iterator[dict[str, Any]]:
         """Run the turn's remaining tool calls in order; True if the run paused for a human."""

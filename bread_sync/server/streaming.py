@@ -33,7 +33,12 @@ StreamAuthorizer = Callable[[Any, str], bool]
 
 class HTTPTransport:
     """A duplex, mount-capable transport: it serves the streaming routes in its wire format
-    and carries its pub/sub inside (by default the embedded stream)."""
+    and carries its pub/sub inside.
+
+    ``heartbeat``: seconds between heartbeats on an idle stream (None: never).
+    ``authorize_stream(identity, run_id)``: False answers 403 before any crumb is read.
+    ``pubsub``: the duplex transport that carries frames (default: the embedded stream).
+    """
 
     capability = "duplex"
 

@@ -42,11 +42,22 @@ class Tool:
     description: str = ""
     input_schema: type[BaseModel] | None = None
     ask: bool = False
-    kind: Literal["call", "input"] = "call"
+    kind: Literal["call", "input", "subagent", "task"] = "call"
+    #: The agent (``kind="subagent"``) or task (``kind="task"``) this tool delegates to.
+    target: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind == "call" and self.fn is None:
             raise TypeError(f"tool {self.name!r} needs a fn, or kind='input' for an input tool")
+        if self.kind in ("subagent", "task") and not self.target:
+            raise TypeError(f"tool {self.name!r} delegates to nothing: give it a target")
+
+    def child_input(self, arguments: Any, child: Agent) -> Any:
+        """A subagent's input from the call's arguments: the arguments themselves when the
+        child has an input schema, else their ``input`` field."""
+        if child.input_schema is None and isinstance(arguments, dict):
+            return arguments.get("input")
+        return arguments
 
     @property
     def human_kind(self) -> str | None:
@@ -66,7 +77,7 @@ class Tool:
         try:
             return self.input_schema.model_validate(data)
         except ValidationError as exc:
-            raise BreadError(INPUT_INVALID, _describe(exc, f"tool {self.name!r} input")) from None
+            raise BreadError(INPUT_INVALID, describe_validation(exc, f"tool {self.name!r} input")) from None
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, ask: bool = False) -> Any:
@@ -87,6 +98,19 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, ask: 
         )
 
     return build(fn) if fn is not None else build
+
+
+def subagent(agent_id: str, description: str = "", name: str | None = None) -> Tool:
+    """A tool that delegates to another agent; its crumbs join the caller's stream, framed by
+    ``subagent:run:start`` / ``subagent:run:end``, and its output is the tool's result."""
+    return Tool(name=name or agent_id, description=description or f"Ask the {agent_id} agent.",
+                kind="subagent", target=agent_id)  # fmt: skip
+
+
+def task_tool(task_id: str, description: str = "", name: str | None = None) -> Tool:
+    """A tool that runs a task (``task:start`` / ``task:end``); its validated output is the result."""
+    return Tool(name=name or task_id, description=description or f"Run the {task_id} task.",
+                kind="task", target=task_id)  # fmt: skip
 
 
 def input_tool(name: str, description: str = "", input_schema: type[BaseModel] | None = None) -> Tool:
@@ -128,6 +152,10 @@ class Agent:
     description: str = ""
     max_steps: int = 25
     skills: dict[str, Skill] = field(default_factory=dict)
+    #: Repeat the agent until a stop condition (see :class:`bread_sync.loops.Loop`).
+    loop: Any = None
+    #: What a second run on a busy session does: ``reject``, ``enqueue`` or ``interrupt``.
+    session_policy: Literal["reject", "enqueue", "interrupt"] = "reject"
 
     def __post_init__(self) -> None:
         if self.folder is not None:
@@ -156,7 +184,7 @@ class Agent:
         try:
             return self.input_schema.model_validate(data).model_dump(mode="json")
         except ValidationError as exc:
-            raise BreadError(INPUT_INVALID, _describe(exc, "input")) from None
+            raise BreadError(INPUT_INVALID, describe_validation(exc, "input")) from None
 
     def parse_output(self, text: str) -> Any:
         if self.output == "text":
@@ -200,6 +228,6 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
     return meta, "\n".join(lines[end + 1 :])
 
 
-def _describe(exc: ValidationError, what: str) -> str:
+def describe_validation(exc: ValidationError, what: str) -> str:
     problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}" for err in exc.errors())
     return f"{what} is invalid: {problems}"

@@ -43,6 +43,10 @@ class Config(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     agents: list[InstanceOf[Agent]] = Field(default_factory=list)
+    tasks: list[Any] = Field(default_factory=list)
+    pipelines: list[Any] = Field(default_factory=list)
+    #: ``"filesystem"`` (``<instance>/files``), ``"memory"``, a blob store object, or None: none.
+    blob_store: Any = "filesystem"
     entrypoints: list[str] | None = None
     plugins: list[Any] = Field(default_factory=list)
     store: Any = None

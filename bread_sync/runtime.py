@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import crumbs as c
-from .agents import Agent, Skill
+from .agents import Agent
+from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
 from .config import Config, default_db_path
 from .crumbs import Frame
@@ -26,19 +27,24 @@ from .errors import (
     CHECKPOINT_ALREADY_RESUMED,
     CHECKPOINT_NOT_FOUND,
     INVALID_REQUEST,
+    PIPELINE_NOT_FOUND,
     RUN_CANCELLED,
     RUN_INTERRUPTED,
     SEQ_CONFLICT,
     SKILL_NOT_FOUND,
+    TASK_NOT_FOUND,
     BreadError,
     internal_error,
 )
-from .execution import Execution, RunState
+from .execution import Execution, RunContext, open_agent_run, restore
 from .lease import LeaseKeeper
 from .loading import resolve
 from .models import resolve_provider
+from .pipelines import Pipeline, PipelineRun
+from .sessions import SessionGuard
 from .stores import STORES, now_iso
 from .tail import LogFollower, tail
+from .tasks import Task, run_task
 from .transports import TRANSPORTS
 
 log = logging.getLogger("bread_sync")
@@ -96,7 +102,11 @@ class Bread:
     def __init__(self, config: Config):
         self.config = config
         self.agents: dict[str, Agent] = {agent.id: agent for agent in config.agents}
+        self.tasks: dict[str, Task] = {task.id: task for task in config.tasks}
+        self.pipelines: dict[str, Pipeline] = {pipeline.id: pipeline for pipeline in config.pipelines}
         self.store = self._make_store(config)
+        self.blob_store = self._make_blob_store(config)
+        self.sessions = SessionGuard(self)
         self.transport = resolve(config.transport or "http-chunked", TRANSPORTS, "transport")
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.cancels = registry
@@ -115,6 +125,14 @@ class Bread:
 
             return store(path=default_db_path(config))
         return resolve(config.store, STORES, "store")
+
+    @staticmethod
+    def _make_blob_store(config: Config) -> Any:
+        if config.blob_store == "filesystem":
+            from .blobs.filesystem import store
+
+            return store(root=config.instance_path / "files")
+        return resolve(config.blob_store, BLOB_STORES, "store")
 
     # -- public API --------------------------------------------------------------------------
 
@@ -146,25 +164,56 @@ class Bread:
         skill: str | None = None,
         signal: CancelToken | None = None,
         run_id: str | None = None,
+        session_policy: str | None = None,
         mode: str = "stream",
     ) -> Any:
         """Start a run of ``agent_id``; an iterator of its crumbs, or with ``mode="sync"`` its
         :class:`RunResult`. Errors found before the run exists (unknown agent, provider or
         skill, input failing the schema) raise :class:`BreadError` and log nothing."""
         agent = self.agent(agent_id)
-        skill_obj = self._skill(agent, skill)
+        skill_name = self._skill(agent, skill)
         validated = agent.validate_input(input)
         resolve_provider(agent.model)
         session_id, tags = _session_ref(session)
         run_id = run_id or new_id("run")
+        if self.store.get_run(run_id) is not None:
+            return self._deliver(self._attach(run_id, agent.id), mode)
+        claimed = self.sessions.claim(session_id, run_id, session_policy or agent.session_policy)
         if not self.store.create_run(self._record(run_id, agent.id, session_id)):
             return self._deliver(self._attach(run_id, agent.id), mode)
-        state = RunState(
-            run_id=run_id, agent_id=agent.id, input=validated, skill=skill_obj and skill_obj.name,
-            session_id=session_id, session_tags=tags,
-        )  # fmt: skip
-        execution = Execution(self, agent, state, signal or CancelToken(), Emitter(run_id, self.store, self._publish))
-        return self._deliver(Run(run_id, execution.start()), mode)
+        ctx = self._context(run_id, session_id, signal)
+        root = ctx.activity_for(agent, validated, skill_name, record=True)
+        opening = self._opening(ctx, claimed, open_agent_run(ctx, root, agent, skill_name, tags))
+        return self._deliver(Run(run_id, Execution(ctx, root, opening).start()), mode)
+
+    def run_pipeline(
+        self,
+        pipeline_id: str,
+        input: Any = None,
+        *,
+        session: dict[str, Any] | str | None = None,
+        signal: CancelToken | None = None,
+        run_id: str | None = None,
+        mode: str = "stream",
+    ) -> Any:
+        """Run a pipeline under one run id: every step's crumbs framed by ``pipeline:step:start``
+        / ``pipeline:step:end``, ending with ``agent:run:end`` carrying the last step's output."""
+        pipeline = self.pipeline(pipeline_id)
+        session_id, tags = _session_ref(session)
+        run_id = run_id or new_id("run")
+        if not self.store.create_run(self._record(run_id, pipeline.id, session_id)):
+            return self._deliver(self._attach(run_id, pipeline.id), mode)
+        ctx = self._context(run_id, session_id, signal)
+        root = PipelineRun(ctx, pipeline, input)
+        start = {"type": c.AGENT_RUN_START, "runId": run_id, "agentId": pipeline.id, "pipelineId": pipeline.id,
+                 "sessionId": session_id, "input": input}  # fmt: skip
+        self.store.touch_session(session_id, tags)
+        return self._deliver(Run(run_id, Execution(ctx, root, iter([start])).start()), mode)
+
+    def run_task(self, task_id: str, args: Any, *, signal: CancelToken | None = None) -> Any:
+        """Call a task once; its validated output. Bad args are ``INPUT_INVALID``, a model
+        answer that fails the output schema ``OUTPUT_INVALID``."""
+        return run_task(self, self.task(task_id), args, signal)
 
     def resume(
         self,
@@ -183,17 +232,19 @@ class Bread:
             raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
         if checkpoint["status"] != "pending":
             raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
-        agent = self.agent(checkpoint["agentId"])
         response = _validate_response(checkpoint, response)
+        run_id, session_id = checkpoint["runId"], checkpoint["sessionId"]
+        ctx = self._context(run_id, session_id, signal, next_seq=checkpoint["nextSeq"])
+        root = restore(ctx, checkpoint["stack"])  # an agent or pipeline no longer configured fails here
+        policy = root.agent.session_policy if hasattr(root, "agent") else "reject"
+        claimed = self.sessions.claim(session_id, run_id, policy)
         if not self.store.claim_checkpoint(checkpoint_id):
+            self.sessions.release(session_id, run_id)
             raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
-        run_id = checkpoint["runId"]
         self.store.update_run(
             run_id, status="running", checkpointId=None, owner=self.owner, leaseUntil=self._lease_end()
         )
-        state = RunState.from_checkpoint(checkpoint)
-        emitter = Emitter(run_id, self.store, self._publish, next_seq=checkpoint["nextSeq"])
-        execution = Execution(self, agent, state, signal or CancelToken(), emitter)
+        execution = Execution(ctx, root, self._opening(ctx, claimed, iter(())))
         run = Run(run_id, execution.start(resume=(checkpoint, response)), first_seq=checkpoint["nextSeq"])
         return self._deliver(run, mode)
 
@@ -225,6 +276,28 @@ class Bread:
             raise BreadError(INVALID_REQUEST, f"run {run_id} exists and belongs to another agent")
         frames = tail(self, run_id, through_pause=False)
         return Run(run_id, (frame.crumb for frame in frames if isinstance(frame, Frame)), attached=True)
+
+    def _context(self, run_id: str, session_id: str, signal: CancelToken | None, next_seq: int = 1) -> RunContext:
+        emitter = Emitter(run_id, self.store, self._publish, next_seq=next_seq)
+        return RunContext(self, run_id, session_id, signal or CancelToken(), emitter)
+
+    def _opening(self, ctx: RunContext, claimed: bool, steps: Iterator[Any]) -> Iterator[Any]:
+        # A run that could not claim its session at once waits for it before its first crumb.
+        if not claimed:
+            self.sessions.wait(ctx.session_id, ctx.run_id, ctx.token)
+        yield from steps
+
+    def task(self, task_id: str) -> Task:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise BreadError(TASK_NOT_FOUND, f"no task {task_id!r}")
+        return task
+
+    def pipeline(self, pipeline_id: str) -> Pipeline:
+        pipeline = self.pipelines.get(pipeline_id)
+        if pipeline is None:
+            raise BreadError(PIPELINE_NOT_FOUND, f"no pipeline {pipeline_id!r}")
+        return pipeline
 
     def agent(self, agent_id: str) -> Agent:
         agent = self.agents.get(agent_id)
@@ -277,13 +350,10 @@ class Bread:
         return time.time() + self.config.lease_seconds
 
     @staticmethod
-    def _skill(agent: Agent, name: str | None) -> Skill | None:
-        if name is None:
-            return None
-        skill = agent.skills.get(name)
-        if skill is None:
+    def _skill(agent: Agent, name: str | None) -> str | None:
+        if name is not None and name not in agent.skills:
             raise BreadError(SKILL_NOT_FOUND, f"agent {agent.id!r} has no skill {name!r}")
-        return skill
+        return name
 
     @staticmethod
     def _deliver(run: Run, mode: str) -> Any:

@@ -30,15 +30,16 @@ def test_the_checkpoint_holds_what_a_continuation_needs(bread):
     result = pause_writer(bread, session={"id": "s1", "tags": {"user": "42"}})
     checkpoint = bread.store.get_checkpoint(result.checkpoint["checkpointId"])
     log = bread.store.get_crumbs(result.run_id)
-    state = checkpoint["state"]
+    stack = checkpoint["stack"]
     assert checkpoint["version"] == 1 and checkpoint["status"] == "pending"
-    assert checkpoint["runId"] == result.run_id and checkpoint["agentId"] == "writer"
+    assert checkpoint["runId"] == result.run_id and checkpoint["sessionId"] == "s1"
     assert checkpoint["nextSeq"] == log[-1].seq + 1
-    assert state["input"] == {"topic": "bread"} and state["session_id"] == "s1"
-    assert [m["role"] for m in state["messages"]] == ["user", "assistant"]
-    assert state["pending"] == [{"id": result.checkpoint["toolCallId"], "name": "publish", "input": {"title": "bread"}}]
-    assert state["model_state"] == {"step": 2}
-    assert state["frames"] == []
+    assert stack["kind"] == "agent" and stack["agentId"] == "writer" and stack["input"] == {"topic": "bread"}
+    assert [m["role"] for m in stack["messages"]] == ["user", "assistant"]
+    pending = [{"id": result.checkpoint["toolCallId"], "name": "publish", "input": {"title": "bread"}}]
+    assert stack["pending"] == pending
+    assert stack["modelState"] == {"step": 2}
+    assert stack["child"] is None
 
 
 def test_a_new_bread_on_the_same_store_resumes_under_the_same_run(make_bread):
@@ -136,4 +137,4 @@ def test_before_run_rewrites_the_input_the_checkpoint_keeps(make_bread):
     bread = make_bread(config.model_copy(update={"agents": [shouting]}))
     result = bread.run("shouting-writer", {"topic": "bread"}, mode="sync")
     assert result.crumbs[0]["input"] == {"topic": "BREAD"}
-    assert bread.store.get_checkpoint(result.checkpoint["checkpointId"])["state"]["input"] == {"topic": "BREAD"}
+    assert bread.store.get_checkpoint(result.checkpoint["checkpointId"])["stack"]["input"] == {"topic": "BREAD"}

@@ -14,6 +14,9 @@ from bread_sync.crumbs import Frame
 from bread_sync.errors import SEQ_CONFLICT, BreadError
 from bread_sync.stores import migrations, sqlite
 
+#: Every migration the code ships, in order.
+SHIPPED = [fn.__name__ for fn in migrations.MIGRATIONS]
+
 
 @pytest.fixture
 def path(tmp_path):
@@ -84,7 +87,10 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
 
     tables, columns, indexes, triggers = schema(path)
 
-    assert tables == ["_bread_migrations", "checkpoints", "crumbs", "runs", "session_messages", "sessions"]
+    assert tables == [
+        "_bread_migrations", "checkpoints", "crumbs", "loop_iterations", "loops", "runs", "session_claims",
+        "session_messages", "sessions", "task_runs",
+    ]  # fmt: skip
     assert columns == {
         "_bread_migrations": [("name", "TEXT", 0, 1), ("applied_at", "TEXT", 0, 0)],
         "checkpoints": [
@@ -100,14 +106,27 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
         "sessions": [
             ("id", "TEXT", 0, 1), ("tags", "TEXT", 0, 0), ("created_at", "TEXT", 0, 0), ("updated_at", "TEXT", 0, 0),
         ],
+        "session_claims": [("session_id", "TEXT", 0, 1), ("run_id", "TEXT", 1, 0)],
+        "loops": [
+            ("id", "TEXT", 0, 1), ("agent_id", "TEXT", 0, 0), ("session_id", "TEXT", 0, 0), ("status", "TEXT", 0, 0),
+            ("data", "TEXT", 1, 0),
+        ],
+        "loop_iterations": [("loop_id", "TEXT", 0, 1), ("idx", "INTEGER", 0, 2), ("data", "TEXT", 0, 0)],
+        "task_runs": [
+            ("id", "TEXT", 0, 1), ("task_id", "TEXT", 0, 0), ("session_id", "TEXT", 0, 0), ("agent_id", "TEXT", 0, 0),
+            ("status", "TEXT", 0, 0), ("created_at", "TEXT", 0, 0), ("data", "TEXT", 1, 0),
+        ],
     }  # fmt: skip
     assert indexes == {
         "idx_crumbs_run_seq": ("crumbs", 1, ["run_id", "seq"]),
         "idx_runs_status": ("runs", 0, ["status"]),
         "idx_session_messages_session": ("session_messages", 0, ["session_id", "position"]),
+        "idx_runs_session": ("runs", 0, ["session_id"]),
+        "idx_task_runs_created": ("task_runs", 0, ["created_at"]),
     }
     assert triggers == [("crumbs_append_only", "crumbs")]
-    assert [name for (name,) in read(path, "SELECT name FROM _bread_migrations")] == ["m001_initial"]
+    migrations = [name for (name,) in read(path, "SELECT name FROM _bread_migrations")]
+    assert migrations == ["m001_initial", "m002_claims_loops_task_runs"]
 
 
 def test_the_file_is_in_wal_mode_with_a_busy_timeout(open_store):
@@ -128,24 +147,24 @@ def test_reopening_applies_nothing_twice_and_keeps_the_data(open_store, path):
     assert second.get_crumbs("r1") == [crumb("r1", 1)]
     with second.connection() as db:
         assert migrations.migrate(db) == []
-        assert migrations.applied(db) == ["m001_initial"]
+        assert migrations.applied(db) == SHIPPED
 
 
 def test_reopening_applies_only_a_new_migration(open_store, monkeypatch):
     open_store()
     calls = []
 
-    def m002_add_note(db):
+    def m999_add_note(db):
         calls.append(1)
         db["runs"].add_column("note", str)
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, m002_add_note])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, m999_add_note])
     store = open_store()
     open_store()
 
     assert calls == [1]
     with store.connection() as db:
-        assert migrations.applied(db) == ["m001_initial", "m002_add_note"]
+        assert migrations.applied(db) == [*SHIPPED, "m999_add_note"]
         assert "note" in db["runs"].columns_dict
 
 
@@ -156,21 +175,21 @@ def test_a_migration_another_process_applied_meanwhile_is_not_applied_again(path
     def other_process_wins_the_race(db):
         monkeypatch.setattr(migrations, "immediate", real_immediate)
         with connect(path) as other:
-            assert migrations.migrate(other) == ["m001_initial"]
+            assert migrations.migrate(other) == SHIPPED
         return real_immediate(db)
 
     with connect(path) as db:
         monkeypatch.setattr(migrations, "immediate", other_process_wins_the_race)
         assert migrations.migrate(db) == []
-        assert migrations.applied(db) == ["m001_initial"]
+        assert migrations.applied(db) == SHIPPED
 
 
 def test_a_failing_migration_leaves_nothing_half_done(path, monkeypatch):
-    def m002_broken(db):
+    def m999_broken(db):
         db["runs"].add_column("note", str)
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, m002_broken])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, m999_broken])
     with pytest.raises(RuntimeError, match="boom"):
         sqlite.store(path=path)
 
@@ -316,7 +335,7 @@ def test_processes_appending_to_one_run_leave_a_gap_free_log(path, request):
     try:
         log = store.get_crumbs("shared")
         with store.connection() as db:
-            assert migrations.applied(db) == ["m001_initial"]
+            assert migrations.applied(db) == SHIPPED
     finally:
         store.close()
     assert [f.seq for f in log] == list(range(1, len(writers) * count + 1))

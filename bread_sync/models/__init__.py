@@ -46,7 +46,16 @@ class ToolCall:
     input: Any
 
 
-ModelEvent = TextDelta | ToolInputStart | ToolInputDelta | ToolCall
+@dataclass(slots=True)
+class FileOutput:
+    """A file the model generated; the runtime stores it and announces it with ``file:generated``."""
+
+    data: bytes
+    mime_type: str
+    name: str | None = None
+
+
+ModelEvent = TextDelta | ToolInputStart | ToolInputDelta | ToolCall | FileOutput
 
 
 @dataclass

@@ -8,7 +8,7 @@ It is the reference model of the tests and the demo agents::
         lambda convo: say("Published." if convo.last_tool_ok else "Not published."),
     ])
 
-A step is ``say``, ``call`` or a callable that receives the :class:`Conversation` and returns
+A step is ``say``, ``call``, ``file`` or a callable that receives the :class:`Conversation` and returns
 steps (or None). One model turn plays steps up to and including a run of ``call`` steps (a
 callable's steps play whole); the next turn, after the tools ran, continues from there. The
 position lives in ``request.state``, so a checkpoint carries it across a restart.
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
+from . import FileOutput, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 
@@ -47,7 +47,16 @@ class call:  # noqa: N801
     id: str | None = None
 
 
-Step = say | call | Callable[["Conversation"], Any]
+@dataclass(frozen=True)
+class file:  # noqa: N801
+    """Emit a generated file (stored through the blob store, announced as ``file:generated``)."""
+
+    data: bytes
+    mime_type: str
+    name: str | None = None
+
+
+Step = say | call | file | Callable[["Conversation"], Any]
 
 
 class Conversation:
@@ -94,8 +103,8 @@ class ScriptProvider:
         return f"script({len(self.steps)} steps)"
 
 
-def _expand(step: Step, convo: Conversation) -> list[say | call]:
-    if isinstance(step, say | call):
+def _expand(step: Step, convo: Conversation) -> list[say | call | file]:
+    if isinstance(step, say | call | file):
         return [step]
     produced = step(convo)
     if produced is None:
@@ -103,7 +112,10 @@ def _expand(step: Step, convo: Conversation) -> list[say | call]:
     return list(produced) if isinstance(produced, list | tuple) else [produced]
 
 
-def _play(step: say | call, request: ModelRequest, default_id: str) -> Iterator[ModelEvent]:
+def _play(step: say | call | file, request: ModelRequest, default_id: str) -> Iterator[ModelEvent]:
+    if isinstance(step, file):
+        yield FileOutput(step.data, step.mime_type, step.name)
+        return
     if isinstance(step, say):
         for i, chunk in enumerate(step.chunks()):
             if i and step.delay and request.signal.wait(step.delay):

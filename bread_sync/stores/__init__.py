@@ -91,8 +91,55 @@ class SessionStore(Protocol):
         """Delete sessions idle longer than ``older_than_days`` (and matching ``tags``)."""
 
 
-class Store(CrumbLog, RunStore, CheckpointStore, SessionStore, Protocol):
+class SessionClaims(Protocol):
+    def claim_session(self, session_id: str, run_id: str, take_from: str | None = None) -> str | None:
+        """Atomically make ``run_id`` the session's one running run; None on success, else the
+        holder. ``take_from`` replaces that holder (and only that one) when it is stale."""
+
+    def release_session(self, session_id: str, run_id: str) -> None:
+        """Let go of the session if ``run_id`` holds it."""
+
+
+class LoopStore(Protocol):
+    def save_loop(self, record: dict[str, Any]) -> None:
+        """Insert or replace a LoopRecord ``{id, agentId, sessionId, runId, status, iterations,
+        maxIterations, createdAt, updatedAt}``."""
+
+    def save_loop_iteration(self, loop_id: str, iteration: dict[str, Any]) -> None:
+        """Insert or replace iteration ``{index, status, output, startedAt, endedAt}``."""
+
+    def list_loops(
+        self, session: str | None = None, agent: str | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]: ...
+
+    def get_loop(self, loop_id: str) -> dict[str, Any] | None:
+        """``{"loop": LoopRecord, "iterations": [LoopIteration, ...]}`` in index order."""
+
+
+class TaskRunStore(Protocol):
+    def save_task_run(self, record: dict[str, Any]) -> None:
+        """Insert or replace a TaskRunRecord ``{id, taskId, sessionId, agentId, runId, status,
+        model, durationMs, usage, error, input, output, createdAt, updatedAt}``."""
+
+    def list_task_runs(
+        self,
+        task: str | None = None,
+        session: str | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Newest first."""
+
+    def get_task_run(self, task_run_id: str) -> dict[str, Any] | None: ...
+
+
+class Store(CrumbLog, RunStore, CheckpointStore, SessionStore, SessionClaims, LoopStore, TaskRunStore, Protocol):
     """Everything a first-party store implements."""
+
+
+def records_task_runs(store: Any) -> bool:
+    return all(callable(getattr(store, name, None)) for name in ("save_task_run", "list_task_runs", "get_task_run"))
 
 
 def has_crumb_log(store: Any) -> bool:

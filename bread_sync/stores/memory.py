@@ -19,6 +19,10 @@ class MemoryStore:
         self._runs: dict[str, RunRecord] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
         self._sessions: dict[str, dict[str, Any]] = {}
+        self._claims: dict[str, str] = {}
+        self._loops: dict[str, dict[str, Any]] = {}
+        self._iterations: dict[str, dict[int, dict[str, Any]]] = {}
+        self._task_runs: dict[str, dict[str, Any]] = {}
 
     # crumb log
     def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
@@ -139,6 +143,72 @@ class MemoryStore:
         with self._lock:
             return self._sessions.pop(session_id, None) is not None
 
+    # session claims
+    def claim_session(self, session_id: str, run_id: str, take_from: str | None = None) -> str | None:
+        with self._lock:
+            holder = self._claims.get(session_id)
+            if holder is None or holder == run_id or (take_from is not None and holder == take_from):
+                self._claims[session_id] = run_id
+                return None
+            return holder
+
+    def release_session(self, session_id: str, run_id: str) -> None:
+        with self._lock:
+            if self._claims.get(session_id) == run_id:
+                del self._claims[session_id]
+
+    # loops
+    def save_loop(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._loops[record["id"]] = copy.deepcopy(record)
+
+    def save_loop_iteration(self, loop_id: str, iteration: dict[str, Any]) -> None:
+        with self._lock:
+            self._iterations.setdefault(loop_id, {})[iteration["index"]] = copy.deepcopy(iteration)
+
+    def list_loops(
+        self, session: str | None = None, agent: str | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                copy.deepcopy(r)
+                for r in self._loops.values()
+                if _matches(r, sessionId=session, agentId=agent, status=status)
+            ]
+
+    def get_loop(self, loop_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            if loop_id not in self._loops:
+                return None
+            iterations = self._iterations.get(loop_id, {})
+            ordered = [iterations[i] for i in sorted(iterations)]
+            return copy.deepcopy({"loop": self._loops[loop_id], "iterations": ordered})
+
+    # task runs
+    def save_task_run(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._task_runs[record["id"]] = copy.deepcopy(record)
+
+    def list_task_runs(
+        self,
+        task: str | None = None,
+        session: str | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        with self._lock:
+            found = [
+                copy.deepcopy(r)
+                for r in reversed(self._task_runs.values())
+                if _matches(r, taskId=task, sessionId=session, agentId=agent, status=status)
+            ]
+        return found[:limit] if limit is not None else found
+
+    def get_task_run(self, task_run_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return copy.deepcopy(self._task_runs.get(task_run_id))
+
     def cleanup_sessions(self, older_than_days: float | None = None, tags: dict[str, str] | None = None) -> int:
         cutoff = None if older_than_days is None else iso_days_ago(older_than_days)
         with self._lock:
@@ -150,6 +220,10 @@ class MemoryStore:
             for sid in doomed:
                 del self._sessions[sid]
             return len(doomed)
+
+
+def _matches(record: dict[str, Any], **wanted: Any) -> bool:
+    return all(value is None or record.get(key) == value for key, value in wanted.items())
 
 
 def store() -> MemoryStore:

@@ -93,3 +93,19 @@ def m001_initial(db: Database) -> None:
         {"position": int, "session_id": str, "message": str}, pk="position", not_null={"session_id"}
     )
     db["session_messages"].create_index(["session_id", "position"], index_name="idx_session_messages_session")
+
+
+@migration
+def m002_claims_loops_task_runs(db: Database) -> None:
+    db["runs"].create_index(["session_id"], index_name="idx_runs_session")
+    db["session_claims"].create({"session_id": str, "run_id": str}, pk="session_id", not_null={"run_id"})
+    db["loops"].create(
+        {"id": str, "agent_id": str, "session_id": str, "status": str, "data": str}, pk="id", not_null={"data"}
+    )
+    db["loop_iterations"].create({"loop_id": str, "idx": int, "data": str}, pk=("loop_id", "idx"))
+    db["task_runs"].create(
+        {"id": str, "task_id": str, "session_id": str, "agent_id": str, "status": str, "created_at": str, "data": str},
+        pk="id",
+        not_null={"data"},
+    )
+    db["task_runs"].create_index(["created_at"], index_name="idx_task_runs_created")

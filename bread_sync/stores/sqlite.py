@@ -136,10 +136,8 @@ class SQLiteStore:
     def list_runs(
         self, status: str | None = None, agent: str | None = None, session: str | None = None
     ) -> list[RunRecord]:
-        wanted = {"status": status, "agent_id": agent, "session_id": session}
-        wanted = {column: value for column, value in wanted.items() if value is not None}
-        where = " AND ".join(f"{column} = ?" for column in wanted) or "1"
-        return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY rowid", list(wanted.values()))
+        where, params = _filters(status=status, agent_id=agent, session_id=session)
+        return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY rowid", params)
 
     def expired_runs(self, now: float) -> list[RunRecord]:
         return self._runs(f"{SELECT_RUNS} WHERE status = 'running' AND lease_until < ? ORDER BY rowid", [now])
@@ -211,6 +209,80 @@ class SQLiteStore:
             db.conn.executemany("DELETE FROM session_messages WHERE session_id = ?", doomed)
             db.conn.executemany("DELETE FROM sessions WHERE id = ?", doomed)
         return len(doomed)
+
+    # session claims
+    def claim_session(self, session_id: str, run_id: str, take_from: str | None = None) -> str | None:
+        with self.connection() as db, immediate(db):
+            row = db.execute("SELECT run_id FROM session_claims WHERE session_id = ?", (session_id,)).fetchone()
+            if row is not None and row[0] not in (run_id, take_from):
+                return row[0]
+            db.execute("INSERT OR REPLACE INTO session_claims (session_id, run_id) VALUES (?, ?)", (session_id, run_id))
+            return None
+
+    def release_session(self, session_id: str, run_id: str) -> None:
+        with self.connection() as db:
+            db.execute("DELETE FROM session_claims WHERE session_id = ? AND run_id = ?", (session_id, run_id))
+
+    # loops
+    def save_loop(self, record: dict[str, Any]) -> None:
+        values = (record["id"], record["agentId"], record["sessionId"], record["status"], dumps(record))
+        sql = "INSERT OR REPLACE INTO loops (id, agent_id, session_id, status, data) VALUES (?, ?, ?, ?, ?)"
+        with self.connection() as db:
+            db.execute(sql, values)
+
+    def save_loop_iteration(self, loop_id: str, iteration: dict[str, Any]) -> None:
+        sql = "INSERT OR REPLACE INTO loop_iterations (loop_id, idx, data) VALUES (?, ?, ?)"
+        with self.connection() as db:
+            db.execute(sql, (loop_id, iteration["index"], dumps(iteration)))
+
+    def list_loops(
+        self, session: str | None = None, agent: str | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]:
+        where, params = _filters(session_id=session, agent_id=agent, status=status)
+        return self._records(f"SELECT data FROM loops WHERE {where} ORDER BY rowid", params)
+
+    def get_loop(self, loop_id: str) -> dict[str, Any] | None:
+        loops = self._records("SELECT data FROM loops WHERE id = ?", [loop_id])
+        if not loops:
+            return None
+        iterations = self._records("SELECT data FROM loop_iterations WHERE loop_id = ? ORDER BY idx", [loop_id])
+        return {"loop": loops[0], "iterations": iterations}
+
+    # task runs
+    def save_task_run(self, record: dict[str, Any]) -> None:
+        keys = ("id", "taskId", "sessionId", "agentId", "status", "createdAt")
+        sql = (
+            "INSERT OR REPLACE INTO task_runs (id, task_id, session_id, agent_id, status, created_at, data)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)"
+        )
+        with self.connection() as db:
+            db.execute(sql, [*(record[k] for k in keys), dumps(record)])
+
+    def list_task_runs(
+        self,
+        task: str | None = None,
+        session: str | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        where, params = _filters(task_id=task, session_id=session, agent_id=agent, status=status)
+        sql = f"SELECT data FROM task_runs WHERE {where} ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        return self._records(sql, [*params, -1 if limit is None else limit])
+
+    def get_task_run(self, task_run_id: str) -> dict[str, Any] | None:
+        found = self._records("SELECT data FROM task_runs WHERE id = ?", [task_run_id])
+        return found[0] if found else None
+
+    def _records(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+        with self.connection() as db:
+            return [json.loads(text) for (text,) in db.execute(sql, params).fetchall()]
+
+
+def _filters(**wanted: Any) -> tuple[str, list[Any]]:
+    """A WHERE clause over the given columns whose value is not None."""
+    wanted = {column: value for column, value in wanted.items() if value is not None}
+    return " AND ".join(f"{column} = ?" for column in wanted) or "1", list(wanted.values())
 
 
 @contextmanager

@@ -1,0 +1,277 @@
+"""One agent's turn-taking: model turns, tool calls, and pauses for a human.
+
+An activity is a generator that yields crumbs (and, to pause, a :class:`Pause`), and returns
+its output. Activities nest: a pipeline runs agents, an agent runs a subagent or a task as a
+tool. Each can :meth:`snapshot` itself (its child included) into a checkpoint and be rebuilt
+from one by :func:`bread_sync.execution.restore`, then ``resume`` where it paused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import crumbs as c
+from .agents import Agent, Tool, ToolContext
+from .errors import INTERNAL, RUN_CANCELLED, RUN_TIMEOUT, TOOL_DENIED, TOOL_FAILED, BreadError
+from .models import (
+    FileOutput,
+    ModelRequest,
+    TextDelta,
+    ToolCall,
+    ToolInputDelta,
+    ToolInputStart,
+    ToolSpec,
+    resolve_provider,
+)
+from .stores import now_iso
+
+if TYPE_CHECKING:
+    from .execution import RunContext
+
+log = logging.getLogger("bread_sync")
+
+MAX_STEPS_EXCEEDED = "agent {agent!r} made more than {limit} model calls in one run"
+#: Errors that end the whole run, never just the nested work they happened in.
+RUN_ENDING = frozenset({RUN_CANCELLED, RUN_TIMEOUT})
+
+Steps = Generator[Any, None, Any]
+
+
+@dataclass
+class Pause:
+    """Yielded up the activity stack when a tool call needs a human."""
+
+    kind: str
+    call: dict[str, Any]
+
+
+class AgentLoop:
+    """Runs an agent to its output. Only the run's own agent (``record=True``) writes the
+    session's history; a subagent or a pipeline step keeps its messages to itself."""
+
+    kind = "agent"
+
+    def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
+        self.ctx = ctx
+        self.agent = agent
+        self.input = input
+        self.skill = skill
+        self.record = record
+        self.messages: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []
+        self.model_state: dict[str, Any] = {}
+        self.steps = 0
+        self.child: Any = None
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "agentId": self.agent.id, "input": self.input, "skill": self.skill,
+            "record": self.record, "messages": self.messages, "pending": self.pending,
+            "modelState": self.model_state, "steps": self.steps,
+            "child": self.child.snapshot() if self.child is not None else None,
+        }  # fmt: skip
+
+    @classmethod
+    def restore(cls, ctx: RunContext, snap: dict[str, Any]) -> AgentLoop:
+        from .execution import restore
+
+        loop = cls(ctx, ctx.bread.agent(snap["agentId"]), snap["input"], snap["skill"], snap["record"])
+        loop.messages, loop.pending = snap["messages"], snap["pending"]
+        loop.model_state, loop.steps = snap["modelState"], snap["steps"]
+        loop.child = restore(ctx, snap["child"]) if snap["child"] else None
+        return loop
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(self) -> Steps:
+        self._remember({"role": "user", "content": _as_text(self.input)})
+        return (yield from self._turns())
+
+    def resume(self, response: Any) -> Steps:
+        """Continue after the pause: the human's answer settles the first pending call."""
+        call = self.pending[0]
+        if self.child is not None:  # the pause was inside the subagent this call started
+            steps = self.ctx.framed_subagent(self.agent.id, self.child, self.child.resume(response), resumed=True)
+            yield from self._finish_delegation(call, steps)
+        elif self._human_kind(call) == "input":
+            yield self._tool_result(call, response)
+        elif response["approved"]:
+            yield from self._invoke(call)
+        else:
+            yield self._tool_error(call, BreadError(TOOL_DENIED, f"the human denied the call to {call['name']}"))
+        self.pending.pop(0)
+        yield from self._run_pending()
+        return (yield from self._turns())
+
+    def _turns(self) -> Steps:
+        while True:
+            if self.steps >= self.agent.max_steps:
+                limit = self.agent.max_steps
+                raise BreadError(INTERNAL, MAX_STEPS_EXCEEDED.format(agent=self.agent.id, limit=limit))
+            self.steps += 1
+            text, calls = yield from self._model_turn()
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                message["toolCalls"] = calls
+            self._remember(message)
+            if not calls:
+                return self.agent.parse_output(text)
+            self.pending = list(calls)
+            yield from self._run_pending()
+
+    def _model_turn(self) -> Steps:
+        provider, model_name = resolve_provider(self.agent.model)
+        request = ModelRequest(
+            model=model_name, system=self._system_prompt(), messages=list(self.messages),
+            tools=[ToolSpec(t.name, t.description, self.ctx.tool_parameters(t)) for t in self.agent.tools],
+            signal=self.ctx.token, input=self.input, output_format=self.agent.output_format,
+            state=self.model_state,
+        )  # fmt: skip
+        text: list[str] = []
+        calls: list[dict[str, Any]] = []
+        streamed: set[str] = set()
+        events = provider.stream(request)
+        try:
+            for event in events:
+                self.ctx.token.raise_if_cancelled()
+                if isinstance(event, TextDelta):
+                    text.append(event.text)
+                elif isinstance(event, ToolInputStart):
+                    streamed.add(event.id)
+                elif isinstance(event, FileOutput):
+                    yield self.ctx.store_file(event)
+                    continue
+                elif isinstance(event, ToolCall):
+                    calls.append({"id": event.id, "name": event.name, "input": event.input})
+                    if event.id not in streamed:
+                        continue  # a call that was not streamed has no tool:input:* to close
+                yield self._crumb_of(event)
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+        self.ctx.token.raise_if_cancelled()
+        return "".join(text), calls
+
+    def _crumb_of(self, event: Any) -> dict[str, Any]:
+        crumb: dict[str, Any] = {"runId": self.ctx.run_id}
+        if isinstance(event, TextDelta):
+            return {"type": c.TEXT_DELTA, **crumb, "delta": event.text}
+        crumb["toolCallId"] = event.id
+        if isinstance(event, ToolInputStart):
+            return {"type": c.TOOL_INPUT_START, **crumb, "toolName": event.name}
+        if isinstance(event, ToolInputDelta):
+            return {"type": c.TOOL_INPUT_DELTA, **crumb, "delta": event.delta}
+        return {"type": c.TOOL_INPUT_END, **crumb}
+
+    # -- tool calls --------------------------------------------------------------------------
+
+    def _run_pending(self) -> Steps:
+        """Run the turn's remaining tool calls in order, pausing at one that needs a human."""
+        while self.pending:
+            call = self.pending[0]
+            yield {"type": c.TOOL_CALL, "runId": self.ctx.run_id, "toolCallId": call["id"],
+                   "toolName": call["name"], "input": call["input"]}  # fmt: skip
+            kind = self._human_kind(call)
+            if kind is not None:
+                yield Pause(kind, call)
+                return  # never reached: a paused run is rebuilt from its checkpoint
+            self.ctx.token.raise_if_cancelled()
+            yield from self._invoke(call)
+            self.pending.pop(0)
+            self.ctx.token.raise_if_cancelled()
+
+    def _human_kind(self, call: dict[str, Any]) -> str | None:
+        tool = self.agent.tool(call["name"])
+        return tool.human_kind if tool is not None else None
+
+    def _invoke(self, call: dict[str, Any]) -> Steps:
+        tool = self.agent.tool(call["name"])
+        if tool is None:
+            yield self._tool_error(call, BreadError(TOOL_FAILED, f"there is no tool {call['name']!r}"))
+        elif tool.kind in ("subagent", "task"):
+            yield from self._finish_delegation(call, self._delegate(tool, call))
+        else:
+            yield self._call_function(tool, call)
+
+    def _call_function(self, tool: Tool, call: dict[str, Any]) -> dict[str, Any]:
+        try:
+            output = tool.fn(tool.validate_input(call["input"]), self._context())
+        except BreadError as exc:
+            return self._tool_error(call, exc)
+        except Exception as exc:
+            log.exception("tool %s failed in run %s", call["name"], self.ctx.run_id)
+            failed = BreadError(TOOL_FAILED, f"tool {call['name']!r} failed ({type(exc).__name__})")
+            return self._tool_error(call, failed)
+        return self._tool_result(call, _jsonable(output))
+
+    def _delegate(self, tool: Tool, call: dict[str, Any]) -> Steps:
+        """A subagent or a task called as a tool: its crumbs join this stream, framed."""
+        if tool.kind == "task":
+            return (yield from self.ctx.call_task(tool.target, call["input"], agent_id=self.agent.id))
+        child_agent = self.ctx.bread.agent(tool.target)
+        child_input = child_agent.validate_input(tool.child_input(call["input"], child_agent))
+        self.child = self.ctx.activity_for(child_agent, child_input)
+        return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
+
+    def _finish_delegation(self, call: dict[str, Any], steps: Steps) -> Steps:
+        try:
+            output = yield from steps
+        except BreadError as exc:
+            if exc.code in RUN_ENDING:
+                raise
+            self.child = None
+            yield self._tool_error(call, exc)
+            return
+        self.child = None
+        yield self._tool_result(call, _jsonable(output))
+
+    def _tool_result(self, call: dict[str, Any], output: Any) -> dict[str, Any]:
+        self._remember({"role": "tool", "toolCallId": call["id"], "name": call["name"], "content": json.dumps(output)})
+        return {"type": c.TOOL_RESULT, "runId": self.ctx.run_id, "toolCallId": call["id"],
+                "toolName": call["name"], "output": output}  # fmt: skip
+
+    def _tool_error(self, call: dict[str, Any], error: BreadError) -> dict[str, Any]:
+        wire = {"code": error.code, "message": error.message}
+        self._remember({"role": "tool", "toolCallId": call["id"], "name": call["name"],
+                        "content": json.dumps({"error": wire}), "error": wire})  # fmt: skip
+        return {"type": c.TOOL_ERROR, "runId": self.ctx.run_id, "toolCallId": call["id"],
+                "toolName": call["name"], "error": error}  # fmt: skip
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _remember(self, message: dict[str, Any]) -> None:
+        """Add a message to what the model sees, and to the session's history if this is the
+        run's own agent."""
+        self.messages.append(message)
+        if self.record:
+            entry = {**message, "runId": self.ctx.run_id, "at": now_iso()}
+            self.ctx.bread.store.append_messages(self.ctx.session_id, [entry])
+
+    def _system_prompt(self) -> str:
+        skill = self.agent.skills.get(self.skill) if self.skill else None
+        parts = [self.agent.prompt.strip(), skill and f"# Skill: {skill.name}\n\n{skill.instructions}"]
+        return "\n\n".join(p for p in parts if p)
+
+    def _context(self) -> ToolContext:
+        return self.ctx.tool_context(self.agent.id)
+
+
+def for_model(message: dict[str, Any]) -> dict[str, Any]:
+    """A session history entry as the model sees it."""
+    return {k: v for k, v in message.items() if k not in ("runId", "at")}
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value

@@ -1,0 +1,66 @@
+"""One run at a time per session, across threads, workers and replicas sharing the store.
+
+Two runs writing one session's history at once would interleave it. A run claims its session
+in the store before it starts and lets go when it ends or pauses. A second run follows its
+policy: ``reject`` (``SESSION_BUSY`` before it starts), ``enqueue`` (it waits for the claim)
+or ``interrupt`` (it cancels the holder, then waits). A claim whose holder is no longer running
+(paused, finished, or its owner died) is taken over.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from .cancel import CancelToken
+from .errors import INVALID_REQUEST, SESSION_BUSY, BreadError
+
+if TYPE_CHECKING:
+    from .runtime import Bread
+
+POLICIES = ("reject", "enqueue", "interrupt")
+WAIT_POLL_SECONDS = 0.05
+
+
+class SessionGuard:
+    def __init__(self, bread: Bread):
+        self.bread = bread
+
+    def claim(self, session_id: str, run_id: str, policy: str) -> bool:
+        """Claim at once (True), or apply the policy: reject raises, the others return False
+        and the run :meth:`wait` s for the claim before its first crumb."""
+        if policy not in POLICIES:
+            raise BreadError(INVALID_REQUEST, f"sessionPolicy must be one of {', '.join(POLICIES)}")
+        holder = self._try(session_id, run_id)
+        if holder is None:
+            return True
+        if policy == "reject":
+            raise BreadError(SESSION_BUSY, f"session {session_id} is busy with run {holder}")
+        if policy == "interrupt":
+            self.bread.cancel(holder)
+        return False
+
+    def wait(self, session_id: str, run_id: str, token: CancelToken) -> None:
+        while self._try(session_id, run_id) is not None:
+            if token.wait(WAIT_POLL_SECONDS):
+                token.raise_if_cancelled()
+
+    def release(self, session_id: str, run_id: str) -> None:
+        self.bread.store.release_session(session_id, run_id)
+
+    def _try(self, session_id: str, run_id: str) -> str | None:
+        """None when ``run_id`` holds the session now; else the run that holds it."""
+        store = self.bread.store
+        holder = store.claim_session(session_id, run_id)
+        if holder is None or not self._stale(holder):
+            return holder
+        return store.claim_session(session_id, run_id, take_from=holder)
+
+    def _stale(self, holder: str) -> bool:
+        record = self.bread.store.get_run(holder)
+        if record is None or record["status"] != "running":
+            return True
+        if record["leaseUntil"] < time.time():
+            self.bread.interrupt(record)
+            return True
+        return False

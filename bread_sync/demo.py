@@ -1,13 +1,28 @@
-"""The demo agents, served by default with no API key: echo, writer, interviewer, slow."""
+"""The demo, served by default with no API key.
+
+Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
+tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
+
 from pydantic import BaseModel, Field
 
-from .agents import Agent, ToolContext, input_tool, tool
+from .agents import Agent, ToolContext, input_tool, subagent, task_tool, tool
 from .config import Config
+from .loops import Loop
 from .models import script
-from .models.script import call, say
+from .models.script import call, file, say
+from .pipelines import Pipeline, Step
+from .tasks import Task
+
+#: A 1x1 orange PNG, what the artist "draws".
+DOT_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4v5QBAARLAaU/Dnq2AAAAAElFTkSuQmCC"
+)
 
 
 class Topic(BaseModel):
@@ -77,6 +92,64 @@ slow = Agent(
 )
 
 
+class Until(BaseModel):
+    until: int = Field(ge=1, le=1000)
+
+
+class Text(BaseModel):
+    text: str
+
+
+class WordCount(BaseModel):
+    words: int
+
+
+counter = Agent(
+    id="counter",
+    description="Counts from 1 to `until`, one loop iteration per number (at most 10).",
+    model=script.provider([lambda convo: say(str(convo.input["iteration"]))]),
+    input_schema=Until,
+    loop=Loop(max_iterations=10, until=lambda output, iteration, data: iteration >= data["until"]),
+)
+
+word_count = Task(
+    id="word-count",
+    description="Counts the words of a text.",
+    input_schema=Text,
+    output_schema=WordCount,
+    model=script.provider([lambda convo: say(json.dumps({"words": len(convo.input["text"].split())}))]),
+)
+
+MANAGER_TEXT = "hello from the manager"
+
+manager = Agent(
+    id="manager",
+    description="Asks the echo agent to repeat a line, then counts its words with a task.",
+    model=script.provider([
+        call("echo", {"input": MANAGER_TEXT}),
+        lambda convo: call("word-count", {"text": convo.last_tool_output}),
+        lambda convo: say(f"Echo said it back; it has {convo.last_tool_output['words']} words."),
+    ]),
+    tools=[subagent("echo"), task_tool("word-count")],
+)  # fmt: skip
+
+artist = Agent(
+    id="artist",
+    description="Draws a small picture (a PNG, through file:generated).",
+    model=script.provider([file(DOT_PNG, "image/png", "dot.png"), say("Here is a dot.")]),
+)
+
+draft_then_echo = Pipeline(
+    id="draft-then-echo",
+    description="The writer drafts (and asks before publishing), then echo repeats its output.",
+    steps=[Step(agent="writer"), Step(agent="echo")],
+)
+
+
 def config() -> Config:
     """A fresh demo config (store and transport resolved from the environment)."""
-    return Config(agents=[echo, writer, interviewer, slow])
+    return Config(
+        agents=[echo, writer, interviewer, slow, counter, manager, artist],
+        tasks=[word_count],
+        pipelines=[draft_then_echo],
+    )

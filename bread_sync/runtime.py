@@ -250,7 +250,8 @@ class Bread:
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run: live here, paused, or running in another process (recorded in the
-        store for its owner to honour). False when the run is unknown or already finished."""
+        store for its owner to honour, and sent on the transport's cancel channel if it has
+        one). False when the run is unknown or already finished."""
         if self.cancels.cancel(run_id):
             return True
         record = self.store.get_run(run_id)
@@ -262,7 +263,10 @@ class Bread:
             if record["leaseUntil"] < time.time():
                 self.interrupt(record)
                 return False
-            return self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True)
+            if not self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True):
+                return False
+            self._keeper.announce_cancel(run_id)
+            return True
         return False
 
     def tail(self, run_id: str, after: int = 0, **opts: Any) -> Iterator[Any]:

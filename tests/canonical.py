@@ -39,12 +39,13 @@ def assert_canonical(bread, run_id: str, recorder: Recorder, yielded: list[dict]
     actual = [(f.type, f.crumb["delta"] if f.type == TEXT_DELTA else f.wire) for f in log]
     assert actual == expected_log(live)
 
-    watermark, log_by_wire = 0, {f.wire: f.seq for f in log if f.type != TEXT_DELTA}
+    watermark, logged = 0, iter(f for f in log if f.type != TEXT_DELTA)
     for frame in live:
         if frame.type == TEXT_DELTA:
             assert frame.seq == watermark, "a live delta carries the last durable seq"
         else:
-            assert frame.seq == log_by_wire[frame.wire] and frame.seq > watermark
+            entry = next(logged)
+            assert (frame.seq, frame.wire) == (entry.seq, entry.wire) and frame.seq > watermark
             watermark = frame.seq
     terminals = [f for f in log if f.type in TERMINAL]
     assert len(terminals) <= 1

@@ -92,7 +92,7 @@ def test_a_body_that_is_not_a_json_object_is_invalid(client, body):
 
 
 def test_agents_are_listed_and_described(client):
-    assert [a["id"] for a in client.get("/agents").get_json()] == ["echo", "writer", "interviewer", "slow"]
+    assert [a["id"] for a in client.get("/agents").get_json()] == [a.id for a in demo_config().agents]
     writer = client.get("/agents/writer").get_json()
     assert writer["inputSchema"]["required"] == ["topic"] and writer["outputFormat"] == "text"
     missing = client.get("/agents/nobody")
@@ -107,6 +107,7 @@ def test_entrypoints_limit_what_is_served(make_bread):
 
 def test_runs_are_resources_for_a_hitl_dashboard(client):
     run = client.post("/agents/writer/run", json={"input": {"topic": "bread"}})
+    run.get_data()  # the stream ends at the pause
     run_id = run.headers["Bread-Run-Id"]
     paused = client.get("/runs?status=paused").get_json()
     assert [r["id"] for r in paused] == [run_id]
@@ -118,7 +119,9 @@ def test_runs_are_resources_for_a_hitl_dashboard(client):
 
 def test_sessions_routes(client):
     for user in ("1", "2"):
-        client.post("/agents/echo/run", json={"input": "hi", "session": {"id": f"s{user}", "tags": {"user": user}}})
+        client.post(
+            "/agents/echo/run", json={"input": "hi", "session": {"id": f"s{user}", "tags": {"user": user}}}
+        ).get_data()
     assert [s["id"] for s in client.get("/sessions?tag=user:2").get_json()] == ["s2"]
     assert client.get("/sessions?tag=nocolon").status_code == 400
     assert [m["role"] for m in client.get("/sessions/s1").get_json()["messages"]] == ["user", "assistant"]
@@ -129,7 +132,9 @@ def test_sessions_routes(client):
 
 
 def test_a_cancelled_paused_run_is_404_to_cancel_again(client):
-    run_id = client.post("/agents/writer/run", json={"input": {"topic": "x"}}).headers["Bread-Run-Id"]
+    paused = client.post("/agents/writer/run", json={"input": {"topic": "x"}})
+    paused.get_data()
+    run_id = paused.headers["Bread-Run-Id"]
     assert client.post(f"/runs/{run_id}/cancel").get_json() == {"ok": True, "runId": run_id}
     assert client.post(f"/runs/{run_id}/cancel").status_code == 404
     assert client.get(f"/runs/{run_id}").get_json()["status"] == "cancelled"
@@ -190,7 +195,7 @@ def test_plugins_add_named_routes_middleware_and_crumb_hooks(make_bread):
     assert failed.status_code == 500 and failed.get_json() == {
         "error": {"code": "INTERNAL", "message": "internal error (RuntimeError)"}
     }
-    client.post("/agents/echo/run", json={"input": "hi"})
+    client.post("/agents/echo/run", json={"input": "hi"}).get_data()
     assert plugin.middleware_ran and plugin.frames[0] == "agent:run:start" and plugin.frames[-1] == "agent:run:end"
     assert set(app.http_actions.values()) >= {"extras.read", HTTP_ACTIONS.run_start, HTTP_ACTIONS.session_cleanup}
 

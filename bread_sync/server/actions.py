@@ -29,6 +29,7 @@ class HTTP_ACTIONS:  # noqa: N801 - the reference's spelling of a constant table
     loop_read = "loop.read"
     task_list = "task.list"
     task_read = "task.read"
+    file_read = "file.read"
 
 
 #: The route that load balancers probe: no action, no auth, no Host rule.

@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
-from flask import jsonify, request
+from flask import Response, jsonify, request
 
-from ..errors import AGENT_NOT_FOUND, INVALID_REQUEST, RUN_NOT_FOUND, SESSION_NOT_FOUND, BreadError
-from ..stores import RUN_STATUSES
+from ..errors import (
+    AGENT_NOT_FOUND,
+    BLOB_STORE_NOT_CONFIGURED,
+    FILE_NOT_FOUND,
+    INVALID_REQUEST,
+    LOOP_NOT_FOUND,
+    NOT_SUPPORTED,
+    RUN_NOT_FOUND,
+    SESSION_NOT_FOUND,
+    TASK_RUN_NOT_FOUND,
+    BreadError,
+)
+from ..stores import RUN_STATUSES, records_task_runs
 from .actions import HEALTH_PATH, HTTP_ACTIONS, register_http_route
 from .guard import json_body
 from .state import bread
@@ -24,6 +36,11 @@ def register(app: Any) -> None:
     register_http_route(app, "POST", "/sessions/cleanup", a.session_cleanup, cleanup_sessions)
     register_http_route(app, "GET", "/sessions/<session_id>", a.session_read, read_session)
     register_http_route(app, "DELETE", "/sessions/<session_id>", a.session_delete, delete_session)
+    register_http_route(app, "GET", "/loops", a.loop_list, list_loops)
+    register_http_route(app, "GET", "/loops/<loop_id>", a.loop_read, read_loop)
+    register_http_route(app, "GET", "/tasks", a.task_list, list_task_runs)
+    register_http_route(app, "GET", "/tasks/<task_run_id>", a.task_read, read_task_run)
+    register_http_route(app, "GET", "/files/<file_id>", a.file_read, read_file)
 
 
 def health() -> Any:
@@ -109,3 +126,58 @@ def cleanup_sessions() -> Any:
     if tags is not None and (not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values())):
         raise BreadError(INVALID_REQUEST, "tags must be an object of strings")
     return jsonify(deleted=bread().store.cleanup_sessions(older_than_days=days, tags=tags))
+
+
+def list_loops() -> Any:
+    args = request.args
+    return jsonify(
+        bread().store.list_loops(session=args.get("session"), agent=args.get("agent"), status=args.get("status"))
+    )
+
+
+def read_loop(loop_id: str) -> Any:
+    found = bread().store.get_loop(loop_id)
+    if found is None:
+        raise BreadError(LOOP_NOT_FOUND, f"no loop {loop_id}")
+    return jsonify(found)
+
+
+def task_runs() -> Any:
+    store = bread().store
+    if not records_task_runs(store):
+        raise BreadError(NOT_SUPPORTED, "the configured store does not record task runs")
+    return store
+
+
+def list_task_runs() -> Any:
+    args = request.args
+    limit = args.get("limit")
+    if limit is not None and (not limit.isdigit() or int(limit) > 10_000):
+        raise BreadError(INVALID_REQUEST, "limit must be an integer from 0 to 10000")
+    found = task_runs().list_task_runs(
+        task=args.get("task"), session=args.get("session"), agent=args.get("agent"), status=args.get("status"),
+        limit=None if limit is None else int(limit),
+    )  # fmt: skip
+    return jsonify(found)
+
+
+def read_task_run(task_run_id: str) -> Any:
+    found = task_runs().get_task_run(task_run_id)
+    if found is None:
+        raise BreadError(TASK_RUN_NOT_FOUND, f"no task run {task_run_id}")
+    return jsonify(found)
+
+
+def read_file(file_id: str) -> Any:
+    blobs = bread().blob_store
+    if blobs is None:
+        raise BreadError(BLOB_STORE_NOT_CONFIGURED, "no blob store is configured")
+    found = blobs.get(file_id)
+    if found is None:
+        raise BreadError(FILE_NOT_FOUND, f"no file {file_id}")
+    data, meta = found
+    response = Response(data, mimetype=meta["mimeType"])
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    if meta.get("name"):
+        response.headers["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(meta['name'])}"
+    return response

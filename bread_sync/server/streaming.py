@@ -37,7 +37,8 @@ class HTTPTransport:
 
     ``heartbeat``: seconds between heartbeats on an idle stream (None: never).
     ``authorize_stream(identity, run_id)``: False answers 403 before any crumb is read.
-    ``pubsub``: the duplex transport that carries frames (default: the embedded stream).
+    ``pubsub``: the duplex transport that carries frames (default: the embedded stream, one
+    process; ``redis.transport(url=...)`` fans them out between replicas, with cancels).
     """
 
     capability = "duplex"
@@ -64,6 +65,7 @@ class HTTPTransport:
     def mount(self, app: Any, bread: Bread) -> None:
         views = _Views(self, bread)
         register_http_route(app, "POST", "/agents/<agent_id>/run", HTTP_ACTIONS.run_start, views.run)
+        register_http_route(app, "POST", "/pipelines/<pipeline_id>/run", HTTP_ACTIONS.pipeline_start, views.pipeline)
         register_http_route(app, "POST", "/resume/<checkpoint_id>", HTTP_ACTIONS.run_resume, views.resume)
         register_http_route(app, "GET", "/runs/<run_id>/stream", HTTP_ACTIONS.run_stream, views.passive)
         register_http_route(app, "POST", "/runs/<run_id>/cancel", HTTP_ACTIONS.run_cancel, views.cancel)
@@ -78,12 +80,21 @@ class _Views:
     def run(self, agent_id: str) -> Response:
         body = json_body()
         run_id = _run_id(body)
-        session, skill = body.get("session"), body.get("skill")
-        if skill is not None and not isinstance(skill, str):
-            raise BreadError(INVALID_REQUEST, "skill must be a string")
+        session, skill, policy = body.get("session"), body.get("skill"), body.get("sessionPolicy")
+        for name, value in (("skill", skill), ("sessionPolicy", policy)):
+            if value is not None and not isinstance(value, str):
+                raise BreadError(INVALID_REQUEST, f"{name} must be a string")
         return self._start(
             run_id, lambda token: self.bread.run(agent_id, body.get("input"), session=session, skill=skill,
-                                                 run_id=run_id, signal=token)
+                                                 run_id=run_id, signal=token, session_policy=policy)
+        )  # fmt: skip
+
+    def pipeline(self, pipeline_id: str) -> Response:
+        body = json_body()
+        run_id = _run_id(body)
+        return self._start(
+            run_id, lambda token: self.bread.run_pipeline(pipeline_id, body.get("input"), session=body.get("session"),
+                                                          run_id=run_id, signal=token)
         )  # fmt: skip
 
     def resume(self, checkpoint_id: str) -> Response:

@@ -2,7 +2,9 @@
 
 One background thread per ``Bread`` (a greenlet under gevent), running only while the process
 has live runs: it renews each run's owner lease, and at a short interval asks the store whether
-another process recorded a cancel for one of them.
+another process recorded a cancel for one of them. When the transport has a cancel channel
+(Redis), a cancel also travels on it, and the owner hears it at once; the store stays the
+fallback when the channel is down.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import logging
 import threading
 import time
 from typing import TYPE_CHECKING
+
+from .transports import cancel_channel
 
 if TYPE_CHECKING:
     from .runtime import Bread
@@ -25,6 +29,13 @@ class LeaseKeeper:
         self._runs: set[str] = set()
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
+        self._channel = cancel_channel(bread.transport)
+        self._stop_hearing = self._channel.on_cancel(bread.cancels.cancel) if self._channel else None
+
+    def announce_cancel(self, run_id: str) -> None:
+        """Tell the process running ``run_id`` over the cancel channel, if there is one."""
+        if self._channel is not None:
+            self._channel.request_cancel(run_id)
 
     def watch(self, run_id: str) -> None:
         with self._lock:
@@ -42,6 +53,9 @@ class LeaseKeeper:
         with self._lock:
             self._runs.clear()
         self._wake.set()
+        if self._stop_hearing is not None:
+            self._stop_hearing()
+            self._stop_hearing = None
 
     def _loop(self) -> None:
         config = self.bread.config

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame
 from .errors import RUN_NOT_FOUND, BreadError
 from .stores import FINISHED, has_crumb_log
-from .transports import can_subscribe
+from .transports import can_subscribe, is_healthy
 
 if TYPE_CHECKING:
     from .runtime import Bread
@@ -67,7 +67,9 @@ class LogFollower:
     """One thread per ``Bread`` that reads the store for tails of runs executing elsewhere.
 
     Without a shared transport, the store is the only way a crumb written by another process
-    reaches this one. Runs executing in this process are left to the transport.
+    reaches this one. Runs executing in this process are left to the transport while it is
+    healthy; while it is not (Redis down), and once more after it recovers, they are read from
+    the store too, so a tail misses nothing the transport dropped meanwhile.
     """
 
     def __init__(self, bread: Bread, interval: float = 0.25):
@@ -76,6 +78,7 @@ class LogFollower:
         self._lock = threading.Lock()
         self._watching: dict[str, list[tuple[queue.Queue, list[int]]]] = {}
         self._thread: threading.Thread | None = None
+        self._degraded = False
 
     def watch(self, run_id: str, inbox: queue.Queue, after: int) -> Any:
         entry = (inbox, [after])
@@ -102,8 +105,10 @@ class LogFollower:
                     self._thread = None
                     return
                 watched = {run_id: list(entries) for run_id, entries in self._watching.items()}
+            degraded = not is_healthy(self.bread.transport)
+            local_too, self._degraded = degraded or self._degraded, degraded
             for run_id, entries in watched.items():
-                if run_id not in self.bread.cancels:
+                if local_too or run_id not in self.bread.cancels:
                     self._poll(run_id, entries)
 
     def _poll(self, run_id: str, entries: list[tuple[queue.Queue, list[int]]]) -> None:
@@ -178,7 +183,8 @@ class _Follow:
                             return
                 if finished or self.subscription is None:
                     return  # nothing more will come, or a sink transport has nothing live to offer
-                watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last)
+            # Also for a run of this process: its frames come from the store while the transport is down.
+            watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last)
             yield from self._live(check_gap=not replay and self.after > 0)
         finally:
             if self.subscription is not None:

@@ -4,6 +4,11 @@ A transport module ``transports/<name>.py`` exports ``transport(**opts)``. A ``s
 publishes; a ``duplex`` transport also lets anyone ``subscribe(run_id, after_seq, handler)``,
 replaying what it still retains with seq > after_seq (deltas: seq >= after_seq) and then
 tailing live frames, in publish order.
+
+Two optional parts, detected by the helpers below and never stubbed: ``healthy`` (False while
+the transport cannot deliver, so tails read the store instead) and a cancel channel
+(``request_cancel(run_id)`` and ``on_cancel(callback)``) that carries cancels between
+processes. An HTTP transport carries its frames on its ``pubsub``; the helpers look there.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ TRANSPORTS = {
     "stdout": "bread_sync.transports.stdout",
     "http-chunked": "bread_sync.transports.http_chunked",
     "http-sse": "bread_sync.transports.http_sse",
+    "redis": "bread_sync.transports.redis",
 }
 
 Handler = Callable[[Frame], None]
@@ -25,6 +31,14 @@ Handler = Callable[[Frame], None]
 
 class Subscription(Protocol):
     def close(self) -> None: ...
+
+
+class CancelChannel(Protocol):
+    def request_cancel(self, run_id: str) -> bool:
+        """Ask the process that runs ``run_id`` to cancel it; False if the request was not sent."""
+
+    def on_cancel(self, callback: Callable[[str], Any]) -> Callable[[], None]:
+        """Call ``callback(run_id)`` for every cancel requested from now on; returns an undo."""
 
 
 class Transport(Protocol):
@@ -37,7 +51,8 @@ class DuplexTransport(Transport, Protocol):
     def subscribe(self, run_id: str, after_seq: int, handler: Handler) -> Subscription:
         """Replay retained frames past ``after_seq``, then deliver live ones to ``handler``.
 
-        ``handler`` is called on the publisher's thread and must not block.
+        ``handler`` is called on the publisher's thread (or the transport's reader thread) and
+        must not block.
         """
 
 
@@ -48,3 +63,22 @@ def wants_frame(frame: Frame, after_seq: int) -> bool:
 
 def can_subscribe(transport: Any) -> bool:
     return getattr(transport, "capability", "sink") == "duplex" and callable(getattr(transport, "subscribe", None))
+
+
+def carrier(transport: Any) -> Any:
+    """What carries the frames: an HTTP transport's ``pubsub``, else the transport itself."""
+    pubsub = getattr(transport, "pubsub", None)
+    return transport if pubsub is None else pubsub
+
+
+def is_healthy(transport: Any) -> bool:
+    """False while the transport reports that it cannot deliver frames."""
+    return bool(getattr(carrier(transport), "healthy", True))
+
+
+def cancel_channel(transport: Any) -> CancelChannel | None:
+    """The transport's channel for cancels between processes, if it has one."""
+    inner = carrier(transport)
+    if callable(getattr(inner, "request_cancel", None)) and callable(getattr(inner, "on_cancel", None)):
+        return inner
+    return None

@@ -70,7 +70,8 @@ def _validate(data: Any) -> None:
         _fail("frame is not a JSON object")
     if data.get("v") != BREAD_PROTOCOL_VERSION:
         _fail(f"unsupported protocol version {data.get('v')!r}, expected {BREAD_PROTOCOL_VERSION}")
-    if not isinstance(data.get("runId"), str) or not data["runId"]:
+    # An empty runId is allowed: the synthetic failure frame of a request that created no run.
+    if not isinstance(data.get("runId"), str):
         _fail("frame has no runId string")
     kind = data.get("type")
     if kind == "crumb":

@@ -278,8 +278,13 @@ class Bread:
         # A retried request with the same runId follows the run it started, to its end or pause.
         if self.store.get_run(run_id)["agentId"] != agent_id:
             raise BreadError(INVALID_REQUEST, f"run {run_id} exists and belongs to another agent")
-        frames = tail(self, run_id, through_pause=False)
-        return Run(run_id, (frame.crumb for frame in frames if isinstance(frame, Frame)), attached=True)
+        return Run(run_id, self._follow_to_pause(run_id), attached=True)
+
+    def _follow_to_pause(self, run_id: str) -> Iterator[dict[str, Any]]:
+        # A generator, so the tail subscribes only once someone iterates the attached run.
+        for frame in tail(self, run_id, through_pause=False):
+            if isinstance(frame, Frame):
+                yield frame.crumb
 
     def _context(self, run_id: str, session_id: str, signal: CancelToken | None, next_seq: int = 1) -> RunContext:
         emitter = Emitter(run_id, self.store, self._publish, next_seq=next_seq)

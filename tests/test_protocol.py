@@ -68,7 +68,7 @@ MALFORMED = [
     "null",
     '{"v": 2, "type": "crumb", "runId": "r", "seq": 1, "crumb": {"type": "x"}}',
     '{"type": "crumb", "runId": "r", "seq": 1, "crumb": {"type": "x"}}',
-    '{"v": 1, "type": "crumb", "runId": "", "seq": 1, "crumb": {"type": "x"}}',
+    '{"v": 1, "type": "crumb", "runId": 7, "seq": 1, "crumb": {"type": "x"}}',
     '{"v": 1, "type": "crumb", "runId": "r", "seq": -1, "crumb": {"type": "x"}}',
     '{"v": 1, "type": "crumb", "runId": "r", "seq": true, "crumb": {"type": "x"}}',
     '{"v": 1, "type": "crumb", "runId": "r", "seq": 1, "crumb": "text"}',

@@ -6,6 +6,7 @@ formats frames and nothing more.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +28,8 @@ log = logging.getLogger("bread_sync.server")
 DEFAULT_HEARTBEAT_SECONDS = 15.0
 #: The largest position a client may ask for: SQLite's integers are 64-bit.
 MAX_SEQ = 2**63 - 1
+_SEQ = re.compile(r"^[0-9]{1,19}$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 
 StreamAuthorizer = Callable[[Any, str], bool]
 
@@ -80,7 +83,7 @@ class _Views:
     def run(self, agent_id: str) -> Response:
         body = json_body()
         run_id = _run_id(body)
-        session, skill, policy = body.get("session"), body.get("skill"), body.get("sessionPolicy")
+        session, skill, policy = _session(body), body.get("skill"), body.get("sessionPolicy")
         for name, value in (("skill", skill), ("sessionPolicy", policy)):
             if value is not None and not isinstance(value, str):
                 raise BreadError(INVALID_REQUEST, f"{name} must be a string")
@@ -93,7 +96,7 @@ class _Views:
         body = json_body()
         run_id = _run_id(body)
         return self._start(
-            run_id, lambda token: self.bread.run_pipeline(pipeline_id, body.get("input"), session=body.get("session"),
+            run_id, lambda token: self.bread.run_pipeline(pipeline_id, body.get("input"), session=_session(body),
                                                           run_id=run_id, signal=token)
         )  # fmt: skip
 
@@ -173,9 +176,17 @@ def _run_id(body: dict[str, Any]) -> str:
     run_id = body.get("runId")
     if run_id is None:
         return new_id("run")
-    if not isinstance(run_id, str) or not 0 < len(run_id) <= 200 or not run_id.isprintable():
-        raise BreadError(INVALID_REQUEST, "runId must be a printable string of 1 to 200 characters")
+    # It goes into a response header and into /runs/<runId> paths: ASCII, no slash, no space.
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+        raise BreadError(INVALID_REQUEST, "runId must be 1 to 200 of A-Z a-z 0-9 . _ : -")
     return run_id
+
+
+def _session(body: dict[str, Any]) -> Any:
+    session = body.get("session")
+    if session is not None and not isinstance(session, dict | str):
+        raise BreadError(INVALID_REQUEST, "session must be an object {id?, tags?}")
+    return session
 
 
 def _position() -> int:
@@ -184,6 +195,6 @@ def _position() -> int:
     if raw is None:
         raw = request.args.get("after", "0")
     raw = raw.strip()
-    if not raw.isdigit() or int(raw) > MAX_SEQ:
+    if not _SEQ.match(raw) or int(raw) > MAX_SEQ:
         raise BreadError(INVALID_REQUEST, "Last-Event-ID and ?after= must be a non-negative integer seq")
     return int(raw)

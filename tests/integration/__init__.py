@@ -1,0 +1,1 @@
+"""Integration tests: the HTTP server in real gunicorn processes."""

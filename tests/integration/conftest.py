@@ -1,0 +1,83 @@
+"""Fixtures of the integration suite: real gunicorn servers and an HTTP client.
+
+Servers that tests can share (one per wire format, a second process on the same SQLite file,
+one with a small body limit) live for the whole session; tests that stop or reconfigure a
+server get fresh ones from ``start_server``. A failing test shows the logs of the servers that
+were up while it ran.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.register_assert_rewrite("tests.integration.client")
+
+from . import servers  # noqa: E402
+from .client import TRANSPORTS, WIRES, new_client  # noqa: E402
+
+_TEST_STARTED = pytest.StashKey[float]()
+
+
+@pytest.fixture(params=WIRES)
+def wire(request) -> str:
+    """The wire format under test: ``sse`` (http-sse) or ``ndjson`` (http-chunked)."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def pool(tmp_path_factory):
+    pool = servers.ServerPool(tmp_path_factory.mktemp("shared-servers"))
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def server(pool, wire) -> servers.Server:
+    """The session's server for this wire format (gevent, one worker)."""
+    return pool.primary(TRANSPORTS[wire])
+
+
+@pytest.fixture
+def peer(pool, wire) -> servers.Server:
+    """A second server process on the same SQLite file as ``server``; no shared transport."""
+    return pool.peer(TRANSPORTS[wire])
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """Start a server of this test's own, stopped when the test ends."""
+    started: list[servers.Server] = []
+
+    def start(name: str = "fresh", *, db=None, transport: str = "http-sse", **settings) -> servers.Server:
+        server = servers.Server(name, tmp_path, db or tmp_path / "bread.db", transport, **settings)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.terminate()
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def http():
+    with new_client() as client:
+        yield client
+
+
+def pytest_runtest_setup(item) -> None:
+    item.stash[_TEST_STARTED] = time.monotonic()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        since = item.stash.get(_TEST_STARTED, 0.0)
+        for server in servers.STARTED:
+            if server.started_at is not None and (server.stopped_at is None or server.stopped_at >= since):
+                report.sections.append((f"gunicorn log: {server.name} ({server.url})", server.log(8000)))
+    return report

@@ -51,13 +51,14 @@ def _pending(db: Database) -> list[Callable[[Database], None]]:
 def immediate(db: Database) -> Iterator[Database]:
     """A write transaction that takes the write lock up front: a deferred one that read first
     could fail midway with SQLITE_BUSY, without waiting, when another process wrote meanwhile."""
-    db.execute("BEGIN IMMEDIATE")
+    # Straight to the connection: sqlite-utils' execute re-parses each statement, per commit.
+    db.conn.execute("BEGIN IMMEDIATE")
     try:
         yield db
-        db.execute("COMMIT")
+        db.conn.execute("COMMIT")
     except BaseException:
         if db.conn.in_transaction:
-            db.execute("ROLLBACK")
+            db.conn.execute("ROLLBACK")
         raise
 
 

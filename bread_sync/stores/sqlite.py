@@ -65,7 +65,9 @@ class SQLiteStore:
             migrate(db)
         # Free slots open their connection on first use, so a store made before gunicorn forks
         # hands no open connection to the workers unless it was used.
-        self._pool: queue.Queue[Database | None] = queue.Queue()
+        # Last in, first out: one writer keeps reusing its warm connection (page cache intact)
+        # instead of cycling through connections that other commits made stale.
+        self._pool: queue.Queue[Database | None] = queue.LifoQueue()
         for _ in range(pool_size):
             self._pool.put(None)
         self._finalizer = weakref.finalize(self, _close_pool, self._pool)

@@ -74,6 +74,8 @@ class StdoutTransport:
             return self._mark("agent", str(crumb["subagentId"]))
         if kind == c.TASK_START:
             return self._mark("task", str(crumb["taskId"]))
+        if kind == c.LOOP_ITERATION_START:
+            return self._mark("loop", f"iteration {crumb['iteration']}")
         if kind == c.FILE_GENERATED:
             return self._mark("file", f"{crumb.get('name') or ''} {crumb['uri']}".strip())
         return None

@@ -1,7 +1,9 @@
 """The WSGI entry point: ``gunicorn wsgi:app`` (see gunicorn.conf.py for the gevent worker).
 
 Built in each worker after gunicorn forks, from the config ``BREAD_CONFIG`` names (default:
-the demo agents), with ``BREAD_TRANSPORT``, ``BREAD_DB`` and ``BREAD_MAX_BODY_BYTES`` applied.
+the demo agents), with ``BREAD_TRANSPORT``, ``BREAD_DB``, ``BREAD_MAX_BODY_BYTES`` and ``REDIS_URL``
+applied: with ``REDIS_URL`` set, replicas fan crumbs out and send cancels through that Redis
+(see docs/deployment.md).
 """
 
 from bread_sync import create_bread

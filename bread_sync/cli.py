@@ -20,6 +20,7 @@ from typing import Any
 from .cancel import CancelToken
 from .config import load_config
 from .errors import AGENT_NOT_FOUND, BreadError
+from .retention import collect_garbage
 from .runtime import Bread, Run, RunResult, create_bread, new_id
 from .transports import stdout
 
@@ -95,6 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
         "the history. /exit or Ctrl-D leaves; Ctrl-C cancels the answer in progress.",
     )  # fmt: skip
     chat.add_argument("agent", metavar="AGENT", help="the agent's id")
+    gc = _command(
+        commands, "gc", cmd_gc, "delete finished runs and stored files older than some days",
+        "Finished runs go with their crumb logs, checkpoints, loops and task runs; a running or "
+        "paused run is never deleted. Prints what it deleted (or would) as JSON.",
+    )  # fmt: skip
+    gc.add_argument(
+        "--older-than", metavar="DAYS", type=float, default=None,
+        help="their age in days (default: $BREAD_RETENTION_DAYS, else the config's retention_days)",
+    )  # fmt: skip
+    gc.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
     for name, summary, more in SERVE_COMMANDS:
         serve = _command(commands, name, cmd_serve, summary, more)
         serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
@@ -209,6 +220,16 @@ def _chat_turn(bread: Bread, sink: stdout.StdoutTransport, agent_id: str, sessio
     except BreadError as exc:  # e.g. INPUT_INVALID: say so and let the human try again
         _print_error(bread, exc)
         return EXIT_FAILED
+
+
+def cmd_gc(bread: Bread, sink: stdout.StdoutTransport, args: argparse.Namespace) -> int:
+    days = args.older_than if args.older_than is not None else bread.config.retention_days
+    if days is None or days < 0:
+        print("error: give --older-than DAYS (0 or more), or set BREAD_RETENTION_DAYS", file=sys.stderr)
+        return EXIT_USAGE
+    report = collect_garbage(bread, days, dry_run=args.dry_run)
+    print(json.dumps(report), file=sink.stream, flush=True)
+    return EXIT_OK
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

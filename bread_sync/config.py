@@ -2,7 +2,9 @@
 
 ``BREAD_CONFIG=module:attribute`` names a config (or a callable returning one); the default is
 the demo config. The environment then overrides what it names: ``BREAD_DB`` (the SQLite file),
-``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...) and ``BREAD_MAX_BODY_BYTES``.
+``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``,
+``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis),
+``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS`` and ``BREAD_RETENTION_DAYS``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from .agents import Agent
 
 DEFAULT_CONFIG = "bread_sync.demo:config"
 DEFAULT_DB_NAME = "bread.db"
+#: The transports ``REDIS_URL`` composes with: they serve HTTP and carry frames on Redis.
+HTTP_TRANSPORTS = ("http-chunked", "http-sse")
 
 
 class ServerSettings(BaseModel):
@@ -30,6 +34,10 @@ class ServerSettings(BaseModel):
     max_concurrent_runs: int = 1000
     #: A run still going after this many seconds ends with ``RUN_TIMEOUT``; None: no limit.
     run_timeout_seconds: float | None = None
+    #: Browser origins (``https://app.example.com``, or ``*``) allowed to call the API cross-origin.
+    cors_origins: list[str] = Field(default_factory=list)
+    #: A request body that has not fully arrived after this many seconds is ``REQUEST_TIMEOUT``.
+    body_timeout_seconds: float = 60.0
 
 
 class Config(BaseModel):
@@ -55,6 +63,9 @@ class Config(BaseModel):
     instance_path: Path = Field(default_factory=lambda: default_instance_path())
     lease_seconds: float = 30.0
     cancel_poll_seconds: float = 0.5
+    #: ``bread-sync gc`` deletes finished runs (logs, checkpoints, loops, task runs) and stored
+    #: files older than this many days; None: ``gc`` needs ``--older-than``.
+    retention_days: float | None = None
 
 
 def default_instance_path() -> Path:
@@ -83,7 +94,44 @@ def apply_environment(config: Config) -> Config:
         updates["store"] = "sqlite"
     if os.environ.get("BREAD_TRANSPORT"):
         updates["transport"] = os.environ["BREAD_TRANSPORT"]
+    if os.environ.get("REDIS_URL"):
+        updates["transport"] = _with_redis(updates.get("transport", config.transport), os.environ["REDIS_URL"])
+    server: dict[str, Any] = {}
     if os.environ.get("BREAD_MAX_BODY_BYTES"):
-        limit = int(os.environ["BREAD_MAX_BODY_BYTES"])
-        updates["server"] = config.server.model_copy(update={"max_body_bytes": limit})
+        server["max_body_bytes"] = int(os.environ["BREAD_MAX_BODY_BYTES"])
+    if os.environ.get("BREAD_BODY_TIMEOUT_SECONDS"):
+        server["body_timeout_seconds"] = _number("BREAD_BODY_TIMEOUT_SECONDS")
+    if server:
+        updates["server"] = config.server.model_copy(update=server)
+    if os.environ.get("BREAD_LEASE_SECONDS"):
+        updates["lease_seconds"] = _number("BREAD_LEASE_SECONDS")
+    if os.environ.get("BREAD_RETENTION_DAYS"):
+        updates["retention_days"] = _number("BREAD_RETENTION_DAYS")
     return config.model_copy(update=updates) if updates else config
+
+
+def _number(name: str) -> float:
+    text = os.environ[name]
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise ValueError(f"{name} must be a number of 0 or more, not {text!r}")
+    return value
+
+
+def _with_redis(transport: Any, url: str) -> Any:
+    """The named HTTP transport (default http-chunked) carrying its frames on the Redis at
+    ``url``. A transport object is kept as it is: that config composed its own."""
+    if transport is not None and not isinstance(transport, str):
+        return transport
+    from .loading import resolve
+    from .transports import TRANSPORTS
+
+    name = transport or HTTP_TRANSPORTS[0]
+    if name not in HTTP_TRANSPORTS + ("redis",):
+        raise ValueError(f"REDIS_URL is set, but the transport {name!r} cannot fan out through Redis: use one of "
+                         f"{', '.join(HTTP_TRANSPORTS)} (or redis)")  # fmt: skip
+    redis = resolve("redis", TRANSPORTS, "transport", url=url)
+    return redis if name == "redis" else resolve(name, TRANSPORTS, "transport", pubsub=redis)

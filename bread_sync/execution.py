@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -159,14 +159,14 @@ class Execution:
                 self._abandon()
 
     def _steps(self, resume: tuple[dict[str, Any], Any] | None) -> Steps:
+        if self.opening is not None:
+            yield from self.opening
         if resume is not None:
             checkpoint, response = resume
             yield {"type": c.HUMAN_RESUMED, "runId": self.ctx.run_id,
                    "checkpointId": checkpoint["id"], "response": response}  # fmt: skip
             output = yield from self.root.resume(response)
         else:
-            if self.opening is not None:
-                yield from self.opening
             output = yield from self.root.run()
         yield {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
 
@@ -212,20 +212,26 @@ class Execution:
         self.bread.sessions.release(self.ctx.session_id, self.ctx.run_id)
 
 
-def open_agent_run(ctx: RunContext, root: Any, agent: Agent, skill: str | None, tags: dict[str, str]) -> Steps:
-    """The start of an agent's run: ``before_run``, the session and its history, the start crumb."""
+def open_agent_run(
+    ctx: RunContext, root: Any, agent: Agent, skill: str | None, tags: dict[str, str],
+    wait_for_session: Callable[[], None] | None = None,
+) -> Steps:  # fmt: skip
+    """The start of an agent's run: waiting for its session if another run holds it,
+    ``before_run``, the session and its history, the start crumb."""
     start = {"type": c.AGENT_RUN_START, "runId": ctx.run_id, "agentId": agent.id,
              "sessionId": ctx.session_id, "input": root.input}  # fmt: skip
     if skill:
         start["skill"] = skill
-    if agent.before_run is not None:
-        try:
+    try:
+        if wait_for_session is not None:
+            wait_for_session()
+        if agent.before_run is not None:
             rewritten = agent.before_run(root.input, ctx.tool_context(agent.id))
-        except Exception:
-            yield start  # the run exists: its log opens before it records the failure
-            raise
-        if rewritten is not None:
-            root.input = start["input"] = rewritten
+            if rewritten is not None:
+                root.input = start["input"] = rewritten
+    except Exception:
+        yield start  # the run exists: its log opens before it records the failure
+        raise
     store = ctx.bread.store
     store.touch_session(ctx.session_id, tags)
     if isinstance(root, AgentLoop):

@@ -60,7 +60,9 @@ class LeaseKeeper:
     def _loop(self) -> None:
         config = self.bread.config
         renewed = time.monotonic()
-        while not self._wake.wait(config.cancel_poll_seconds):
+        # A short lease is renewed at a third of it even when cancels are polled less often.
+        tick = min(config.cancel_poll_seconds, config.lease_seconds / 3)
+        while not self._wake.wait(tick):
             with self._lock:
                 runs = list(self._runs)
                 if not runs:

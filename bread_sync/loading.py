@@ -7,6 +7,7 @@ named, and a missing extra says which ``pip install`` fixes it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 #: Which extra provides the third-party module a built-in implementation needs.
@@ -31,6 +32,16 @@ def import_module(name: str) -> Any:
         if extra is None:
             raise
         raise ImportError(f'{name} needs the {extra!r} extra: pip install "bread-sync[{extra}]"') from exc
+
+
+def require(name: str) -> None:
+    """Fail now, as :func:`import_module` would, if ``name`` is not installed; import nothing.
+
+    For a part built in a gunicorn master and used in its workers: importing there would import
+    ``ssl`` and ``socket`` users before gevent patches them in the workers.
+    """
+    if importlib.util.find_spec(name) is None:
+        import_module(name)
 
 
 def resolve(spec: Any, table: dict[str, str], factory: str, **opts: Any) -> Any:

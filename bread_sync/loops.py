@@ -115,6 +115,7 @@ class LoopRun:
     def _start_iteration(self) -> Steps:
         self.iteration += 1
         self.iteration_started_at = now_iso()
+        self._save("running")  # the record counts the iteration under way
         self._save_iteration("running", None)
         yield self._crumb(c.LOOP_ITERATION_START, "iteration:start")
         body = {"input": self.input, "iteration": self.iteration, "previous": self.output}
@@ -142,3 +143,17 @@ class LoopRun:
             "index": self.iteration, "status": status, "output": output, "startedAt": self.iteration_started_at,
             "endedAt": None if status == "running" else now_iso(),
         })  # fmt: skip
+
+
+def close_loops(store: Any, run_id: str, status: str) -> None:
+    """End the records of a run's unfinished loops (and their iterations) with ``status``:
+    for a run that ended without its loop driving it there (cancelled while paused, or its
+    process died)."""
+    now = now_iso()
+    for record in store.list_loops(status="running"):
+        if record["runId"] != run_id:
+            continue
+        store.save_loop({**record, "status": status, "updatedAt": now})
+        for iteration in store.get_loop(record["id"])["iterations"]:
+            if iteration["status"] == "running":
+                store.save_loop_iteration(record["id"], {**iteration, "status": status, "endedAt": now})

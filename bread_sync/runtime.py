@@ -39,6 +39,8 @@ from .errors import (
 from .execution import Execution, RunContext, open_agent_run, restore
 from .lease import LeaseKeeper
 from .loading import resolve
+from .logs import BoundRun
+from .loops import close_loops
 from .models import resolve_provider
 from .pipelines import Pipeline, PipelineRun
 from .sessions import SessionGuard
@@ -77,7 +79,7 @@ class Run:
         self.attached = attached
         #: The seq of this stream's first durable crumb: 1, or where a resumed run continues.
         self.first_seq = first_seq
-        self._crumbs = crumbs
+        self._crumbs = BoundRun(run_id, crumbs)  # its log records carry run_id
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._crumbs
@@ -183,7 +185,8 @@ class Bread:
             return self._deliver(self._attach(run_id, agent.id), mode)
         ctx = self._context(run_id, session_id, signal)
         root = ctx.activity_for(agent, validated, skill_name, record=True)
-        opening = self._opening(ctx, claimed, open_agent_run(ctx, root, agent, skill_name, tags))
+        wait = None if claimed else lambda: self.sessions.wait(session_id, run_id, ctx.token)
+        opening = open_agent_run(ctx, root, agent, skill_name, tags, wait)
         return self._deliver(Run(run_id, Execution(ctx, root, opening).start()), mode)
 
     def run_pipeline(
@@ -244,7 +247,7 @@ class Bread:
         self.store.update_run(
             run_id, status="running", checkpointId=None, owner=self.owner, leaseUntil=self._lease_end()
         )
-        execution = Execution(ctx, root, self._opening(ctx, claimed, iter(())))
+        execution = Execution(ctx, root, None if claimed else self._wait_for_session(ctx))
         run = Run(run_id, execution.start(resume=(checkpoint, response)), first_seq=checkpoint["nextSeq"])
         return self._deliver(run, mode)
 
@@ -290,11 +293,10 @@ class Bread:
         emitter = Emitter(run_id, self.store, self._publish, next_seq=next_seq)
         return RunContext(self, run_id, session_id, signal or CancelToken(), emitter)
 
-    def _opening(self, ctx: RunContext, claimed: bool, steps: Iterator[Any]) -> Iterator[Any]:
-        # A run that could not claim its session at once waits for it before its first crumb.
-        if not claimed:
-            self.sessions.wait(ctx.session_id, ctx.run_id, ctx.token)
-        yield from steps
+    def _wait_for_session(self, ctx: RunContext) -> Iterator[Any]:
+        # A continuation whose session another run holds waits for it before its first crumb.
+        self.sessions.wait(ctx.session_id, ctx.run_id, ctx.token)
+        yield from ()
 
     def task(self, task_id: str) -> Task:
         task = self.tasks.get(task_id)
@@ -327,6 +329,7 @@ class Bread:
             return False
         error = BreadError(RUN_INTERRUPTED, "the process running this run stopped")
         self._append_final(record["id"], c.error_crumb(record["id"], error))
+        close_loops(self.store, record["id"], "interrupted")
         return True
 
     def _cancel_paused(self, record: dict[str, Any]) -> bool:
@@ -336,6 +339,7 @@ class Bread:
         self.store.update_run(record["id"], status="cancelled", checkpointId=None)
         error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
         self._append_final(record["id"], c.error_crumb(record["id"], error))
+        close_loops(self.store, record["id"], "cancelled")
         return True
 
     def _append_final(self, run_id: str, crumb: dict[str, Any]) -> None:

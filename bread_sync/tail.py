@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame
 from .errors import RUN_NOT_FOUND, BreadError
 from .stores import FINISHED, has_crumb_log
-from .transports import can_subscribe, is_healthy
+from .transports import can_subscribe, is_healthy, reports_health
 
 if TYPE_CHECKING:
     from .runtime import Bread
 
 LIVE, LOG = "live", "log"
+#: While a transport shared between processes (Redis) is healthy it carries the frames of runs
+#: executing elsewhere: the store is read for them only this often, as a safety net.
+SAFETY_NET_SECONDS = 2.0
 
 
 class Dedup:
@@ -37,6 +40,11 @@ class Dedup:
     def __init__(self, after: int):
         self.last = after
         self._segment = ""
+
+    @property
+    def in_segment(self) -> bool:
+        """Live text was delivered since the last durable frame."""
+        return bool(self._segment)
 
     def accept(self, frame: Frame, source: str) -> Frame | None:
         if frame.type == TEXT_DELTA:
@@ -67,9 +75,10 @@ class LogFollower:
     """One thread per ``Bread`` that reads the store for tails of runs executing elsewhere.
 
     Without a shared transport, the store is the only way a crumb written by another process
-    reaches this one. Runs executing in this process are left to the transport while it is
-    healthy; while it is not (Redis down), and once more after it recovers, they are read from
-    the store too, so a tail misses nothing the transport dropped meanwhile.
+    reaches this one. With one (Redis), while it is healthy, those runs are read every
+    SAFETY_NET_SECONDS only, for a writer that could not reach it. Runs executing in this
+    process are left to the transport while it is healthy; while it is not, and once more after
+    it recovers, every run is read every ``interval``, so a tail misses nothing it dropped.
     """
 
     def __init__(self, bread: Bread, interval: float = 0.25):
@@ -98,6 +107,7 @@ class LogFollower:
                 self._watching.pop(run_id, None)
 
     def _loop(self) -> None:
+        since_net = 0.0
         while True:
             time.sleep(self.interval)
             with self._lock:
@@ -106,9 +116,13 @@ class LogFollower:
                     return
                 watched = {run_id: list(entries) for run_id, entries in self._watching.items()}
             degraded = not is_healthy(self.bread.transport)
-            local_too, self._degraded = degraded or self._degraded, degraded
+            everything, self._degraded = degraded or self._degraded, degraded
+            since_net += self.interval
+            elsewhere = not reports_health(self.bread.transport) or since_net >= SAFETY_NET_SECONDS
+            if elsewhere:
+                since_net = 0.0
             for run_id, entries in watched.items():
-                if local_too or run_id not in self.bread.cancels:
+                if everything or (elsewhere and run_id not in self.bread.cancels):
                     self._poll(run_id, entries)
 
     def _poll(self, run_id: str, entries: list[tuple[queue.Queue, list[int]]]) -> None:
@@ -169,6 +183,7 @@ class _Follow:
         self.inbox, self.subscription, self.heartbeat = inbox, subscription, heartbeat
         self.ends = TERMINAL if through_pause else STREAM_END
         self.dedup = Dedup(after)
+        self.has_log = has_crumb_log(bread.store)
 
     def frames(self, replay: bool) -> Iterator[Frame | Gap | None]:
         watch = None
@@ -183,9 +198,9 @@ class _Follow:
                             return
                 if finished or self.subscription is None:
                     return  # nothing more will come, or a sink transport has nothing live to offer
-            # Also for a run of this process: its frames come from the store while the transport is down.
-            watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last)
-            yield from self._live(check_gap=not replay and self.after > 0)
+            if self.has_log:  # also for a run of this process: the transport may go down
+                watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last)
+            yield from self._live(check_gap=not self.has_log and self.after > 0)
         finally:
             if self.subscription is not None:
                 self.subscription.close()
@@ -199,6 +214,11 @@ class _Follow:
             except queue.Empty:
                 yield None
                 continue
+            if source == LIVE and self._past_a_hole(frame):
+                for missed in self._from_log(frame.seq):
+                    yield missed
+                    if missed.type in self.ends:
+                        return
             accepted = self.dedup.accept(frame, source)
             if accepted is None:
                 continue
@@ -209,6 +229,20 @@ class _Follow:
             yield accepted
             if accepted.type in self.ends:
                 return
+
+    def _past_a_hole(self, frame: Frame) -> bool:
+        """A live durable frame that does not follow the last one delivered: the transport
+        dropped frames (Redis was down, or trimmed them). The log fills the hole. Right after
+        a text segment the next durable seq skips one, the segment's aggregated log entry."""
+        if not frame.durable or not self.has_log:
+            return False
+        hole = frame.seq - self.dedup.last
+        return hole > 2 or (hole == 2 and not self.dedup.in_segment)
+
+    def _from_log(self, before: int) -> list[Frame]:
+        last = self.dedup.last
+        frames = self.bread.store.get_crumbs(self.run_id, after=last, limit=before - last - 1)
+        return [accepted for f in frames if (accepted := self.dedup.accept(f, LOG)) is not None]
 
 
 def _unfinished(bread: Bread, run_id: str) -> bool:

@@ -1,15 +1,22 @@
+import os
+
 import pytest
 
 from bread_sync import Config, ServerSettings, create_bread
 from bread_sync.demo import config as demo_config
 from bread_sync.transports import stream
 
+from .redis_server import RedisServer
+
+#: A Redis the developer or CI provides; read once, before any test clears the environment.
+EXTERNAL_REDIS_URL = os.environ.get("REDIS_URL")
+
 
 @pytest.fixture(autouse=True)
 def _isolated_instance(tmp_path, monkeypatch):
     """No test writes into the repository's instance folder or reads the developer's env."""
     monkeypatch.setenv("BREAD_INSTANCE", str(tmp_path / "instance"))
-    for name in ("BREAD_DB", "BREAD_CONFIG", "BREAD_TRANSPORT"):
+    for name in ("BREAD_DB", "BREAD_CONFIG", "BREAD_TRANSPORT", "REDIS_URL"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -36,3 +43,39 @@ def make_bread():
 @pytest.fixture
 def bread(make_bread):
     return make_bread()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    """A real Redis for the whole session: ``REDIS_URL`` when set, else one started here."""
+    if EXTERNAL_REDIS_URL:
+        yield EXTERNAL_REDIS_URL
+        return
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A Redis of this test's own, which it may stop and start again (same port)."""
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def make_redis_transport(redis_url):
+    """Build Redis transports (on the session's Redis unless given a url); closed after."""
+    from bread_sync.transports import redis
+
+    made = []
+
+    def make(url=None, **opts):
+        transport = redis.transport(url=url or redis_url, **opts)
+        made.append(transport)
+        return transport
+
+    yield make
+    for transport in made:
+        transport.close()

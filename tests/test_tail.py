@@ -123,3 +123,32 @@ def test_dedup_delivers_every_durable_once_and_all_text_once(shape, data):
     delivered = [f for f in out if f is not None]
     assert durables(delivered) == [(f.seq, f.type) for f in log if f.type != TEXT_DELTA]
     assert text_of(delivered) == text_of(live)
+
+
+# -- a transport that dropped frames --------------------------------------------------------------
+
+
+def test_a_live_frame_past_a_hole_is_preceded_by_what_the_log_has_in_between(bread):
+    # The run executes "here" (registered), so the store follower leaves it to the transport;
+    # the transport (the outside world: Redis coming back) carries frames 1 and 6 only.
+    from bread_sync.cancel import CancelToken
+
+    run_id, token = "holes", CancelToken()
+    bread.store.create_run({
+        "id": run_id, "agentId": "echo", "sessionId": "s", "status": "running", "checkpointId": None,
+        "owner": bread.owner, "leaseUntil": 4e9, "cancelRequested": False,
+        "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z",
+    })  # fmt: skip
+    live, log = build_run([False, True, True, False, False, True, False])
+    frames = [Frame(run_id, f.seq, {**f.crumb, "runId": run_id}) for f in log]
+    frames[-1] = Frame(run_id, frames[-1].seq, {"type": "agent:run:end", "runId": run_id, "output": "ok"})
+    bread.store.append_crumbs(run_id, frames)
+    bread.cancels.register(run_id, token)
+    try:
+        tail = bread.tail(run_id, 0, replay=False)
+        bread.transport.publish(frames[0])
+        bread.transport.publish(frames[-1])
+        got = list(tail)
+    finally:
+        bread.cancels.unregister(run_id, token)
+    assert [(f.seq, f.type) for f in got] == [(f.seq, f.type) for f in frames]

@@ -20,6 +20,10 @@ class BlobStore(Protocol):
     def get(self, url: str) -> tuple[bytes, dict[str, Any]] | None:
         """The file's bytes and its metadata, or None when there is no such file."""
 
+    # Optional, for retention (``bread-sync gc``), found with ``getattr``:
+    # ``purge(before: float, keep: Collection[str] = (), dry_run: bool = False) -> int`` deletes
+    # the files stored before ``before`` (epoch seconds) whose url is not in ``keep``.
+
 
 def blob_id(url: str) -> str | None:
     """The id in a blob url; None for anything that is not one of ours (``..``, slashes, NUL)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,28 @@ class FilesystemBlobStore:
             return None
         meta = json.loads((self.root / f"{key}.json").read_bytes())
         return (self.root / key).read_bytes(), meta
+
+    def purge(self, before: float, keep: Collection[str] = (), dry_run: bool = False) -> int:
+        """Delete the files stored before ``before`` (epoch seconds) whose url is not in
+        ``keep``, with any leftover of an interrupted write; how many files."""
+        purged = set()
+        # Metadata first: a file without it is already gone for get(), never half there.
+        for path in sorted(self.root.iterdir(), key=lambda p: p.suffix != ".json"):
+            key = path.name.split(".", 1)[0]
+            if blob_id(key) is None or URL_PREFIX + key in keep or _mtime(path) >= before:
+                continue
+            if path.suffix == ".json":
+                purged.add(key)
+            if not dry_run:
+                path.unlink(missing_ok=True)
+        return len(purged)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")  # removed meanwhile: nothing to purge
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -1,6 +1,7 @@
 """The HTTP server: a Flask extension, and a standalone app that is its first user."""
 
 from .actions import HTTP_ACTIONS, register_http_route
+from .auth import AUTH_ACTIONS, auth_plugin
 from .extension import BreadSync, create_server
 
-__all__ = ["HTTP_ACTIONS", "BreadSync", "create_server", "register_http_route"]
+__all__ = ["AUTH_ACTIONS", "HTTP_ACTIONS", "BreadSync", "auth_plugin", "create_server", "register_http_route"]

@@ -30,10 +30,12 @@ class HTTP_ACTIONS:  # noqa: N801 - the reference's spelling of a constant table
     task_list = "task.list"
     task_read = "task.read"
     file_read = "file.read"
+    openapi_read = "openapi.read"
 
 
 #: The route that load balancers probe: no action, no auth, no Host rule.
 HEALTH_PATH = "/health"
+HEALTH_ENDPOINT = "bread_sync.health"
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")

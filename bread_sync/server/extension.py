@@ -10,9 +10,9 @@ from werkzeug.exceptions import HTTPException
 
 from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
-from . import routes
-from .actions import HEALTH_PATH, actions_of
-from .guard import Forbidden, check_host, read_body
+from . import cors, routes
+from .actions import HEALTH_ENDPOINT, actions_of
+from .guard import Forbidden, authorize_request, check_host, has_auth, read_body
 from .runner import Runner
 from .state import State, state
 
@@ -26,8 +26,8 @@ class BreadSync:
 
     Settings, read from ``app.config`` with the bread config's values as defaults:
     ``BREAD_SYNC_MAX_BODY_BYTES``, ``BREAD_SYNC_MAX_CONCURRENT_RUNS``,
-    ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``. The body limit and the loopback rule apply to the bread
-    routes only; the app's other routes are untouched.
+    ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``, ``BREAD_SYNC_CORS_ORIGINS``. The body limit, the loopback
+    rule, auth and CORS apply to the bread routes only; the app's other routes are untouched.
     """
 
     def __init__(self, app: Flask | None = None, bread: Bread | None = None, url_prefix: str | None = None):
@@ -44,6 +44,7 @@ class BreadSync:
         app.config.setdefault("BREAD_SYNC_MAX_BODY_BYTES", server.max_body_bytes)
         app.config.setdefault("BREAD_SYNC_MAX_CONCURRENT_RUNS", server.max_concurrent_runs)
         app.config.setdefault("BREAD_SYNC_RUN_TIMEOUT_SECONDS", server.run_timeout_seconds)
+        app.config.setdefault("BREAD_SYNC_CORS_ORIGINS", server.cors_origins)
         mount = getattr(bread.transport, "mount", None)
         if mount is None:
             raise TypeError(
@@ -56,13 +57,18 @@ class BreadSync:
             runner=Runner(app.config["BREAD_SYNC_MAX_CONCURRENT_RUNS"], app.config["BREAD_SYNC_RUN_TIMEOUT_SECONDS"]),
             blueprint=blueprint,
             max_body_bytes=app.config["BREAD_SYNC_MAX_BODY_BYTES"],
-            auth=any(getattr(p, "name", None) == "auth" for p in bread.config.plugins),
+            auth=has_auth(bread.config.plugins),
+            cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"]),
         )
+        # In this order: the guard, every plugin's middleware (the auth plugin stores the
+        # caller's identity there), then the grant of the route's action.
         blueprint.before_request(_guard)
-        blueprint.register_error_handler(Exception, _error_response)
         for plugin in bread.config.plugins:
             if callable(getattr(plugin, "middleware", None)):
                 plugin.middleware(blueprint, bread)
+        blueprint.before_request(_grant)
+        blueprint.after_request(_cors_headers)
+        blueprint.register_error_handler(Exception, _error_response)
         routes.register(blueprint)
         mount(blueprint, bread)
         for plugin in bread.config.plugins:
@@ -72,14 +78,28 @@ class BreadSync:
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
 
 
-def _guard() -> None:
+def _guard() -> Any:
+    if request.endpoint == HEALTH_ENDPOINT:
+        return routes.health()  # answered here, so no middleware (auth included) ever sees it
     current = state()
-    if request.url_rule is not None and request.url_rule.rule.endswith(HEALTH_PATH):
-        return
     if not current.auth:
         check_host()
+    answer = cors.preflight(current.cors_origins)
+    if answer is not None:
+        return answer
     if request.method in _BODY_METHODS:
         read_body(current.max_body_bytes)
+    return None
+
+
+def _grant() -> None:
+    current = state()
+    if current.auth:
+        authorize_request(current.bread.config.server.authorize)
+
+
+def _cors_headers(response: Any) -> Any:
+    return cors.add_headers(response, state().cors_origins)
 
 
 def _error_response(exc: Exception) -> Any:

@@ -1,14 +1,20 @@
-"""What every bread route checks before its handler: the Host rule and the body limit."""
+"""What every bread route checks before its handler: the Host rule, the action's grant and the
+body limit; and how a handler reads its validated body and query."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-from flask import g, request
+from flask import current_app, g, request
+from pydantic import BaseModel
 
-from ..errors import BODY_TOO_LARGE, INVALID_REQUEST, BreadError
+from ..errors import BODY_TOO_LARGE, INVALID_REQUEST, REQUEST_TIMEOUT, BreadError
+from .actions import HTTP_ACTIONS, actions_of
+from .deadline import body_deadline
+from .schemas import validated
 
 # localhost, 127.0.0.1, ::1 and [::1], each with an optional port; nothing else is loopback
 # (not localhost., 127.1, 0.0.0.0 or ::).
@@ -18,6 +24,15 @@ LOOPBACK_BINDS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 class Forbidden(Exception):
     """Answered as 403 ``{"error": "Forbidden"}`` exactly."""
+
+
+M = TypeVar("M", bound=BaseModel)
+Authorizer = Callable[[Any, str, dict[str, str]], bool]
+
+
+def has_auth(plugins: Iterable[Any]) -> bool:
+    """Auth is on when a plugin named ``auth`` is configured."""
+    return any(getattr(p, "name", None) == "auth" for p in plugins)
 
 
 def is_loopback_host(host: str | None) -> bool:
@@ -32,14 +47,37 @@ def check_host() -> None:
 
 def read_body(limit: int) -> None:
     """Read the raw body once, refusing more than ``limit`` bytes, with or without a
-    Content-Length (a chunked upload is cut off at limit + 1 bytes)."""
+    Content-Length (a chunked upload is cut off at limit + 1 bytes), and a body that has not
+    arrived within ``BREAD_SYNC_BODY_TIMEOUT_SECONDS`` (see deadline.py)."""
     length = request.content_length
     if length is not None and length > limit:
         raise BreadError(BODY_TOO_LARGE, f"the request body is over the {limit}-byte limit")
-    data = request.stream.read(limit + 1)
+    data = _read_in_time(limit + 1)
     if len(data) > limit:
         raise BreadError(BODY_TOO_LARGE, f"the request body is over the {limit}-byte limit")
     g.bread_body = data
+
+
+def _read_in_time(size: int) -> bytes:
+    seconds = current_app.config.get("BREAD_SYNC_BODY_TIMEOUT_SECONDS", _body_timeout_default())
+    with body_deadline(request.environ, seconds) as passed:
+        try:
+            data = request.stream.read(size)
+        except Exception as exc:  # the client went away, or the deadline cut a chunk short
+            if passed():
+                raise _too_slow(seconds) from exc
+            raise
+        if passed():
+            raise _too_slow(seconds)
+    return data
+
+
+def _too_slow(seconds: float) -> BreadError:
+    return BreadError(REQUEST_TIMEOUT, f"the request body did not arrive within {seconds:g} s")
+
+
+def _body_timeout_default() -> float | None:
+    return current_app.extensions["bread_sync"].bread.config.server.body_timeout_seconds
 
 
 def json_body() -> dict[str, Any]:
@@ -49,8 +87,51 @@ def json_body() -> dict[str, Any]:
         return {}
     try:
         body = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise BreadError(INVALID_REQUEST, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise BreadError(INVALID_REQUEST, "the request body must be a JSON object")
     return body
+
+
+def valid_body(model: type[M]) -> M:
+    """The request body validated as ``model`` (``INVALID_REQUEST`` when it is not)."""
+    return validated(model, json_body())
+
+
+def valid_query(model: type[M]) -> M:
+    """The query validated as ``model``; a list field takes every value of its key."""
+    args = request.args
+    fields = {
+        name: args.getlist(name) if _is_list(field.annotation) else args[name]
+        for name, field in model.model_fields.items()
+        if name in args
+    }
+    return validated(model, fields)
+
+
+def _is_list(annotation: Any) -> bool:
+    return getattr(annotation, "__origin__", None) is list
+
+
+def authorize_request(authorize: Authorizer | None) -> None:
+    """Forbidden unless ``authorize(identity, action, args)`` is True for this request's route.
+
+    A route without an action (added without ``register_http_route``) is never allowed.
+    """
+    action = actions_of(current_app).get(request.endpoint or "")
+    if action is None or not allows(authorize, g.get("bread_identity"), action, request_args(action)):
+        raise Forbidden()
+
+
+def allows(authorize: Authorizer | None, identity: Any, action: str, args: dict[str, str]) -> bool:
+    # Only True allows: an authorizer that forgets to return denies.
+    return authorize is not None and authorize(identity, action, args) is True
+
+
+def request_args(action: str) -> dict[str, str]:
+    """The query params (first value of each) and the path params; a path param wins."""
+    args = request.args.to_dict()
+    if action == HTTP_ACTIONS.run_stream:
+        args.pop("token", None)  # a credential, not an argument: authorizers may log args
+    return {**args, **(request.view_args or {})}

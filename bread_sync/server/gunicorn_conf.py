@@ -1,7 +1,8 @@
 """gunicorn settings for bread_sync, shared by ``bread-sync start`` and ``gunicorn.conf.py``.
 
 gevent workers, so one worker holds thousands of open streams; the bind rules are checked in
-the master before any socket opens.
+the master before any socket opens. Each worker then sets up its logs, sweeps runs whose owner
+died, and shuts down gracefully through the hooks at the end (see lifecycle.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import Any
 
 
 def settings(bind: str | None = None, workers: int | None = None, check_bind: bool = True) -> dict[str, Any]:
-    checks = {"on_starting": on_starting} if check_bind else {}
     return {
         "bind": [bind or os.environ.get("BREAD_BIND", "127.0.0.1:3000")],
         "worker_class": "gevent",
@@ -24,12 +24,47 @@ def settings(bind: str | None = None, workers: int | None = None, check_bind: bo
         # gunicorn 27's control socket has one default path per user: replicas on one host
         # would fight over it, and bread_sync does not use it.
         "control_socket_disable": True,
-        **checks,
+        "on_starting": on_starting if check_bind else format_logs,
+        # Logs, graceful shutdown and the late sweep of runs whose owner died: lifecycle.py.
+        "post_worker_init": post_worker_init,
+        "worker_int": worker_int,
+        "worker_exit": worker_exit,
     }
 
 
 def on_starting(server: Any) -> None:
+    from ..errors import BreadError
     from .serve import checked_config, host_of
 
-    for bind in server.cfg.bind:
-        checked_config(host_of(bind))
+    format_logs(server)
+    try:
+        for bind in server.cfg.bind:
+            checked_config(host_of(bind))
+    except BreadError as exc:  # a refusal is a message and an exit status, not a traceback
+        server.log.error("%s: %s", exc.code, exc.message)
+        raise SystemExit(1) from None
+
+
+def format_logs(server: Any) -> None:
+    """The master's log lines in ``BREAD_LOG_FORMAT`` too (each worker sets its own)."""
+    from ..logs import reformat
+
+    reformat(server.log.error_log)
+
+
+def post_worker_init(worker: Any) -> None:
+    from .lifecycle import started
+
+    started(worker)
+
+
+def worker_int(worker: Any) -> None:
+    from .lifecycle import interrupted
+
+    interrupted(worker)
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    from .lifecycle import exiting
+
+    exiting(worker)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import RUN_TIMEOUT, TOO_MANY_RUNS, BreadError
+from ..logs import run_context
 
 log = logging.getLogger("bread_sync.server")
 
@@ -20,19 +21,46 @@ class Runner:
         self.max_runs = max_runs
         self.timeout = timeout
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._tokens: set[CancelToken] = set()
         self.active = 0
+        self.closed = False
 
     def slot(self) -> Slot:
         """Reserve room for one run, or ``TOO_MANY_RUNS`` before anything starts."""
         with self._lock:
+            if self.closed:
+                raise BreadError(TOO_MANY_RUNS, "this process is shutting down; retry on another")
             if self.active >= self.max_runs:
                 raise BreadError(TOO_MANY_RUNS, f"this process already runs {self.max_runs} runs; retry later")
             self.active += 1
-        return Slot(self)
+            slot = Slot(self)
+            self._tokens.add(slot.token)
+        return slot
 
-    def _release(self) -> None:
+    def close(self) -> None:
+        """Start no more runs: each later :meth:`slot` is ``TOO_MANY_RUNS``."""
+        with self._lock:
+            self.closed = True
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every run to end; True if they did."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self.active == 0, max(timeout, 0.0))
+
+    def stop_all(self, reason: BreadError) -> int:
+        """Stop every run at its next step, ending it with ``reason``; how many there were."""
+        with self._lock:
+            tokens = list(self._tokens)
+        for token in tokens:
+            token.cancel(reason)
+        return len(tokens)
+
+    def _release(self, token: CancelToken) -> None:
         with self._lock:
             self.active -= 1
+            self._tokens.discard(token)
+            self._idle.notify_all()
 
 
 class Slot:
@@ -48,7 +76,7 @@ class Slot:
 
     def __exit__(self, *exc: Any) -> None:
         if not self._handed_over:
-            self.runner._release()
+            self.runner._release(self.token)
 
     def drive(self, run: Any) -> None:
         if run.attached:
@@ -64,11 +92,12 @@ class Slot:
             timer.daemon = True
             timer.start()
         try:
-            for _ in run:
-                pass
+            with run_context(run.run_id):
+                for _ in run:
+                    pass
         except Exception:
-            log.exception("run %s: its driver failed", run.run_id)
+            log.exception("run %s: its driver failed", run.run_id, extra={"run_id": run.run_id})
         finally:
             if timer is not None:
                 timer.cancel()
-            self.runner._release()
+            self.runner._release(self.token)

@@ -6,9 +6,10 @@ import logging
 import os
 from typing import Any
 
+from .. import logs
 from ..config import Config, load_config
 from ..errors import AUTH_NOT_CONFIGURED, BreadError
-from .guard import LOOPBACK_BINDS
+from .guard import LOOPBACK_BINDS, has_auth
 
 log = logging.getLogger("bread_sync.server")
 
@@ -20,7 +21,7 @@ LOOPBACK_WARNING = (
 
 def check_bind(config: Config, host: str) -> str | None:
     """Refuse (``AUTH_NOT_CONFIGURED``) a bind the listen rules forbid; a warning, if any."""
-    auth = any(getattr(p, "name", None) == "auth" for p in config.plugins)
+    auth = has_auth(config.plugins)
     authorize = config.server.authorize is not None
     loopback = host in LOOPBACK_BINDS
     if auth and authorize:
@@ -57,6 +58,7 @@ def dev(host: str, port: int, config_name: str | None = None) -> None:
     checked_config(host, config_name)
     if config_name:
         os.environ["BREAD_CONFIG"] = config_name  # the reloader's child process loads it again
+    logs.configure()
     app = create_server(create_bread(load_config(config_name)).start())
     run_simple(host, port, app, use_reloader=True, threaded=True)
 

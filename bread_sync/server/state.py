@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from flask import Blueprint, current_app
 
@@ -17,6 +18,9 @@ class State:
     blueprint: Blueprint
     max_body_bytes: int
     auth: bool
+    cors_origins: list[str] = field(default_factory=list)
+    #: The OpenAPI document, made at its first request (every route is mounted by then).
+    openapi: dict[str, Any] | None = None
 
 
 def state() -> State:

@@ -20,7 +20,8 @@ from ..tail import Gap
 from ..transports import stream
 from ..wire import Wire
 from .actions import HTTP_ACTIONS, register_http_route
-from .guard import Forbidden, json_body
+from .guard import Forbidden, valid_body
+from .schemas import PipelineRunBody, ResumeBody, RunBody
 from .state import state
 
 log = logging.getLogger("bread_sync.server")
@@ -29,7 +30,6 @@ DEFAULT_HEARTBEAT_SECONDS = 15.0
 #: The largest position a client may ask for: SQLite's integers are 64-bit.
 MAX_SEQ = 2**63 - 1
 _SEQ = re.compile(r"^[0-9]{1,19}$")
-_RUN_ID = re.compile(r"^[A-Za-z0-9._:-]{1,200}$")
 
 StreamAuthorizer = Callable[[Any, str], bool]
 
@@ -66,12 +66,15 @@ class HTTPTransport:
         return self.pubsub.subscribe(run_id, after_seq, handler)
 
     def mount(self, app: Any, bread: Bread) -> None:
-        views = _Views(self, bread)
-        register_http_route(app, "POST", "/agents/<agent_id>/run", HTTP_ACTIONS.run_start, views.run)
-        register_http_route(app, "POST", "/pipelines/<pipeline_id>/run", HTTP_ACTIONS.pipeline_start, views.pipeline)
-        register_http_route(app, "POST", "/resume/<checkpoint_id>", HTTP_ACTIONS.run_resume, views.resume)
-        register_http_route(app, "GET", "/runs/<run_id>/stream", HTTP_ACTIONS.run_stream, views.passive)
-        register_http_route(app, "POST", "/runs/<run_id>/cancel", HTTP_ACTIONS.run_cancel, views.cancel)
+        views, a = _Views(self, bread), HTTP_ACTIONS
+        # Path params carry the names http-api.md gives authorize's args (args.id, args.runId).
+        register_http_route(app, "POST", "/agents/<id>/run", a.run_start, lambda id: views.run(id))
+        register_http_route(app, "POST", "/pipelines/<id>/run", a.pipeline_start, lambda id: views.pipeline(id))
+        register_http_route(
+            app, "POST", "/resume/<checkpointId>", a.run_resume, lambda checkpointId: views.resume(checkpointId)
+        )
+        register_http_route(app, "GET", "/runs/<runId>/stream", a.run_stream, lambda runId: views.passive(runId))
+        register_http_route(app, "POST", "/runs/<runId>/cancel", a.run_cancel, lambda runId: views.cancel(runId))
 
 
 class _Views:
@@ -81,32 +84,26 @@ class _Views:
         self.bread = bread
 
     def run(self, agent_id: str) -> Response:
-        body = json_body()
-        run_id = _run_id(body)
-        session, skill, policy = _session(body), body.get("skill"), body.get("sessionPolicy")
-        for name, value in (("skill", skill), ("sessionPolicy", policy)):
-            if value is not None and not isinstance(value, str):
-                raise BreadError(INVALID_REQUEST, f"{name} must be a string")
+        req = valid_body(RunBody)
+        run_id = req.runId or new_id("run")
         return self._start(
-            run_id, lambda token: self.bread.run(agent_id, body.get("input"), session=session, skill=skill,
-                                                 run_id=run_id, signal=token, session_policy=policy)
+            run_id, lambda token: self.bread.run(agent_id, req.input, session=_session(req), skill=req.skill,
+                                                 run_id=run_id, signal=token, session_policy=req.sessionPolicy)
         )  # fmt: skip
 
     def pipeline(self, pipeline_id: str) -> Response:
-        body = json_body()
-        run_id = _run_id(body)
+        req = valid_body(PipelineRunBody)
+        run_id = req.runId or new_id("run")
         return self._start(
-            run_id, lambda token: self.bread.run_pipeline(pipeline_id, body.get("input"), session=_session(body),
+            run_id, lambda token: self.bread.run_pipeline(pipeline_id, req.input, session=_session(req),
                                                           run_id=run_id, signal=token)
         )  # fmt: skip
 
     def resume(self, checkpoint_id: str) -> Response:
-        body = json_body()
-        if "response" not in body:
-            raise BreadError(INVALID_REQUEST, 'the body must be {"response": ...}')
+        req = valid_body(ResumeBody)
         checkpoint = self.bread.store.get_checkpoint(checkpoint_id)
         run_id = checkpoint["runId"] if checkpoint else None
-        return self._start(run_id, lambda token: self.bread.resume(checkpoint_id, body["response"], signal=token))
+        return self._start(run_id, lambda token: self.bread.resume(checkpoint_id, req.response, signal=token))
 
     def _start(self, run_id: str | None, begin: Callable[[Any], Any]) -> Response:
         try:
@@ -129,8 +126,13 @@ class _Views:
         record = self.bread.store.get_run(run_id)
         if record is None:
             raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
-        if record["status"] in FINISHED and self.bread.store.last_seq(run_id) <= after:
+        last = self.bread.store.last_seq(run_id)
+        if record["status"] in FINISHED and last <= after:
             return Response(status=204)
+        if last < after:
+            # A client only holds seqs the log has (each is committed before it is sent); the
+            # tail of a position past the log would wait beyond the run's end for nothing.
+            raise BreadError(INVALID_REQUEST, f"run {run_id} has no seq {after} yet: its log ends at {last}")
         frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat)
         return self._response(self._frames(frames, prelude=self.wire.passive_prelude), run_id)
 
@@ -172,21 +174,8 @@ class _Views:
         return Response(body, status=200, content_type=self.wire.content_type, headers=headers, direct_passthrough=True)
 
 
-def _run_id(body: dict[str, Any]) -> str:
-    run_id = body.get("runId")
-    if run_id is None:
-        return new_id("run")
-    # It goes into a response header and into /runs/<runId> paths: ASCII, no slash, no space.
-    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
-        raise BreadError(INVALID_REQUEST, "runId must be 1 to 200 of A-Z a-z 0-9 . _ : -")
-    return run_id
-
-
-def _session(body: dict[str, Any]) -> Any:
-    session = body.get("session")
-    if session is not None and not isinstance(session, dict | str):
-        raise BreadError(INVALID_REQUEST, "session must be an object {id?, tags?}")
-    return session
+def _session(req: RunBody | PipelineRunBody) -> dict[str, Any] | None:
+    return req.session.model_dump(exclude_none=True) if req.session else None
 
 
 def _position() -> int:

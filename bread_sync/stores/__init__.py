@@ -134,12 +134,31 @@ class TaskRunStore(Protocol):
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None: ...
 
 
-class Store(CrumbLog, RunStore, CheckpointStore, SessionStore, SessionClaims, LoopStore, TaskRunStore, Protocol):
+#: What :meth:`Retention.purge` counts, one number per kind.
+PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns")
+
+
+class Retention(Protocol):
+    def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
+        """Delete what ended before ``before`` (an ISO timestamp): each finished run last
+        updated before it, with its crumb log, checkpoints, loops (and their iterations) and
+        task runs; used or void checkpoints created before it; finished task runs of no run
+        created before it. Never a running or paused run, nor a pending checkpoint. Returns a
+        count per kind of :data:`PURGED`; with ``dry_run`` it only counts."""
+
+
+class Store(
+    CrumbLog, RunStore, CheckpointStore, SessionStore, SessionClaims, LoopStore, TaskRunStore, Retention, Protocol
+):
     """Everything a first-party store implements."""
 
 
 def records_task_runs(store: Any) -> bool:
     return all(callable(getattr(store, name, None)) for name in ("save_task_run", "list_task_runs", "get_task_run"))
+
+
+def can_purge(store: Any) -> bool:
+    return callable(getattr(store, "purge", None))
 
 
 def has_crumb_log(store: Any) -> bool:

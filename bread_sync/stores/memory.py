@@ -9,7 +9,7 @@ from typing import Any
 
 from ..crumbs import Frame, to_wire_crumb
 from ..errors import SEQ_CONFLICT, BreadError
-from . import RunRecord, iso_days_ago, now_iso, tags_match
+from . import FINISHED, PURGED, RunRecord, iso_days_ago, now_iso, tags_match
 
 
 class MemoryStore:
@@ -220,6 +220,45 @@ class MemoryStore:
             for sid in doomed:
                 del self._sessions[sid]
             return len(doomed)
+
+    # retention
+    def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
+        with self._lock:
+            runs = {r["id"] for r in self._runs.values() if r["status"] in FINISHED and r["updatedAt"] < before}
+            doomed = {
+                "runs": runs,
+                "crumbs": {(run_id, f.seq) for run_id in runs for f in self._logs.get(run_id, [])},
+                "checkpoints": {k for k, c in self._checkpoints.items() if _spent(c, runs, before)},
+                "loops": {k for k, loop in self._loops.items() if loop.get("runId") in runs},
+                "taskRuns": {k for k, t in self._task_runs.items() if _task_run_done(t, runs, before)},
+            }
+            if not dry_run:
+                self._forget(doomed)
+        return {kind: len(doomed[kind]) for kind in PURGED}
+
+    def _forget(self, doomed: dict[str, set[Any]]) -> None:
+        for run_id in doomed["runs"]:
+            del self._runs[run_id]
+            self._logs.pop(run_id, None)
+        for checkpoint_id in doomed["checkpoints"]:
+            del self._checkpoints[checkpoint_id]
+        for loop_id in doomed["loops"]:
+            del self._loops[loop_id]
+            self._iterations.pop(loop_id, None)
+        for task_run_id in doomed["taskRuns"]:
+            del self._task_runs[task_run_id]
+
+
+def _spent(checkpoint: dict[str, Any], runs: set[str], before: str) -> bool:
+    if checkpoint["status"] == "pending":
+        return False
+    return checkpoint.get("runId") in runs or checkpoint.get("createdAt", before) < before
+
+
+def _task_run_done(record: dict[str, Any], runs: set[str], before: str) -> bool:
+    if record.get("runId") is not None:
+        return record["runId"] in runs
+    return record["status"] != "running" and record["createdAt"] < before
 
 
 def _matches(record: dict[str, Any], **wanted: Any) -> bool:

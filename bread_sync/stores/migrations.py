@@ -110,3 +110,12 @@ def m002_claims_loops_task_runs(db: Database) -> None:
         not_null={"data"},
     )
     db["task_runs"].create_index(["created_at"], index_name="idx_task_runs_created")
+
+
+@migration
+def m003_retention_indexes(db: Database) -> None:
+    # What `purge` looks runs' belongings up by; loops and task runs keep their run id in JSON.
+    db["runs"].create_index(["status", "updated_at"], index_name="idx_runs_status_updated")
+    db["checkpoints"].create_index(["run_id"], index_name="idx_checkpoints_run")
+    db.execute("CREATE INDEX idx_loops_run ON loops (json_extract(data, '$.runId'))")
+    db.execute("CREATE INDEX idx_task_runs_run ON task_runs (json_extract(data, '$.runId'))")

@@ -2,7 +2,8 @@
 
 WAL mode lets readers work beside the one writer. Each call borrows a pooled connection and
 gives it back, holds no Python lock while SQLite works, and is one statement or one short
-transaction: under gevent a blocked SQLite call stalls the whole worker.
+transaction: under gevent a blocked SQLite call stalls the whole worker. For the same reason a
+statement that finds the file locked waits in Python, not in SQLite (see busy.py).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from sqlite_utils import Database
 from ..crumbs import Frame, dumps
 from ..errors import SEQ_CONFLICT, BreadError
 from . import RunRecord, iso_days_ago, now_iso, tags_match
+from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection
 from .migrations import immediate, migrate
+from .purge import purge
 
-BUSY_TIMEOUT_SECONDS = 5.0
 POOL_SIZE = 4
 
 #: RunRecord keys and their columns, in the order every SELECT of runs lists them.
@@ -55,10 +57,13 @@ SELECT_SESSION = """
 class SQLiteStore:
     """A :class:`~bread_sync.stores.Store` in one SQLite file, migrated on open."""
 
-    def __init__(self, path: str | os.PathLike[str], pool_size: int = POOL_SIZE):
+    def __init__(
+        self, path: str | os.PathLike[str], pool_size: int = POOL_SIZE, busy_seconds: float = BUSY_TIMEOUT_SECONDS
+    ):
         if str(path) == ":memory:":
             raise ValueError("an in-memory SQLite database is private to one connection: use the memory store")
         self.path = Path(path)
+        self.busy_seconds = busy_seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._open() as db:
             db.enable_wal()
@@ -90,7 +95,10 @@ class SQLiteStore:
             self._pool.put(db)
 
     def _open(self) -> Database:
-        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path, timeout=0, isolation_level=None, check_same_thread=False, factory=PatientConnection
+        )
+        conn.busy_seconds = self.busy_seconds
         conn.execute("PRAGMA synchronous=NORMAL")
         return Database(conn, recursive_triggers=False, execute_plugins=False)
 
@@ -276,6 +284,10 @@ class SQLiteStore:
         found = self._records("SELECT data FROM task_runs WHERE id = ?", [task_run_id])
         return found[0] if found else None
 
+    # retention
+    def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
+        return purge(self, before, dry_run)
+
     def _records(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         with self.connection() as db:
             return [json.loads(text) for (text,) in db.execute(sql, params).fetchall()]
@@ -325,6 +337,9 @@ def _close_pool(pool: queue.Queue[Database | None]) -> None:
         pool.put(db)
 
 
-def store(path: str | os.PathLike[str], pool_size: int = POOL_SIZE) -> SQLiteStore:
-    """A SQLite store in the file ``path`` (its folder is created if missing)."""
-    return SQLiteStore(path, pool_size)
+def store(
+    path: str | os.PathLike[str], pool_size: int = POOL_SIZE, busy_seconds: float = BUSY_TIMEOUT_SECONDS
+) -> SQLiteStore:
+    """A SQLite store in the file ``path`` (its folder is created if missing). A statement waits
+    up to ``busy_seconds`` for a file another process locked, then fails with ``STORE_BUSY``."""
+    return SQLiteStore(path, pool_size, busy_seconds)

@@ -5,10 +5,11 @@ publishes; a ``duplex`` transport also lets anyone ``subscribe(run_id, after_seq
 replaying what it still retains with seq > after_seq (deltas: seq >= after_seq) and then
 tailing live frames, in publish order.
 
-Two optional parts, detected by the helpers below and never stubbed: ``healthy`` (False while
-the transport cannot deliver, so tails read the store instead) and a cancel channel
-(``request_cancel(run_id)`` and ``on_cancel(callback)``) that carries cancels between
-processes. An HTTP transport carries its frames on its ``pubsub``; the helpers look there.
+Two optional parts, detected by the helpers below and never stubbed: ``healthy``, on a transport
+that carries frames between processes (False while it cannot deliver, so tails read the store
+instead), and a cancel channel (``request_cancel(run_id)`` and ``on_cancel(callback)``) that
+carries cancels between processes. An HTTP transport carries its frames on its ``pubsub``; the
+helpers look there.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ def carrier(transport: Any) -> Any:
     """What carries the frames: an HTTP transport's ``pubsub``, else the transport itself."""
     pubsub = getattr(transport, "pubsub", None)
     return transport if pubsub is None else pubsub
+
+
+def reports_health(transport: Any) -> bool:
+    """True for a transport that carries frames between processes and says when it cannot."""
+    return hasattr(carrier(transport), "healthy")
 
 
 def is_healthy(transport: Any) -> bool:

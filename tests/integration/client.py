@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,13 @@ TERMINAL = frozenset({RUN_END, AGENT_ERROR})
 def new_client() -> httpx.Client:
     """An HTTP client with the suite's timeouts that keeps no idle connection open."""
     return httpx.Client(timeout=TIMEOUT, limits=LIMITS)
+
+
+def shared_client(connections: int) -> httpx.Client:
+    """One client for many threads at once, each request on a connection of its own: making a
+    client costs tens of milliseconds of CPU, too much for hundreds of streams."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=0)
+    return httpx.Client(timeout=TIMEOUT, limits=limits)
 
 
 def dumps(value: Any) -> str:
@@ -275,9 +282,18 @@ class Tail(threading.Thread):
     """A stream read on a thread of its own (with its own connection), so a test can act while
     the stream stays open and then see what it relayed."""
 
-    def __init__(self, url: str, wire: str, headers: dict[str, str] | None = None, seconds: float = STREAM_SECONDS):
+    def __init__(
+        self,
+        url: str,
+        wire: str,
+        headers: dict[str, str] | None = None,
+        seconds: float = STREAM_SECONDS,
+        client: httpx.Client | None = None,
+    ):
         super().__init__(name=f"tail {url}", daemon=True)
         self.url, self.wire, self.headers, self.seconds = url, wire, headers, seconds
+        #: A client to share (see :func:`shared_client`); by default the tail makes its own.
+        self.client = client
         self.status: int | None = None
         self.events: list[Event] = []
         self.ended = False
@@ -287,7 +303,7 @@ class Tail(threading.Thread):
 
     def run(self) -> None:
         try:
-            with new_client() as client:
+            with nullcontext(self.client) if self.client is not None else new_client() as client:
                 with open_stream(client, "GET", self.url, self.wire, headers=self.headers, seconds=self.seconds) as s:
                     with self._changed:
                         self.status = s.status

@@ -128,6 +128,33 @@ class Server:
                 raise ServerFailed(f"{self.name} exited with {code} before it was ready:\n{self.log()}")
         raise ServerFailed(f"{self.name} was not ready within {READY_SECONDS:g} s:\n{self.log()}")
 
+    @property
+    def pid(self) -> int | None:
+        """The master's pid, while it runs."""
+        return None if self._proc is None else self._proc.pid
+
+    def worker_pids(self) -> list[int]:
+        """The master's children, its workers (Linux: read from /proc)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return []
+        children = Path(f"/proc/{self._proc.pid}/task/{self._proc.pid}/children").read_text()
+        return [int(pid) for pid in children.split()]
+
+    def kill(self) -> None:
+        """SIGKILL the master and its workers at once, as a machine that loses power would."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the group this server leads, nothing else
+            proc.wait(timeout=KILL_SECONDS)
+        self.stopped_at = time.monotonic()
+
+    def wait(self, seconds: float) -> int:
+        """Wait for the master to exit (after :meth:`terminate`); its exit code."""
+        assert self._proc is not None, "the server was not started"
+        code = self._proc.wait(timeout=seconds)
+        self._proc, self.stopped_at = None, time.monotonic()
+        return code
+
     def terminate(self) -> None:
         """Ask the server to stop (SIGTERM) without waiting; :meth:`stop` waits."""
         if self._proc is not None and self._proc.poll() is None:
@@ -162,7 +189,8 @@ class Server:
 
 class ServerPool:
     """Servers kept for a whole session, started on first use: one per wire format, a second
-    process on the same SQLite file as each, and one with a small body limit."""
+    process on the same SQLite file as each (the same again per ``BREAD_CONFIG`` a test names),
+    and one with a small body limit."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -175,15 +203,18 @@ class ServerPool:
             server.start()
         return server
 
-    def primary(self, transport: str) -> Server:
+    def primary(self, transport: str, config: str | None = None) -> Server:
+        """The server for ``transport``; with ``config`` (``module:attribute``, passed as
+        ``BREAD_CONFIG``) another one, on a SQLite file of its own, serving that config."""
+        key = _keyed(transport, config)
         return self._get(
-            transport, lambda: Server(f"{transport}-a", self.root, self.root / f"{transport}.db", transport)
+            key, lambda: Server(f"{key}-a", self.root, self.root / f"{key}.db", transport, env=_config_env(config))
         )
 
-    def peer(self, transport: str) -> Server:
+    def peer(self, transport: str, config: str | None = None) -> Server:
         """A second process sharing the primary's SQLite file; nothing else is shared."""
-        db = self.primary(transport).db
-        return self._get(f"{transport}-peer", lambda: Server(f"{transport}-b", self.root, db, transport))
+        db, key = self.primary(transport, config).db, _keyed(transport, config)
+        return self._get(f"{key}-peer", lambda: Server(f"{key}-b", self.root, db, transport, env=_config_env(config)))
 
     def limited(self, max_body_bytes: int) -> Server:
         env = {"BREAD_MAX_BODY_BYTES": str(max_body_bytes)}
@@ -195,3 +226,12 @@ class ServerPool:
         for server in self._servers.values():
             server.stop()
         self._servers.clear()
+
+
+def _keyed(transport: str, config: str | None) -> str:
+    """The pool's key (and file name stem) of a server: the transport, and the config's module."""
+    return transport if config is None else f"{transport}-{config.partition(':')[0].rpartition('.')[2]}"
+
+
+def _config_env(config: str | None) -> dict[str, str]:
+    return {} if config is None else {"BREAD_CONFIG": config}

@@ -1,0 +1,133 @@
+"""Log records that say which run they belong to, written as text or as JSON lines.
+
+While a run is driven (each step of its iterator, see :class:`~bread_sync.runtime.Run`),
+:data:`current_run_id` holds its id. It is a context variable, so it belongs to one thread, and
+to one greenlet under gevent: runs driven side by side never see each other's id.
+:class:`RunIdFilter` copies it onto each record as ``run_id``. :func:`configure` gives the
+``bread_sync`` loggers one handler with that filter, in the format ``BREAD_LOG_FORMAT`` names
+(``text``, the default, or ``json``); the server calls it in each worker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import IO, Any
+
+current_run_id: ContextVar[str | None] = ContextVar("bread_run_id", default=None)
+
+TEXT_FORMAT = "%(asctime)s [%(process)d] [%(levelname)s] %(name)s [run %(run_id)s]: %(message)s"
+LOGGERS = ("bread_sync",)
+
+
+@contextmanager
+def run_context(run_id: str) -> Iterator[None]:
+    """Within the block, log records carry ``run_id``."""
+    token = current_run_id.set(run_id)
+    try:
+        yield
+    finally:
+        current_run_id.reset(token)
+
+
+class BoundRun:
+    """An iterator of a run's crumbs that drives each step with the run's id current."""
+
+    def __init__(self, run_id: str, crumbs: Iterator[Any]):
+        self.run_id = run_id
+        self._crumbs = crumbs
+
+    def __iter__(self) -> BoundRun:
+        return self
+
+    def __next__(self) -> Any:
+        with run_context(self.run_id):
+            return next(self._crumbs)
+
+    def close(self) -> None:
+        close = getattr(self._crumbs, "close", None)
+        if close is not None:
+            with run_context(self.run_id):  # a closed run still logs how it was abandoned
+                close()
+
+
+class RunIdFilter(logging.Filter):
+    """Sets ``record.run_id``: the run being driven when the record was made, or None."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "run_id", None) is None:
+            record.run_id = current_run_id.get()
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "run_id", None) is None:
+            record.run_id = "-"
+        return super().format(record)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, process, run_id (when driving
+    a run) and exception (a formatted traceback, when there is one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "process": record.process,
+        }
+        run_id = getattr(record, "run_id", None) or current_run_id.get()
+        if run_id:
+            entry["run_id"] = run_id
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+FORMATTERS = {"text": TextFormatter, "json": JsonFormatter}
+
+
+def log_format(name: str | None = None) -> str:
+    """``name``, else ``BREAD_LOG_FORMAT``, else ``text``; checked."""
+    chosen = (name or os.environ.get("BREAD_LOG_FORMAT") or "text").lower()
+    if chosen not in FORMATTERS:
+        raise ValueError(f"BREAD_LOG_FORMAT must be one of {', '.join(FORMATTERS)}, not {chosen!r}")
+    return chosen
+
+
+def configure(fmt: str | None = None, stream: IO[str] | None = None, level: int = logging.INFO) -> logging.Handler:
+    """Give the ``bread_sync`` loggers one handler (replacing one this function added before)
+    that writes to ``stream`` (stderr) in ``fmt`` with the run id. Returns the handler."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(RunIdFilter())
+    handler.setFormatter(FORMATTERS[log_format(fmt)]())
+    handler.bread_sync = True  # type: ignore[attr-defined]
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [h for h in logger.handlers if getattr(h, "bread_sync", False)]:
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = False  # said once, here, not again by the root logger
+    return handler
+
+
+def reformat(logger: logging.Logger, fmt: str | None = None) -> None:
+    """Write ``logger``'s records (gunicorn's, say) in ``fmt`` too, when that is JSON."""
+    if log_format(fmt) != "json":
+        return
+    for handler in logger.handlers:
+        handler.addFilter(RunIdFilter())
+        handler.setFormatter(JsonFormatter())

@@ -1,0 +1,151 @@
+"""A server worker's life around its runs: after it starts, and when it is told to stop.
+
+gunicorn calls these from the hooks in gunicorn_conf.py, in the worker process.
+
+Once the app is loaded, a worker sweeps again when one lease has passed: the runs of a worker
+that died just before this one started still had a running lease at its start-up sweep
+(``Bread.start``), and are marked interrupted then, with nobody needing to touch them.
+
+Told to stop (SIGTERM), gunicorn stops accepting at once and keeps serving the open connections
+up to ``graceful_timeout``; then the master kills the worker. Runs are driven off the request
+(runner.py), so gunicorn does not wait for them: they would vanish with the process and say
+``running`` until their lease lapsed and someone noticed. So the worker
+
+1. starts no more runs and lets the live ones go on while most of the graceful time is left;
+2. then stops each one still going at its next step with ``RUN_INTERRUPTED``: its driver logs
+   the text so far and the error crumb, and its streams end with that crumb;
+3. just before the master's deadline, marks each run this process still owns (one stuck inside
+   a long step) as interrupted from outside, with the same crumb.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import logs
+from ..errors import RUN_INTERRUPTED, BreadError
+from ..runtime import Bread
+from .runner import Runner
+
+log = logging.getLogger("bread_sync.server")
+
+#: How often the watcher looks whether the worker was told to stop.
+WATCH_SECONDS = 0.1
+#: At most this long, at the end of the graceful time, for runs to reach a step boundary.
+INTERRUPT_SECONDS = 3.0
+#: Left before the master's deadline, for marking what is left.
+MARGIN_SECONDS = 1.0
+#: A stop for another reason than SIGTERM (SIGINT, SIGQUIT, a crash) has this long.
+QUICK_SECONDS = 1.5
+SHUTTING_DOWN = BreadError(RUN_INTERRUPTED, "the server shut down before the run ended")
+
+
+class Lifecycle:
+    def __init__(self, bread: Bread, runner: Runner, graceful_timeout: float):
+        self.bread = bread
+        self.runner = runner
+        self.graceful_timeout = graceful_timeout
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._sweep: threading.Timer | None = None
+
+    def sweep_later(self) -> None:
+        """Sweep once more when a lease (and a second) has passed."""
+        self._sweep = threading.Timer(self.bread.config.lease_seconds + 1.0, self._sweep_now)
+        self._sweep.daemon = True
+        self._sweep.start()
+
+    def watch(self, alive: Callable[[], bool]) -> None:
+        """Wait until ``alive()`` is False, then stop within the graceful time."""
+        while alive():
+            time.sleep(WATCH_SECONDS)
+        self.stop(self.graceful_timeout - WATCH_SECONDS)
+
+    def stop(self, seconds: float, drain: bool = True) -> None:
+        """End this worker's runs within ``seconds``, as the module's doc says; without
+        ``drain``, runs are interrupted at once rather than given most of the time to finish."""
+        if not self._begin():
+            self.done.wait(seconds)
+            return
+        try:
+            deadline = time.monotonic() + seconds - min(MARGIN_SECONDS, seconds / 10)
+            interrupt_at = deadline - min(INTERRUPT_SECONDS, seconds / 3) if drain else time.monotonic()
+            self.runner.close()
+            if not self.runner.wait_idle(interrupt_at - time.monotonic()):
+                count = self.runner.stop_all(SHUTTING_DOWN)
+                log.warning("shutting down: interrupting %d runs at their next step", count)
+                self.runner.wait_idle(deadline - time.monotonic())
+            self.mark_the_rest()
+        finally:
+            self.done.set()
+
+    def mark_the_rest(self) -> int:
+        """Mark each run this process still owns as interrupted; how many."""
+        marked = 0
+        for record in self.bread.store.list_runs(status="running"):
+            if record["owner"] == self.bread.owner and self._interrupt(record):
+                log.warning("shutting down: run %s did not reach a step boundary; marked interrupted", record["id"])
+                marked += 1
+        return marked
+
+    def _interrupt(self, record: dict[str, Any]) -> bool:
+        if self.bread.interrupt(record):
+            return True
+        fresh = self.bread.store.get_run(record["id"])  # its lease was renewed meanwhile
+        return fresh is not None and fresh["owner"] == self.bread.owner and self.bread.interrupt(fresh)
+
+    def _begin(self) -> bool:
+        with self._lock:
+            if self._stopping:
+                return False
+            self._stopping = True
+        if self._sweep is not None:
+            self._sweep.cancel()
+        return True
+
+    def _sweep_now(self) -> None:
+        try:
+            swept = self.bread.sweep_interrupted()
+        except Exception:
+            log.exception("the sweep of runs whose owner died failed")
+            return
+        if swept:
+            log.warning("marked %d runs whose owner died as interrupted", swept)
+
+
+# -- gunicorn's hooks, in the worker ------------------------------------------------------------
+
+
+def started(worker: Any) -> Lifecycle | None:
+    """After the app is loaded: configure logging, sweep later, watch for the stop."""
+    logs.configure()
+    for name in ("gunicorn.error", "gunicorn.access"):
+        logs.reformat(logging.getLogger(name))
+    current = getattr(worker.wsgi, "extensions", {}).get("bread_sync")
+    if current is None:
+        return None  # an app that does not mount bread_sync, or wraps the Flask app
+    life = worker.bread_lifecycle = Lifecycle(current.bread, current.runner, worker.cfg.graceful_timeout)
+    life.sweep_later()
+    watcher = threading.Thread(target=life.watch, args=(lambda: worker.alive,), name="bread-shutdown", daemon=True)
+    watcher.start()
+    return life
+
+
+def exiting(worker: Any) -> None:
+    """The worker's last moment: wait for the stop, or stop quickly if it never began."""
+    life: Lifecycle | None = getattr(worker, "bread_lifecycle", None)
+    if life is not None:
+        life.stop(QUICK_SECONDS, drain=False)
+        life.done.wait(life.graceful_timeout)
+
+
+def interrupted(worker: Any) -> None:
+    """SIGINT or SIGQUIT: gunicorn exits right after, so interrupt the runs now."""
+    life: Lifecycle | None = getattr(worker, "bread_lifecycle", None)
+    if life is not None:
+        life.stop(QUICK_SECONDS, drain=False)

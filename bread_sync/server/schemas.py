@@ -1,0 +1,248 @@
+"""The wire shapes of the HTTP API, one pydantic model each.
+
+Request bodies and queries are validated through these models, and the OpenAPI document is
+generated from them, so a shape is defined once. Response models describe what the JSON routes
+answer; a test checks real answers against them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from ..errors import ALL_CODES, INVALID_REQUEST, BreadError
+from ..stores import RUN_STATUSES
+
+#: A caller-chosen run id. It goes into a response header and into /runs/<runId> paths: ASCII,
+#: no slash, no space.
+RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,200}$", description="1 to 200 of A-Z a-z 0-9 . _ : -")]
+Tags = dict[str, str]
+
+# -- request bodies ----------------------------------------------------------------------------
+
+
+class SessionRef(BaseModel):
+    """A session: ``{id?, tags?}``, or its id alone as a string."""
+
+    id: str | None = Field(None, description="The session to continue; a new one when absent.")
+    tags: Tags | None = Field(None, description="Merged into the session's tags.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_id(cls, value: Any) -> Any:
+        return {"id": value} if isinstance(value, str) else value
+
+
+class RunBody(BaseModel):
+    """The body of ``POST /agents/<id>/run``."""
+
+    input: Any = Field(None, description="Any JSON, validated by the agent's input schema.")
+    session: SessionRef | None = None
+    skill: str | None = Field(None, description="A skill of the agent to use for this run.")
+    runId: RunId | None = Field(None, description="A retry with the same runId attaches to the run it started.")
+    sessionPolicy: Literal["reject", "enqueue", "interrupt"] | None = Field(
+        None, description="What to do when another run holds the session (default: the agent's policy)."
+    )
+
+
+class PipelineRunBody(BaseModel):
+    """The body of ``POST /pipelines/<id>/run``."""
+
+    input: Any = None
+    session: SessionRef | None = None
+    runId: RunId | None = None
+
+
+class ResumeBody(BaseModel):
+    """The body of ``POST /resume/<checkpointId>``."""
+
+    response: Any = Field(description='The human\'s answer: {"approved": bool} for an approval.')
+
+
+class CleanupBody(BaseModel):
+    """The body of ``POST /sessions/cleanup``."""
+
+    olderThanDays: Annotated[float, Field(ge=0, strict=True)] | None = None
+    tags: Tags | None = None
+
+
+class StreamTokenBody(BaseModel):
+    """The body of ``POST /auth/stream-token``."""
+
+    runId: RunId
+
+
+# -- queries -----------------------------------------------------------------------------------
+
+Status = Literal[RUN_STATUSES]  # type: ignore[valid-type]
+
+
+class RunsQuery(BaseModel):
+    status: Status | None = None
+    agent: str | None = None
+    session: str | None = None
+
+
+class SessionsQuery(BaseModel):
+    tag: list[Annotated[str, Field(pattern=r"^[^:]+:")]] = Field(
+        default_factory=list, description="key:value; each one narrows the list."
+    )
+
+
+class LoopsQuery(BaseModel):
+    session: str | None = None
+    agent: str | None = None
+    status: str | None = None
+
+
+class TasksQuery(BaseModel):
+    task: str | None = None
+    session: str | None = None
+    agent: str | None = None
+    status: str | None = None
+    limit: Annotated[int, Field(ge=0, le=10_000)] | None = None
+
+
+# -- responses ---------------------------------------------------------------------------------
+
+
+class AgentSummary(BaseModel):
+    id: str
+    model: str
+    outputFormat: str
+    description: str | None
+
+
+class AgentDetail(AgentSummary):
+    inputSchema: dict[str, Any]
+    skills: list[str]
+
+
+class RunRecord(BaseModel):
+    id: str
+    agentId: str
+    sessionId: str
+    status: Status
+    checkpointId: str | None
+    owner: str | None
+    leaseUntil: float
+    cancelRequested: bool
+    createdAt: str
+    updatedAt: str
+
+
+class CheckpointSummary(BaseModel):
+    id: str
+    kind: Literal["approval", "input"]
+    toolName: str
+    toolCallId: str
+    input: Any
+    createdAt: str
+
+
+class RunDetail(RunRecord):
+    checkpoint: CheckpointSummary | None
+
+
+class SessionSummary(BaseModel):
+    id: str
+    tags: Tags
+    createdAt: str
+    updatedAt: str
+
+
+class Session(SessionSummary):
+    messages: list[dict[str, Any]]
+
+
+class LoopRecord(BaseModel):
+    id: str
+    agentId: str
+    sessionId: str
+    runId: str
+    status: str
+    iterations: int
+    maxIterations: int
+    createdAt: str
+    updatedAt: str
+
+
+class LoopIteration(BaseModel):
+    index: int
+    status: str
+    output: Any
+    startedAt: str | None
+    endedAt: str | None
+
+
+class LoopDetail(BaseModel):
+    loop: LoopRecord
+    iterations: list[LoopIteration]
+
+
+class TaskRunRecord(BaseModel):
+    id: str
+    taskId: str
+    sessionId: str | None
+    agentId: str | None
+    runId: str | None
+    status: str
+    model: str | None
+    durationMs: float | None
+    usage: dict[str, Any] | None
+    error: dict[str, Any] | None
+    input: Any
+    output: Any
+    createdAt: str
+    updatedAt: str
+
+
+class Ok(BaseModel):
+    ok: Literal[True]
+
+
+class Deleted(BaseModel):
+    deleted: int
+
+
+class Cancelled(BaseModel):
+    ok: Literal[True]
+    runId: str
+
+
+class StreamToken(BaseModel):
+    token: str = Field(description="Send it as ?token= on GET /runs/<runId>/stream, e.g. from an EventSource.")
+    runId: str
+    expiresIn: int = Field(description="Seconds until the token can no longer open a stream.")
+
+
+class ErrorDetail(BaseModel):
+    code: Literal[ALL_CODES]  # type: ignore[valid-type]
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class ForbiddenBody(BaseModel):
+    error: Literal["Forbidden"]
+
+
+# -- validation --------------------------------------------------------------------------------
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], data: Any) -> M:
+    """``data`` as a ``model``, or ``INVALID_REQUEST`` naming each problem (never echoing input)."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BreadError(INVALID_REQUEST, "; ".join(_problem(e) for e in exc.errors(include_url=False))) from None
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else error["msg"]

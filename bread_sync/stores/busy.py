@@ -1,0 +1,62 @@
+"""Waiting for a SQLite file another process locked, without stalling a gevent worker.
+
+SQLite's busy handler sleeps in C, which under gevent blocks every greenlet of the worker, so
+the store connects with no busy timeout and a statement refused with SQLITE_BUSY is tried again
+here, between sleeps gevent can switch around. Past ``busy_seconds`` it fails with
+``STORE_BUSY`` (503): the lock was held by another process (a write, a ``BEGIN EXCLUSIVE``, a
+backup) for longer than a request should wait.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import STORE_BUSY, BreadError
+
+BUSY_TIMEOUT_SECONDS = 5.0
+#: The pauses between attempts on a locked file: SQLite's own busy handler's, then its longest.
+BUSY_PAUSES = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.025, 0.025, 0.05, 0.05, 0.1)
+SQLITE_BUSY = 5
+
+
+class PatientConnection(sqlite3.Connection):
+    """A connection whose statements wait for a locked file in Python (see the module's doc).
+
+    A statement refused with SQLITE_BUSY changed nothing, so trying it again is safe: writes
+    take the lock with their first statement (``BEGIN IMMEDIATE``, or an autocommit write)."""
+
+    busy_seconds = BUSY_TIMEOUT_SECONDS
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        return self._patiently(lambda: sqlite3.Connection.execute(self, sql, parameters))
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> sqlite3.Cursor:
+        rows = list(seq_of_parameters)  # an iterator would be spent by a refused attempt
+        return self._patiently(lambda: sqlite3.Connection.executemany(self, sql, rows))
+
+    def _patiently(self, attempt: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
+        deadline = time.monotonic() + self.busy_seconds
+        for pause in _pauses():
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise BreadError(STORE_BUSY, "the store is locked by another process; retry later") from exc
+            time.sleep(pause)  # cooperative under gevent: the worker serves others meanwhile
+        raise AssertionError("unreachable")
+
+
+def _pauses() -> Iterator[float]:
+    yield from BUSY_PAUSES
+    while True:
+        yield BUSY_PAUSES[-1]
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code & 0xFF) == SQLITE_BUSY if code is not None else "locked" in str(exc)

@@ -1,0 +1,163 @@
+"""Log records carry the id of the run being driven, as text or as JSON lines."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+from pydantic import BaseModel
+
+from bread_sync import Agent, Config, ToolContext, tool
+from bread_sync.logs import JsonFormatter, RunIdFilter, configure, log_format, run_context
+from bread_sync.models import script
+from bread_sync.models.script import call, say
+
+
+class Nothing(BaseModel):
+    pass
+
+
+@tool
+def explode(args: Nothing, ctx: ToolContext) -> dict:
+    """Always fails."""
+    raise RuntimeError("the tool broke")
+
+
+BROKEN = Agent(
+    id="broken",
+    model=script.provider([call("explode", {}), lambda convo: say("after the failure")]),
+    tools=[explode],
+)
+
+
+@pytest.fixture
+def captured():
+    """The bread_sync loggers configured as a server does, into a buffer; restored after."""
+    logger = logging.getLogger("bread_sync")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    buffer = io.StringIO()
+
+    def install(fmt: str) -> io.StringIO:
+        configure(fmt, stream=buffer)
+        return buffer
+
+    yield install
+    logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def lines(buffer: io.StringIO) -> list[str]:
+    return buffer.getvalue().splitlines()
+
+
+def test_a_failing_tools_log_record_carries_the_run_id_as_json(make_bread, captured):
+    buffer = captured("json")
+    bread = make_bread(Config(agents=[BROKEN]))
+
+    result = bread.run("broken", "go", mode="sync")
+
+    assert result.status == "completed"
+    entries = [json.loads(line) for line in lines(buffer) if line.startswith("{")]
+    (failure,) = [e for e in entries if "tool explode failed" in e["message"]]
+    assert failure["run_id"] == result.run_id
+    assert (failure["level"], failure["logger"]) == ("ERROR", "bread_sync")
+    assert "RuntimeError: the tool broke" in failure["exception"]
+    assert set(failure) == {"time", "level", "logger", "message", "process", "run_id", "exception"}
+
+
+def test_text_lines_name_the_run_too(make_bread, captured):
+    buffer = captured("text")
+    bread = make_bread(Config(agents=[BROKEN]))
+
+    result = bread.run("broken", "go", mode="sync")
+
+    (failure,) = [line for line in lines(buffer) if "tool explode failed" in line]
+    assert f"[run {result.run_id}]" in failure
+    logging.getLogger("bread_sync").warning("outside any run")
+    assert "[run -]: outside any run" in lines(buffer)[-1]
+
+
+def test_runs_driven_side_by_side_keep_their_own_ids(make_bread, captured):
+    buffer = captured("json")
+    bread = make_bread(Config(agents=[BROKEN]))
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(bread.run("broken", "go", mode="sync")))
+               for _ in range(8)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    failures = [json.loads(line) for line in lines(buffer) if "tool explode failed" in line]
+    assert sorted(f["run_id"] for f in failures) == sorted(r.run_id for r in results)
+    assert all(f["message"].endswith(f["run_id"]) for f in failures)  # "... failed in run <id>"
+
+
+def test_a_record_outside_a_run_has_no_run_id():
+    record = logging.LogRecord("bread_sync", logging.INFO, __file__, 1, "hello", None, None)
+    RunIdFilter().filter(record)
+    assert record.run_id is None
+    assert "run_id" not in json.loads(JsonFormatter().format(record))
+    with run_context("run_x"):
+        inside = logging.LogRecord("bread_sync", logging.INFO, __file__, 1, "hi", None, None)
+        RunIdFilter().filter(inside)
+    assert inside.run_id == "run_x"
+
+
+def test_the_format_comes_from_bread_log_format(monkeypatch):
+    assert log_format() == "text"
+    monkeypatch.setenv("BREAD_LOG_FORMAT", "JSON")
+    assert log_format() == "json"
+    monkeypatch.setenv("BREAD_LOG_FORMAT", "xml")
+    with pytest.raises(ValueError, match="BREAD_LOG_FORMAT"):
+        log_format()
+
+
+GEVENT_SCRIPT = textwrap.dedent(
+    """
+    from gevent import monkey; monkey.patch_all()
+    import io, json, threading, time
+    from pydantic import BaseModel
+    from bread_sync import Agent, Config, ToolContext, create_bread, tool
+    from bread_sync.logs import configure
+    from bread_sync.models import script
+    from bread_sync.models.script import call, say
+
+    class Nothing(BaseModel):
+        pass
+
+    @tool
+    def nap_then_fail(args: Nothing, ctx: ToolContext) -> dict:
+        time.sleep(0.05)  # a greenlet switch: the other runs go on meanwhile
+        raise RuntimeError("late failure")
+
+    agent = Agent(id="napper", model=script.provider([call("nap_then_fail", {}), say("done")]),
+                  tools=[nap_then_fail])
+    buffer = io.StringIO()
+    configure("json", stream=buffer)
+    bread = create_bread(Config(agents=[agent], store="memory", transport="stream", blob_store=None))
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(bread.run("napper", "x", mode="sync")))
+               for _ in range(6)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    failures = [json.loads(l) for l in buffer.getvalue().splitlines() if "failed in run" in l]
+    print(json.dumps({"runs": sorted(r.run_id for r in results),
+                      "logged": sorted(f["run_id"] for f in failures),
+                      "match": all(f["message"].endswith(f["run_id"]) for f in failures)}))
+    """
+)
+
+
+def test_under_gevent_each_greenlet_keeps_its_runs_id(tmp_path):
+    out = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["logged"] == report["runs"] and len(report["runs"]) == 6
+    assert report["match"]

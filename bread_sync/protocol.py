@@ -7,6 +7,7 @@ transport's read loop has one error shape to handle.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from .crumbs import Frame, dumps, from_wire_crumb, to_wire_crumb
@@ -42,10 +43,14 @@ def encode_frame(frame: Frame | dict[str, Any]) -> str:
 
 def _crumb_frame_around(frame: Frame) -> str:
     # Reuses the crumb JSON the choke point already produced: no second serialisation.
-    return (
-        f'{{"v":{BREAD_PROTOCOL_VERSION},"type":"crumb","runId":{dumps(frame.run_id)},'
-        f'"seq":{frame.seq},"crumb":{frame.wire}}}'
-    )
+    return f'{_frame_head(frame.run_id)}"seq":{frame.seq},"crumb":{frame.wire}}}'
+
+
+@lru_cache(maxsize=4096)
+def _frame_head(run_id: str) -> str:
+    # The same for every frame of a run: encoded once per run, not once per frame.
+    return f'{{"v":{BREAD_PROTOCOL_VERSION},"type":"crumb","runId":{dumps(run_id)},'
+
 
 
 def decode_frame(text: str | bytes) -> dict[str, Any]:

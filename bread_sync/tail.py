@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .runtime import Bread
 
 LIVE, LOG = "live", "log"
+#: Rows a replay reads from the store at once.
+REPLAY_PAGE = 500
 #: While a transport shared between processes (Redis) is healthy it carries the frames of runs
 #: executing elsewhere: the store is read for them only this often, as a safety net.
 SAFETY_NET_SECONDS = 2.0
@@ -39,7 +41,7 @@ class Dedup:
 
     def __init__(self, after: int):
         self.last = after
-        self._segment = ""
+        self._segment: list[str] = []  # parts, joined only when the log's aggregate arrives
 
     @property
     def in_segment(self) -> bool:
@@ -51,20 +53,20 @@ class Dedup:
             return self._log_text(frame) if source == LOG else self._live_text(frame)
         if frame.seq <= self.last:
             return None
-        self.last, self._segment = frame.seq, ""
+        self.last, self._segment = frame.seq, []
         return frame
 
     def _live_text(self, frame: Frame) -> Frame | None:
         if frame.seq < self.last:
             return None  # its segment was already delivered from the log
-        self._segment += frame.crumb["delta"]
+        self._segment.append(frame.crumb["delta"])
         return frame
 
     def _log_text(self, frame: Frame) -> Frame | None:
         if frame.seq <= self.last:
             return None
-        text, shown = frame.crumb["delta"], self._segment
-        self.last, self._segment = frame.seq, ""
+        text, shown = frame.crumb["delta"], "".join(self._segment)
+        self.last, self._segment = frame.seq, []
         if shown and text.startswith(shown):
             rest = text[len(shown) :]
             return Frame(frame.run_id, frame.seq, {**frame.crumb, "delta": rest}) if rest else None
@@ -191,7 +193,7 @@ class _Follow:
             if replay:
                 # Read the status before the log: a run finished by then has its terminal crumb in it.
                 finished = not _unfinished(self.bread, self.run_id)
-                for frame in self.bread.store.get_crumbs(self.run_id, after=self.after):
+                for frame in self._log_pages():
                     if self.dedup.accept(frame, LOG) is not None:
                         yield frame
                         if frame.type in self.ends:
@@ -229,6 +231,18 @@ class _Follow:
             yield accepted
             if accepted.type in self.ends:
                 return
+
+    def _log_pages(self) -> Iterator[Frame]:
+        """The log past ``after``, a page at a time: a long catch-up neither loads every row
+        before its first frame nor keeps the worker from other requests (each page is a short
+        SQLite call, and the sleep(0) between pages yields to other greenlets under gevent)."""
+        after = self.after
+        while page := self.bread.store.get_crumbs(self.run_id, after=after, limit=REPLAY_PAGE):
+            yield from page
+            if len(page) < REPLAY_PAGE:
+                return
+            after = page[-1].seq
+            time.sleep(0)
 
     def _past_a_hole(self, frame: Frame) -> bool:
         """A live durable frame that does not follow the last one delivered: the transport

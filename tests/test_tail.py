@@ -152,3 +152,15 @@ def test_a_live_frame_past_a_hole_is_preceded_by_what_the_log_has_in_between(bre
     finally:
         bread.cancels.unregister(run_id, token)
     assert [(f.seq, f.type) for f in got] == [(f.seq, f.type) for f in frames]
+
+
+def test_a_long_catch_up_is_read_in_pages_and_misses_nothing(bread):
+    from bread_sync.tail import REPLAY_PAGE
+
+    total = 2 * REPLAY_PAGE + 3
+    bread.store.create_run({**bread._record("long", "echo", "s"), "status": "completed"})
+    frames = [Frame("long", seq, {"type": "tool:call", "runId": "long", "n": seq}) for seq in range(1, total)]
+    bread.store.append_crumbs("long", [*frames, Frame("long", total, {"type": "agent:run:end", "runId": "long"})])
+    replayed = list(bread.tail("long"))
+    assert [f.seq for f in replayed] == list(range(1, total + 1))
+    assert list(bread.tail("long", after=REPLAY_PAGE)) == replayed[REPLAY_PAGE:]

@@ -27,6 +27,7 @@ import datetime
 import gc
 import importlib.metadata
 import io
+import json
 import os
 import platform
 import pstats
@@ -394,6 +395,12 @@ def main(argv: list[str] | None = None, out: Callable[[str], Any] = print) -> No
     parser.add_argument("--chunk", type=int, default=1000, help="crumbs per interleaved chunk (default 1000)")
     parser.add_argument("--profile", action="store_true", help="also profile one run of (b) with cProfile")
     parser.add_argument("--write", type=Path, metavar="MD", help="write the figures into this markdown file")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=os.environ.get("BENCH_JSON") or None,
+        help="also write the figures as JSON (bench/run sets $BENCH_JSON)",
+    )
     args = parser.parse_args(argv)
     if min(args.repeat, args.calls, args.chunk) < 1 or args.deltas < 0:
         parser.error("--repeat, --calls and --chunk must be at least 1, --deltas at least 0")
@@ -401,6 +408,10 @@ def main(argv: list[str] | None = None, out: Callable[[str], Any] = print) -> No
     result = bench(args.repeat, args.calls, args.deltas, args.chunk, args.profile)
     block = report(result, command, args.repeat)
     out(block)
+    if args.json:
+        rows = [{"name": name, "median": median, "range": [low, high], "unit": unit, "aim": ""}
+                for name, (median, low, high), unit in figures(result)]  # fmt: skip
+        args.json.write_text(json.dumps({"script": "choke_point.py", "figures": rows}, indent=1), encoding="utf-8")
     if args.write:
         write_section(args.write, block)
         out(f"\nwritten into {args.write}")

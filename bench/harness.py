@@ -1,0 +1,364 @@
+"""What the benchmarks share: real gunicorn servers on loopback, process memory and CPU from
+/proc, the machine's description, summaries and the marked sections of docs/performance.md.
+
+Nothing here is timed; the scripts time their own work.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import resource
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+GUNICORN = ROOT / ".venv" / "bin" / "gunicorn"
+# Measure the bread_sync of the checkout these scripts sit in, whatever the venv has installed.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+READY_SECONDS = 30.0
+STOP_SECONDS = 10.0
+#: Settings of the developer's shell that would change what the servers under test do.
+_SCRUBBED = ("GUNICORN_CMD_ARGS", "WEB_CONCURRENCY", "REDIS_URL", "PYTHONPATH")
+PACKAGES = ("bread-sync", "flask", "werkzeug", "gunicorn", "gevent", "greenlet", "sqlite-utils", "pydantic")
+INTRO = """# Performance
+
+Figures come from the scripts in `bench/`, one `##` section per benchmark. Each figure is a ratio
+against a baseline measured in the same process and the same run, reported as the median and the
+min-max over repetitions, beside the command that produced it, the date and the machine. Absolute
+rates are given for context only: they depend on the machine and its disk.
+"""
+
+
+# -- servers -------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(eq=False)
+class Gunicorn:
+    """One gunicorn master and its gevent worker(s) serving ``app`` on a free loopback port,
+    with the project's gunicorn.conf.py (or ``config``) so both apps get the same settings."""
+
+    name: str
+    app: str
+    home: Path
+    env: dict[str, str] = field(default_factory=dict)
+    workers: int = 1
+    config: str = "gunicorn.conf.py"
+    extra: tuple[str, ...] = ()
+    port: int = 0
+    proc: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / f"{self.name}.log"
+
+    def start(self) -> Gunicorn:
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BREAD_") and k not in _SCRUBBED}
+        env.update(
+            PYTHONUNBUFFERED="1",
+            PYTHONPATH=f"{ROOT}{os.pathsep}{BENCH}",
+            BREAD_INSTANCE=str(self.home / f"{self.name}-instance"),
+        )
+        env.update(self.env)
+        self.port = free_port()
+        cmd = [str(GUNICORN), "-c", self.config, "-k", "gevent", "-w", str(self.workers),
+               "-b", f"127.0.0.1:{self.port}", "--no-control-socket", "--graceful-timeout", "3", *self.extra,
+               self.app]  # fmt: skip
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + READY_SECONDS
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()}")
+            if self.get("/health")[0] == 200 and len(self.worker_pids()) == self.workers:
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.name} was not ready within {READY_SECONDS:g} s:\n{self.log()}")
+
+    def get(self, path: str, timeout: float = 1.0) -> tuple[int, float]:
+        """A blocking ``GET`` on a fresh connection: (status, seconds), status 0 when it failed."""
+        data = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nConnection: close\r\n\r\n".encode()
+        start = time.perf_counter()
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as sock:
+                sock.sendall(data)
+                head = sock.recv(64)
+        except OSError:
+            return 0, time.perf_counter() - start
+        parts = head.split(b" ", 2)
+        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        return status, time.perf_counter() - start
+
+    def worker_pids(self) -> list[int]:
+        if self.proc is None:
+            return []
+        try:
+            text = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return []
+        return [int(pid) for pid in text.split()]
+
+    def worker(self) -> int:
+        pids = self.worker_pids()
+        if len(pids) != 1:
+            raise RuntimeError(f"{self.name}: expected one worker, found {pids}")
+        return pids[0]
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the group this server leads, nothing else
+            proc.wait(timeout=STOP_SECONDS)
+
+    def log(self, limit: int = 6000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-limit:]
+        except FileNotFoundError:
+            return "(no log)"
+
+    def __enter__(self) -> Gunicorn:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+# -- processes -----------------------------------------------------------------------------
+
+
+def status_kb(pid: int, key: str = "VmRSS") -> int:
+    """A ``/proc/<pid>/status`` figure in kB: VmRSS (resident now), VmHWM (its peak)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def raise_open_files(wanted: int) -> int:
+    """Raise this process's file limit toward ``wanted`` (up to the hard limit); the new limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# -- figures -------------------------------------------------------------------------------
+
+
+def summary(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) by the nearest-rank method."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def fmt(value: float, unit: str = "") -> str:
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "ms":
+        return f"{value * 1e3:.2f} ms"
+    if unit == "us":
+        return f"{value * 1e6:.1f} us"
+    if unit == "MB":
+        return f"{value:.1f} MB"
+    if unit == "%":
+        return f"{value:.0%}"
+    if not unit and abs(value) < 10:
+        return f"{value:.2f}"
+    return f"{value:,.0f}{unit}"
+
+
+def ratios(ours: list[float], theirs: list[float]) -> list[float]:
+    """Per-repetition ratios: each repetition's value over its own baseline."""
+    return [x / y for x, y in zip(ours, theirs, strict=True)]
+
+
+def spread(values: list[float], unit: str = "") -> tuple[str, str]:
+    """(median, min-max) of repetitions, formatted."""
+    median, low, high = summary(values)
+    return fmt(median, unit), f"{fmt(low, unit)} - {fmt(high, unit)}"
+
+
+@dataclass
+class Figure:
+    """One line of a benchmark's table: a measured value beside its baseline, both per
+    repetition, and the aim the ratio is held to (if any)."""
+
+    name: str
+    values: list[float]
+    unit: str
+    baseline_name: str = ""
+    baselines: list[float] | None = None
+    ratio_name: str = ""
+    ratios: list[float] | None = None
+    aim: str = ""
+    met: bool | None = None
+
+    def row(self) -> str:
+        value, value_range = spread(self.values, self.unit)
+        base = f"{self.baseline_name}: {spread(self.baselines, self.unit)[0]}" if self.baselines else ""
+        ratio = "" if not self.ratios else "{} ({})".format(*spread(self.ratios, "x"))
+        verdict = "" if self.met is None else ("met" if self.met else "**missed**")
+        return f"| {self.name} | {value} | {value_range} | {base} | {ratio} | {' '.join([self.aim, verdict]).strip()} |"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "median": statistics.median(self.values), "unit": self.unit,
+                "range": [min(self.values), max(self.values)], "baseline": self.baseline_name,
+                "baseline_median": statistics.median(self.baselines) if self.baselines else None,
+                "ratio_median": statistics.median(self.ratios) if self.ratios else None,
+                "ratio_range": [min(self.ratios), max(self.ratios)] if self.ratios else None,
+                "aim": self.aim, "met": self.met}  # fmt: skip
+
+
+TABLE_HEAD = ["| Figure | Median | Min - max | Baseline (median) | Ratio: median (min - max) | Aim |",
+              "| --- | ---: | ---: | --- | ---: | --- |"]  # fmt: skip
+
+
+def table(figures: list[Figure]) -> list[str]:
+    return [*TABLE_HEAD, *(figure.row() for figure in figures)]
+
+
+def write_json(path: Path | None, script: str, figures: list[Figure], extra: dict[str, Any] | None = None) -> None:
+    if path is not None:
+        data = {"script": script, "figures": [f.as_json() for f in figures], **(extra or {})}
+        path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+# -- the machine and the report ------------------------------------------------------------
+
+
+def version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine() -> dict[str, str]:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "CPU": f"{_cpu_model()}, {cores} cores available",
+        "Memory": _memory(),
+        "OS": platform.platform(),
+        "Python": f"{platform.python_implementation()} {platform.python_version()}",
+        "SQLite library": sqlite3.sqlite_version,
+        "Packages": ", ".join(f"{name} {version(name)}" for name in PACKAGES),
+        "Code": revision(),
+    }
+
+
+def revision() -> str:
+    """The commit measured and whether bread_sync/ differs from it (read-only git)."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "--short", "HEAD")
+    if head.returncode != 0:
+        return f"bread_sync from {ROOT}, not a git checkout"
+    dirty = git("diff", "--quiet", "HEAD", "--", "bread_sync").returncode != 0
+    untracked = bool(git("ls-files", "--others", "--exclude-standard", "bread_sync").stdout.strip())
+    return f"commit {head.stdout.strip()}" + (" with uncommitted changes in bread_sync/" if dirty or untracked else "")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory() -> str:
+    try:
+        total = status_like("/proc/meminfo", "MemTotal")
+    except (OSError, KeyError):
+        return "unknown"
+    return f"{total / 1024 / 1024:.0f} GB"
+
+
+def status_like(path: str, key: str) -> int:
+    for line in Path(path).read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average: how busy other processes kept its cores."""
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def header(command: str, repeat: int | None = None, load: list[float] | None = None) -> list[str]:
+    """The first lines of a section: its command, the date, the machine in short."""
+    reps = f" {repeat} repetitions." if repeat else ""
+    if load:
+        reps += f" Load average (1 min) {' -> '.join(f'{x:.1f}' for x in load)}."
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    where = f"{_cpu_model()}, {cores} cores, {platform.python_implementation()} {platform.python_version()}"
+    return [
+        f"Command: `{command}`",
+        "",
+        f"Date: {datetime.date.today().isoformat()}.{reps} Machine: {where}; "
+        f"code: {revision()} (the 'Last run' block above has the machine in full).",
+        "",
+    ]
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    return " ".join([".venv/bin/python", f"bench/{script}", *(argv if argv is not None else sys.argv[1:])])
+
+
+def write_section(path: Path, script: str, title: str, block: str) -> None:
+    """Replace the generated block of ``script`` in ``path``, keeping everything else (a new
+    section goes at the end)."""
+    begin, end = f"<!-- bench/{script}: begin -->", f"<!-- bench/{script}: end -->"
+    text = path.read_text(encoding="utf-8") if path.exists() else INTRO
+    generated = f"{begin}\n{block.rstrip()}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + generated + rest.split(end, 1)[1]
+    else:
+        text = f"{text.rstrip()}\n\n{title}\n\n{generated}\n"
+    path.write_text(text, encoding="utf-8")

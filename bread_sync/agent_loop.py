@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import crumbs as c
 from .agents import Agent, Tool, ToolContext
-from .errors import INTERNAL, RUN_CANCELLED, RUN_TIMEOUT, TOOL_DENIED, TOOL_FAILED, BreadError
+from .errors import INTERNAL, RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT, TOOL_DENIED, TOOL_FAILED, BreadError
 from .models import (
     FileOutput,
     ModelRequest,
@@ -36,7 +36,7 @@ log = logging.getLogger("bread_sync")
 
 MAX_STEPS_EXCEEDED = "agent {agent!r} made more than {limit} model calls in one run"
 #: Errors that end the whole run, never just the nested work they happened in.
-RUN_ENDING = frozenset({RUN_CANCELLED, RUN_TIMEOUT})
+RUN_ENDING = frozenset({RUN_CANCELLED, RUN_TIMEOUT, RUN_INTERRUPTED})
 
 Steps = Generator[Any, None, Any]
 

@@ -224,7 +224,7 @@ def _chat_turn(bread: Bread, sink: stdout.StdoutTransport, agent_id: str, sessio
 
 def cmd_gc(bread: Bread, sink: stdout.StdoutTransport, args: argparse.Namespace) -> int:
     days = args.older_than if args.older_than is not None else bread.config.retention_days
-    if days is None or days < 0:
+    if days is None or not days >= 0:  # also refuses nan
         print("error: give --older-than DAYS (0 or more), or set BREAD_RETENTION_DAYS", file=sys.stderr)
         return EXIT_USAGE
     report = collect_garbage(bread, days, dry_run=args.dry_run)

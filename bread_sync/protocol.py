@@ -52,7 +52,6 @@ def _frame_head(run_id: str) -> str:
     return f'{{"v":{BREAD_PROTOCOL_VERSION},"type":"crumb","runId":{dumps(run_id)},'
 
 
-
 def decode_frame(text: str | bytes) -> dict[str, Any]:
     """Parse and validate one frame; a crumb frame's errors come back as live BreadErrors."""
     try:

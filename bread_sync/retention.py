@@ -28,7 +28,7 @@ def collect_garbage(bread: Bread, older_than_days: float, dry_run: bool = False)
 
     Returns ``{"before": <ISO cutoff>, "dryRun": ..., "deleted": {kind: count}}``, the kinds
     being runs, crumbs, checkpoints, loops, taskRuns and files."""
-    if older_than_days < 0:
+    if not older_than_days >= 0:  # also refuses nan
         raise ValueError(f"older_than_days must be 0 or more, not {older_than_days}")
     store = bread.store
     if not can_purge(store):

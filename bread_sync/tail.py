@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .runtime import Bread
 
 LIVE, LOG = "live", "log"
+#: What the follower sends a tail whose run ended with nothing more after the tail's position.
+ENDED = object()
 #: Rows a replay reads from the store at once.
 REPLAY_PAGE = 500
 #: While a transport shared between processes (Redis) is healthy it carries the frames of runs
@@ -131,7 +133,9 @@ class LogFollower:
         after = min(position[0] for _, position in entries)
         frames = self.bread.store.get_crumbs(run_id, after=after)
         if not frames:
-            self._check_owner(run_id)
+            if self._finished(run_id):  # e.g. a tail that started at the terminal crumb itself
+                for inbox, _ in entries:
+                    inbox.put((LOG, ENDED))
             return
         for inbox, position in entries:
             for frame in frames:
@@ -139,10 +143,13 @@ class LogFollower:
                     inbox.put((LOG, frame))
             position[0] = frames[-1].seq
 
-    def _check_owner(self, run_id: str) -> None:
+    def _finished(self, run_id: str) -> bool:
+        """Whether the run has ended; a run whose owner's lease lapsed is interrupted first."""
         record = self.bread.store.get_run(run_id)
         if record and record["status"] == "running" and record["leaseUntil"] < time.time():
             self.bread.interrupt(record)
+            return False  # its RUN_INTERRUPTED crumb reaches the tail with the next poll
+        return record is None or record["status"] in FINISHED
 
 
 @dataclass(frozen=True)
@@ -216,6 +223,8 @@ class _Follow:
             except queue.Empty:
                 yield None
                 continue
+            if frame is ENDED:
+                return
             if source == LIVE and self._past_a_hole(frame):
                 for missed in self._from_log(frame.seq):
                     yield missed

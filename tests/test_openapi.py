@@ -92,7 +92,8 @@ def test_bodies_and_queries_come_from_the_models_the_routes_validate_with(make_b
     paths, schemas = doc["paths"], doc["components"]["schemas"]
     body = paths["/agents/{id}/run"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/RunBody"}
-    assert schemas["RunBody"]["properties"]["runId"]["anyOf"][0]["pattern"] == "^[A-Za-z0-9._:-]{1,200}$"
+    run_id = schemas["RunBody"]["properties"]["runId"]["anyOf"][0]
+    assert run_id["pattern"] == "^[A-Za-z0-9._:-]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*$" and run_id["maxLength"] == 200
     assert schemas["RunBody"]["properties"]["sessionPolicy"]["anyOf"][0]["enum"] == ["reject", "enqueue", "interrupt"]
     limit = next(p for p in paths["/tasks"]["get"]["parameters"] if p["name"] == "limit")
     assert limit["schema"] == {"type": "integer", "minimum": 0, "maximum": 10000}
@@ -196,7 +197,8 @@ INVALID = [
     ("POST", "/agents/echo/run", {"input": "x", "session": {"tags": {"a": 1}}}, "session.tags.a: Input should be"),
     ("POST", "/agents/echo/run", {"input": "x", "session": 5}, "session: Input should be"),
     ("POST", "/agents/echo/run", {"input": "x", "skill": ["a"]}, "skill: Input should be a valid string"),
-    ("POST", "/pipelines/draft-then-echo/run", {"input": "x", "runId": ""}, "runId: String should match"),
+    ("POST", "/pipelines/draft-then-echo/run", {"input": "x", "runId": ""}, "runId: String should have at least 1"),
+    ("POST", "/agents/echo/run", {"input": "x", "runId": ".."}, "runId: String should match pattern"),
     ("POST", "/resume/cp_x", {"approved": True}, "response: Field required"),
     ("POST", "/sessions/cleanup", {"olderThanDays": True}, "olderThanDays: Input should be a valid number"),
     ("POST", "/sessions/cleanup", {"olderThanDays": -1}, "olderThanDays: Input should be greater than or equal to 0"),

@@ -118,7 +118,8 @@ def http_error(exc: HTTPException) -> Any:
     code = {404: "ROUTE_NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "BODY_TOO_LARGE"}.get(exc.code or 500)
     if code is None:
         code = "INVALID_REQUEST" if (exc.code or 500) < 500 else INTERNAL
-    return jsonify(error={"code": code, "message": exc.name}), exc.code or 500
+    allow = {"Allow": ", ".join(exc.valid_methods)} if getattr(exc, "valid_methods", None) else {}
+    return jsonify(error={"code": code, "message": exc.name}), exc.code or 500, allow
 
 
 def create_server(bread: Bread | None = None) -> Flask:

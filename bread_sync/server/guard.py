@@ -4,6 +4,7 @@ body limit; and how a handler reads its validated body and query."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -86,12 +87,24 @@ def json_body() -> dict[str, Any]:
     if not data.strip():
         return {}
     try:
-        body = json.loads(data)
+        body = json.loads(data, parse_constant=_not_json, parse_float=_finite)
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise BreadError(INVALID_REQUEST, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise BreadError(INVALID_REQUEST, "the request body must be a JSON object")
     return body
+
+
+def _not_json(constant: str) -> Any:
+    # Python reads NaN and Infinity; no JSON client could read them back in a crumb.
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is out of range")
+    return number
 
 
 def valid_body(model: type[M]) -> M:

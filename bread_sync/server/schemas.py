@@ -16,7 +16,16 @@ from ..stores import RUN_STATUSES
 
 #: A caller-chosen run id. It goes into a response header and into /runs/<runId> paths: ASCII,
 #: no slash, no space.
-RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:-]{1,200}$", description="1 to 200 of A-Z a-z 0-9 . _ : -")]
+# Not dots alone: a client resolves /runs/../stream to /stream, so such a run could never be reached.
+RunId = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9._:-]*[A-Za-z0-9_:-][A-Za-z0-9._:-]*$",
+        min_length=1,
+        max_length=200,
+        description="1 to 200 of A-Z a-z 0-9 . _ : -, not dots alone",
+    ),
+]
 Tags = dict[str, str]
 
 # -- request bodies ----------------------------------------------------------------------------

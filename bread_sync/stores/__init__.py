@@ -170,7 +170,10 @@ def now_iso() -> str:
 
 
 def iso_days_ago(days: float) -> str:
-    return _iso(datetime.now(UTC) - timedelta(days=days))
+    try:
+        return _iso(datetime.now(UTC) - timedelta(days=days))
+    except OverflowError:  # further back than a datetime reaches: before every timestamp
+        return _iso(datetime.min.replace(tzinfo=UTC))
 
 
 def _iso(when: datetime) -> str:

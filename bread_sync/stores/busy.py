@@ -31,23 +31,34 @@ class PatientConnection(sqlite3.Connection):
     busy_seconds = BUSY_TIMEOUT_SECONDS
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:  # the first attempt costs no more than a plain connection's
+            return sqlite3.Connection.execute(self, sql, parameters)
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
         return self._patiently(lambda: sqlite3.Connection.execute(self, sql, parameters))
 
     def executemany(self, sql: str, seq_of_parameters: Any, /) -> sqlite3.Cursor:
-        rows = list(seq_of_parameters)  # an iterator would be spent by a refused attempt
+        # A list, so that a refused attempt does not spend an iterator.
+        rows = seq_of_parameters if isinstance(seq_of_parameters, list | tuple) else list(seq_of_parameters)
+        try:
+            return sqlite3.Connection.executemany(self, sql, rows)
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
         return self._patiently(lambda: sqlite3.Connection.executemany(self, sql, rows))
 
     def _patiently(self, attempt: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
         deadline = time.monotonic() + self.busy_seconds
         for pause in _pauses():
+            if time.monotonic() + pause > deadline:
+                raise BreadError(STORE_BUSY, "the store is locked by another process; retry later")
+            time.sleep(pause)  # cooperative under gevent: the worker serves others meanwhile
             try:
                 return attempt()
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise
-                if time.monotonic() + pause > deadline:
-                    raise BreadError(STORE_BUSY, "the store is locked by another process; retry later") from exc
-            time.sleep(pause)  # cooperative under gevent: the worker serves others meanwhile
         raise AssertionError("unreachable")
 
 

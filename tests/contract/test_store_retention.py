@@ -3,7 +3,7 @@ goes, with everything it owns; a running or paused run, a pending checkpoint and
 
 import pytest
 
-from bread_sync.stores import FINISHED, PURGED, can_purge, now_iso
+from bread_sync.stores import FINISHED, PURGED, can_purge, iso_days_ago, now_iso
 
 from .test_store import OLD, crumb, run_record, seqs, store  # noqa: F401 - the store fixture
 
@@ -147,3 +147,12 @@ def test_many_runs_are_purged_in_batches(store):  # noqa: F811
 
     assert store.purge(BEFORE) == {**NOTHING, "runs": 450, "crumbs": 900}
     assert [r["id"] for r in store.list_runs()] == ["live"]
+
+
+def test_a_cutoff_further_back_than_a_date_reaches_is_before_everything(store):  # noqa: F811
+    add_run(store, "done", "completed")
+    store.touch_session("s1")
+
+    assert store.purge(iso_days_ago(1e20)) == NOTHING
+    assert store.cleanup_sessions(older_than_days=1e20) == 0
+    assert store.cleanup_sessions(older_than_days=float("inf")) == 0

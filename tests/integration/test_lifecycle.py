@@ -1,0 +1,133 @@
+"""A server's life around its runs, with real processes: graceful shutdown on SIGTERM, the
+start-up sweep of runs whose server died, and log lines that carry the run id."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import ExitStack
+
+import httpx2 as httpx
+
+from bread_sync.stores.sqlite import store as sqlite_store
+
+from .client import (
+    RUN_END,
+    Tail,
+    assert_log,
+    log_of,
+    new_client,
+    open_stream,
+    passive_url,
+    run,
+    run_error_of,
+    text_of,
+    wait_for,
+)
+from .test_faults import FAULT_ENV, LEASE_SECONDS, STEPPING, faulty, interrupted
+
+#: servers.py starts gunicorn with --graceful-timeout 5.
+GRACEFUL_SECONDS = 5.0
+TICKS = {"count": 1000, "delayMs": 50}
+#: A gevent worker looks whether it was told to stop once a second, then closes its listener.
+CLOSED_AFTER_SECONDS = 1.5
+
+
+def stored_log(store, run_id: str) -> list[tuple[int, str]]:
+    return [(f.seq, f.type) for f in store.get_crumbs(run_id)]
+
+
+def test_sigterm_lets_short_runs_finish_and_ends_the_rest_interrupted(start_server):
+    server = faulty(start_server, "graceful")
+    with ExitStack() as stack:
+
+        def start(agent: str, body: dict):
+            client = stack.enter_context(new_client())
+            return stack.enter_context(open_stream(client, "POST", f"{server.url}/agents/{agent}/run", "sse",
+                                                   body={"input": body}, seconds=20))  # fmt: skip
+
+        short = start("stepper", {"count": 4, "delayMs": 100})  # about a second: it finishes
+        ticking = start("slow", TICKS)  # stops at its next step
+        stuck = start("stuck", {"seconds": 60})  # deaf inside a tool: marked from outside
+        with new_client() as client, open_stream(client, "POST", f"{server.url}/agents/slow/run", "sse",
+                                                 body={"input": TICKS}) as dropped:  # fmt: skip
+            dropped.until(lambda e: e.type == "text:delta", "the first tick")  # then its client goes away
+        for stream in (short, ticking, stuck):
+            stream.until(lambda e: e.type == "agent:run:start", "the start")
+        stuck.until(lambda e: e.type == "tool:call", "the stuck tool call")
+        tail = Tail(passive_url(server.url, ticking.run_id), "sse", seconds=20)
+        tail.start()
+        tail.wait_for(lambda e: e.type == "text:delta", 10, "a live tick")
+        sent = time.monotonic()
+
+        server.terminate()
+
+        time.sleep(CLOSED_AFTER_SECONDS)
+        try:
+            httpx.get(f"{server.url}/health", timeout=1.0)
+            raise AssertionError("the server still accepted a connection after SIGTERM")
+        except httpx.ConnectError:
+            pass  # refused: the listening socket is closed
+        for stream in (short, ticking, stuck):
+            stream.rest()
+        assert server.wait(GRACEFUL_SECONDS + 5) == 0
+        took = time.monotonic() - sent
+        tail_events = tail.finish(5)
+
+    assert took < GRACEFUL_SECONDS + 1.0, f"the server took {took:.1f} s to stop"
+    assert short.last_crumb.type == RUN_END, short.types
+    for stream in (ticking, stuck):
+        assert run_error_of(stream, "sse")["code"] == "RUN_INTERRUPTED"
+    assert interrupted(tail_events)
+    store = sqlite_store(server.db)
+    try:
+        records = {r["id"]: r for r in store.list_runs()}
+        assert records[short.run_id]["status"] == "completed"
+        for run_id in (ticking.run_id, stuck.run_id, dropped.run_id):
+            assert records[run_id]["status"] == "interrupted", records[run_id]
+            logged = stored_log(store, run_id)
+            assert [seq for seq, _ in logged] == list(range(1, len(logged) + 1))
+            assert logged[-1][1] == "agent:error"
+        # It stopped at a step boundary: the text it had streamed is in its log, before the error.
+        text = "".join(f.crumb["delta"] for f in store.get_crumbs(ticking.run_id) if f.type == "text:delta")
+        assert text == text_of(ticking.events) and text.startswith("tick 1 tick 2 ")
+    finally:
+        store.close()
+
+
+def test_a_restarted_server_marks_the_runs_of_the_one_that_died_at_start(http, start_server):
+    first = faulty(start_server, "died")
+    with new_client() as client, open_stream(client, "POST", f"{first.url}/agents/stepper/run", "sse",
+                                             body={"input": STEPPING}) as stepping:  # fmt: skip
+        stepping.until(lambda e: e.type == "tool:result", "the first step")
+        first.kill()  # master and worker at once: nobody is left to mark anything
+    time.sleep(LEASE_SECONDS + 0.5)
+
+    second = faulty(start_server, "restarted", db=first.db)
+
+    # The first request already finds it marked: the new worker swept before it served.
+    assert http.get(f"{second.url}/runs/{stepping.run_id}").json()["status"] == "interrupted"
+    log = log_of(http, second.url, stepping.run_id, "sse")
+    assert_log(log, stepping.run_id)
+    assert interrupted(log)
+
+
+def test_json_log_lines_carry_the_run_id_of_a_failing_tool(http, start_server):
+    server = start_server("json-logs", env={**FAULT_ENV, "BREAD_LOG_FORMAT": "json"})
+
+    failed = run(http, server.url, "broken", {"input": "go"}, "sse")
+
+    assert failed.last_crumb.type == RUN_END  # a failing tool is a tool:error, not the run's end
+    assert "tool:error" in failed.types
+
+    def failure_line():
+        for line in server.log(limit=10**9).splitlines():
+            if line.startswith("{") and "tool explode failed" in line:
+                return json.loads(line)
+        return None
+
+    entry = wait_for(failure_line, 5, "the failure's log line")
+    assert entry["run_id"] == failed.run_id
+    assert entry["level"] == "ERROR" and "RuntimeError: step 1 broke" in entry["exception"]
+    assert any(json.loads(line)["message"].startswith("Booting worker") for line in server.log().splitlines()
+               if line.startswith("{"))  # fmt: skip

@@ -1,0 +1,135 @@
+"""A worker's graceful stop, in process: the runner closes, runs that finish in time finish, the
+rest stop at a step boundary with RUN_INTERRUPTED, and one stuck in a step is marked from outside.
+(tests/integration/test_lifecycle.py does the same to a real gunicorn server with SIGTERM.)"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from bread_sync import Agent, Config
+from bread_sync.agents import subagent
+from bread_sync.errors import TOO_MANY_RUNS, BreadError
+from bread_sync.models import script
+from bread_sync.models.script import call, say
+from bread_sync.server.lifecycle import Lifecycle
+from bread_sync.server.runner import Runner
+from tests.integration.fault_config import config as fault_config
+
+
+@pytest.fixture
+def bread(make_bread):
+    return make_bread(Config(agents=fault_config().agents))
+
+
+def drive(bread, runner: Runner, agent: str, body: dict) -> str:
+    with runner.slot() as slot:
+        run = bread.run(agent, body, signal=slot.token)
+        slot.drive(run)
+    return run.run_id
+
+
+def status(bread, run_id: str) -> str:
+    return bread.store.get_run(run_id)["status"]
+
+
+def last(bread, run_id: str) -> dict:
+    return bread.store.get_crumbs(run_id)[-1].crumb
+
+
+def test_a_closed_runner_starts_no_run():
+    runner = Runner(max_runs=5, timeout=None)
+    runner.close()
+    with pytest.raises(BreadError) as caught:
+        runner.slot()
+    assert caught.value.code == TOO_MANY_RUNS and "shutting down" in caught.value.message
+
+
+def test_stop_finishes_short_runs_interrupts_long_ones_and_marks_stuck_ones(bread):
+    runner = Runner(max_runs=10, timeout=None)
+    short = drive(bread, runner, "stepper", {"count": 2, "delayMs": 50})
+    long = drive(bread, runner, "slow", {"count": 1000, "delayMs": 20})
+    stuck = drive(bread, runner, "stuck", {"seconds": 4})
+    time.sleep(0.3)  # the stuck run is inside its tool by now
+
+    began = time.monotonic()
+    Lifecycle(bread, runner, graceful_timeout=3.0).stop(3.0)
+    took = time.monotonic() - began
+
+    assert took < 3.0
+    assert status(bread, short) == "completed"
+    for run_id in (long, stuck):
+        assert status(bread, run_id) == "interrupted"
+        assert last(bread, run_id)["error"]["code"] == "RUN_INTERRUPTED"
+    assert last(bread, long)["error"]["message"] == "the server shut down before the run ended"
+    text = [f.crumb["delta"] for f in bread.store.get_crumbs(long) if f.type == "text:delta"]
+    assert len(text) == 1 and text[0].startswith("tick 1 tick 2 ")  # its text so far, then the error
+    with pytest.raises(BreadError):
+        runner.slot()
+
+
+def test_a_stop_without_drain_interrupts_at_once(bread):
+    runner = Runner(max_runs=10, timeout=None)
+    run_id = drive(bread, runner, "slow", {"count": 1000, "delayMs": 20})
+    time.sleep(0.1)
+
+    began = time.monotonic()
+    Lifecycle(bread, runner, graceful_timeout=30.0).stop(1.5, drain=False)
+
+    assert time.monotonic() - began < 1.0
+    assert status(bread, run_id) == "interrupted"
+
+
+def test_a_second_stop_waits_for_the_first(bread):
+    runner = Runner(max_runs=10, timeout=None)
+    drive(bread, runner, "slow", {"count": 1000, "delayMs": 20})
+    life = Lifecycle(bread, runner, graceful_timeout=2.0)
+    first = threading.Thread(target=life.stop, args=(2.0,))
+    first.start()
+    time.sleep(0.05)
+
+    life.stop(5.0)  # returns when the first one is done, without stopping anything twice
+
+    assert life.done.is_set()
+    first.join(5)
+
+
+def test_the_late_sweep_marks_a_run_whose_owner_died(make_bread):
+    bread = make_bread(Config(agents=fault_config().agents, lease_seconds=0.2))
+    now = time.time()
+    bread.store.create_run({
+        "id": "orphan", "agentId": "echo", "sessionId": "s", "status": "running", "checkpointId": None,
+        "owner": "a-process-that-died", "leaseUntil": now + 0.3, "cancelRequested": False,
+        "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z",
+    })  # fmt: skip
+    assert bread.sweep_interrupted() == 0  # what the start-up sweep finds: its lease still runs
+    life = Lifecycle(bread, Runner(max_runs=1, timeout=None), graceful_timeout=1.0)
+
+    life.sweep_later()
+
+    deadline = time.monotonic() + 5
+    while status(bread, "orphan") == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert status(bread, "orphan") == "interrupted"
+    assert last(bread, "orphan")["error"]["code"] == "RUN_INTERRUPTED"
+
+
+def test_a_run_stopped_inside_a_subagent_ends_without_a_tool_error(make_bread):
+    # A shutdown stops a run through its token with RUN_INTERRUPTED, as a timeout does with
+    # RUN_TIMEOUT. A delegation re-raises only the codes in agent_loop.RUN_ENDING (cancel,
+    # timeout): RUN_INTERRUPTED becomes the tool's error, the parent goes on to its next step
+    # and only there stops. The fix is one word: add RUN_INTERRUPTED to RUN_ENDING.
+    boss = Agent(id="boss", model=script.provider([call("slow", {"count": 1000, "delayMs": 20}), say("done")]),
+                 tools=[subagent("slow")])  # fmt: skip
+    bread = make_bread(Config(agents=[*fault_config().agents, boss]))
+    runner = Runner(max_runs=10, timeout=None)
+    run_id = drive(bread, runner, "boss", "go")
+    time.sleep(0.2)  # inside the subagent's ticks by now
+
+    Lifecycle(bread, runner, graceful_timeout=30.0).stop(1.5, drain=False)
+
+    types = [f.type for f in bread.store.get_crumbs(run_id)]
+    assert status(bread, run_id) == "interrupted" and types[-1] == "agent:error"
+    assert "tool:error" not in types and "subagent:run:end" not in types, types

@@ -23,10 +23,7 @@ catch-up::
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -200,25 +197,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
     parser.add_argument("--big", type=int, default=100_000, help="crumbs in the long log (default 100000)")
     parser.add_argument("--small", type=int, default=1_000, help="crumbs in the baseline log (default 1000)")
-    parser.add_argument("--write", type=Path, metavar="MD", help="write the figures into this markdown file")
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=os.environ.get("BENCH_JSON") or None,
-        help="also write the figures as JSON (bench/run sets $BENCH_JSON)",
-    )
+    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     if not 200 <= args.small < args.big:
         parser.error("need 200 <= --small < --big")
-    command = harness.command_line(SCRIPT, argv)
-    with tempfile.TemporaryDirectory(prefix="bread-bench-catch-up-") as tmp:
-        result = bench(args, Path(tmp))
-    block = report(result, args, command)
-    print(block)
-    harness.write_json(args.json, SCRIPT, figures(result, args))
-    if args.write:
-        harness.write_section(args.write, SCRIPT, TITLE, block)
-        print(f"\nwritten into {args.write}", file=sys.stderr)
+    harness.run(args, argv, SCRIPT, TITLE, "bread-bench-catch-up-", bench, report, figures)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import argparse
 import cProfile
 import datetime
 import gc
-import importlib.metadata
 import io
 import json
 import os
@@ -33,7 +32,6 @@ import platform
 import pstats
 import sqlite3
 import statistics
-import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -45,7 +43,8 @@ from typing import Any
 # Measure the bread_sync of the checkout this script is in, whatever the venv has installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import bread_sync  # noqa: E402
+import harness  # noqa: E402
+
 from bread_sync import Agent, Config, create_bread, tool  # noqa: E402
 from bread_sync.crumbs import TEXT_DELTA  # noqa: E402
 from bread_sync.emitter import Emitter, fan_out  # noqa: E402
@@ -53,15 +52,8 @@ from bread_sync.models import script  # noqa: E402
 from bread_sync.stores import sqlite  # noqa: E402
 from bread_sync.transports import stream  # noqa: E402
 
+SCRIPT = "choke_point.py"
 SECTION = "## Choke point (SQLite store)"
-BEGIN, END = "<!-- bench/choke_point.py: begin -->", "<!-- bench/choke_point.py: end -->"
-INTRO = """# Performance
-
-Figures come from the scripts in `bench/`, one `##` section per benchmark. Each figure is a ratio
-against a baseline measured in the same process and the same run, reported as the median and the
-min-max over repetitions, beside the command that produced it, the date and the machine. Absolute
-rates are given for context only: they depend on the machine and its disk.
-"""
 
 
 @tool
@@ -271,47 +263,18 @@ def figures(result: dict[str, Any]) -> list[tuple[str, tuple[float, float, float
 
 
 def machine() -> dict[str, str]:
-    def version(name: str) -> str:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            return "not installed"
-
+    version = harness.version
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
-        "CPU": f"{_cpu_model()}, {affinity} cores available",
+        "CPU": f"{harness.cpu_model()}, {affinity} cores available",
         "OS": platform.platform(),
         "Python": f"{platform.python_implementation()} {platform.python_version()}",
         "SQLite library": sqlite3.sqlite_version,
         "Packages": f"bread-sync {version('bread-sync')}, sqlite-utils {version('sqlite-utils')}, "
         f"pydantic {version('pydantic')}",
         "Temp folder": f"{tempfile.gettempdir()} ({_filesystem(tempfile.gettempdir())})",
-        "Code": _revision(),
+        "Code": harness.revision(untracked=False),
     }
-
-
-def _revision() -> str:
-    """The commit of the bread_sync measured, and whether its tree differed (read-only git)."""
-    root = Path(bread_sync.__file__).resolve().parent.parent
-
-    def git(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-
-    head = git("rev-parse", "--short", "HEAD")
-    if head.returncode != 0:
-        return f"bread_sync from {root}, not a git checkout"
-    dirty = git("diff", "--quiet", "HEAD", "--", "bread_sync").returncode != 0
-    return f"commit {head.stdout.strip()}" + (" with uncommitted changes in bread_sync/" if dirty else "")
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _filesystem(path: str) -> str:
@@ -375,18 +338,6 @@ def profile_table(rows: list[tuple], crumbs: int, top: int = 10) -> list[str]:
     return lines
 
 
-def write_section(path: Path, block: str) -> None:
-    """Replace the generated block of this benchmark's section, keeping everything else."""
-    text = path.read_text(encoding="utf-8") if path.exists() else INTRO
-    generated = f"{BEGIN}\n{block}\n{END}"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + generated + rest.split(END, 1)[1]
-    else:
-        text = f"{text.rstrip()}\n\n{SECTION}\n\n{generated}\n"
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None, out: Callable[[str], Any] = print) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
@@ -394,26 +345,20 @@ def main(argv: list[str] | None = None, out: Callable[[str], Any] = print) -> No
     parser.add_argument("--deltas", type=int, default=10, help="text deltas before each call (default 10)")
     parser.add_argument("--chunk", type=int, default=1000, help="crumbs per interleaved chunk (default 1000)")
     parser.add_argument("--profile", action="store_true", help="also profile one run of (b) with cProfile")
-    parser.add_argument("--write", type=Path, metavar="MD", help="write the figures into this markdown file")
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=os.environ.get("BENCH_JSON") or None,
-        help="also write the figures as JSON (bench/run sets $BENCH_JSON)",
-    )
+    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     if min(args.repeat, args.calls, args.chunk) < 1 or args.deltas < 0:
         parser.error("--repeat, --calls and --chunk must be at least 1, --deltas at least 0")
-    command = " ".join([".venv/bin/python", "bench/choke_point.py", *(argv if argv is not None else sys.argv[1:])])
+    command = harness.command_line(SCRIPT, argv)
     result = bench(args.repeat, args.calls, args.deltas, args.chunk, args.profile)
     block = report(result, command, args.repeat)
     out(block)
     if args.json:
         rows = [{"name": name, "median": median, "range": [low, high], "unit": unit, "aim": ""}
                 for name, (median, low, high), unit in figures(result)]  # fmt: skip
-        args.json.write_text(json.dumps({"script": "choke_point.py", "figures": rows}, indent=1), encoding="utf-8")
+        args.json.write_text(json.dumps({"script": SCRIPT, "figures": rows}, indent=1), encoding="utf-8")
     if args.write:
-        write_section(args.write, block)
+        harness.write_section(args.write, SCRIPT, SECTION, block)
         out(f"\nwritten into {args.write}")
 
 

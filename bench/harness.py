@@ -6,6 +6,7 @@ Nothing here is timed; the scripts time their own work.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import importlib.metadata
 import json
@@ -18,7 +19,9 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -276,7 +279,7 @@ def version(name: str) -> str:
 def machine() -> dict[str, str]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
-        "CPU": f"{_cpu_model()}, {cores} cores available",
+        "CPU": f"{cpu_model()}, {cores} cores available",
         "Memory": _memory(),
         "OS": platform.platform(),
         "Python": f"{platform.python_implementation()} {platform.python_version()}",
@@ -286,8 +289,9 @@ def machine() -> dict[str, str]:
     }
 
 
-def revision() -> str:
-    """The commit measured and whether bread_sync/ differs from it (read-only git)."""
+def revision(untracked: bool = True) -> str:
+    """The commit measured and whether bread_sync/ differs from it (read-only git); with
+    ``untracked``, new files in bread_sync/ not yet added to git count as a difference too."""
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -296,11 +300,12 @@ def revision() -> str:
     if head.returncode != 0:
         return f"bread_sync from {ROOT}, not a git checkout"
     dirty = git("diff", "--quiet", "HEAD", "--", "bread_sync").returncode != 0
-    untracked = bool(git("ls-files", "--others", "--exclude-standard", "bread_sync").stdout.strip())
-    return f"commit {head.stdout.strip()}" + (" with uncommitted changes in bread_sync/" if dirty or untracked else "")
+    if untracked:
+        dirty = dirty or bool(git("ls-files", "--others", "--exclude-standard", "bread_sync").stdout.strip())
+    return f"commit {head.stdout.strip()}" + (" with uncommitted changes in bread_sync/" if dirty else "")
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -336,7 +341,7 @@ def header(command: str, repeat: int | None = None, load: list[float] | None = N
     if load:
         reps += f" Load average (1 min) {' -> '.join(f'{x:.1f}' for x in load)}."
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    where = f"{_cpu_model()}, {cores} cores, {platform.python_implementation()} {platform.python_version()}"
+    where = f"{cpu_model()}, {cores} cores, {platform.python_implementation()} {platform.python_version()}"
     return [
         f"Command: `{command}`",
         "",
@@ -362,3 +367,40 @@ def write_section(path: Path, script: str, title: str, block: str) -> None:
     else:
         text = f"{text.rstrip()}\n\n{title}\n\n{generated}\n"
     path.write_text(text, encoding="utf-8")
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """The options every benchmark has: ``--write`` into the markdown file, ``--json`` figures."""
+    parser.add_argument("--write", type=Path, metavar="MD", help="write the figures into this markdown file")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=os.environ.get("BENCH_JSON") or None,
+        help="also write the figures as JSON (bench/run sets $BENCH_JSON)",
+    )
+
+
+def run(
+    args: argparse.Namespace,
+    argv: list[str] | None,
+    script: str,
+    title: str,
+    prefix: str,
+    bench: Callable[[argparse.Namespace, Path], dict[str, Any]],
+    report: Callable[[dict[str, Any], argparse.Namespace, str], str],
+    figures: Callable[[dict[str, Any], argparse.Namespace], list[Figure]],
+) -> None:
+    """Run ``bench`` in a temporary folder named ``prefix``..., print its report and write it
+    where ``--json`` and ``--write`` say."""
+    command = command_line(script, argv)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        result = bench(args, Path(tmp))
+    block = report(result, args, command)
+    print(block)
+    write_json(args.json, script, figures(result, args))
+    if args.write:
+        write_section(args.write, script, title, block)
+        print(f"\nwritten into {args.write}", file=sys.stderr)

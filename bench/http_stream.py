@@ -31,12 +31,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import pstats
 import re
 import statistics
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -377,24 +374,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--period", type=float, default=0.05, help="seconds between metronome deltas (0.05)")
     parser.add_argument("--wires", nargs="+", choices=list(WIRES), default=list(WIRES))
     parser.add_argument("--profile", action="store_true", help="also profile the worker during one run")
-    parser.add_argument("--write", type=Path, metavar="MD", help="write the figures into this markdown file")
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=os.environ.get("BENCH_JSON") or None,
-        help="also write the figures as JSON (bench/run sets $BENCH_JSON)",
-    )
+    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.raise_open_files(args.streams * 2 + 100)
-    command = harness.command_line(SCRIPT, argv)
-    with tempfile.TemporaryDirectory(prefix="bread-bench-http-") as tmp:
-        result = bench(args, Path(tmp))
-    block = report(result, args, command)
-    print(block)
-    harness.write_json(args.json, SCRIPT, figures(result, args))
-    if args.write:
-        harness.write_section(args.write, SCRIPT, TITLE, block)
-        print(f"\nwritten into {args.write}", file=sys.stderr)
+    harness.run(args, argv, SCRIPT, TITLE, "bread-bench-http-", bench, report, figures)
 
 
 if __name__ == "__main__":

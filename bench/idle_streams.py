@@ -23,10 +23,7 @@ servers::
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -233,26 +230,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=2, help="repetitions, each with fresh servers (default 2)")
     parser.add_argument("--streams", type=int, default=2000, help="idle streams at the last step (default 2000)")
     parser.add_argument("--idle-seconds", type=float, default=3.0, help="idling measured at each step (default 3)")
-    parser.add_argument("--write", type=Path, metavar="MD", help="write the figures into this markdown file")
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=os.environ.get("BENCH_JSON") or None,
-        help="also write the figures as JSON (bench/run sets $BENCH_JSON)",
-    )
+    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     limit = harness.raise_open_files(args.streams + 256)
     if limit < args.streams + 64:
         parser.error(f"the open-file limit is {limit}, too low for {args.streams} streams")
-    command = harness.command_line(SCRIPT, argv)
-    with tempfile.TemporaryDirectory(prefix="bread-bench-idle-") as tmp:
-        result = bench(args, Path(tmp))
-    block = report(result, args, command)
-    print(block)
-    harness.write_json(args.json, SCRIPT, figures(result, args))
-    if args.write:
-        harness.write_section(args.write, SCRIPT, TITLE, block)
-        print(f"\nwritten into {args.write}", file=sys.stderr)
+    harness.run(args, argv, SCRIPT, TITLE, "bread-bench-idle-", bench, report, figures)
 
 
 if __name__ == "__main__":

@@ -202,13 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=2, help="repetitions, side by side (default 2)")
     parser.add_argument("--runs", type=int, default=10_000, help="runs per repetition (default 10000)")
     parser.add_argument("--timeout", type=float, default=480, help="seconds a repetition may take (default 480)")
-    parser.add_argument("--write", type=Path, metavar="MD", help="write the figures into this markdown file")
-    parser.add_argument(
-        "--json",
-        type=Path,
-        default=os.environ.get("BENCH_JSON") or None,
-        help="also write the figures as JSON (bench/run sets $BENCH_JSON)",
-    )
+    harness.add_output_options(parser)
     parser.add_argument("--traced", type=int, default=1, help="repetitions run with tracemalloc on (default 1)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--retention", action="store_true", help=argparse.SUPPRESS)
@@ -221,15 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args.runs, [0, args.runs // 4, args.runs // 2, args.runs], args.json, bool(args.traced))
         return
-    command = harness.command_line(SCRIPT, argv)
-    with tempfile.TemporaryDirectory(prefix="bread-bench-memory-") as tmp:
-        result = bench(args, Path(tmp))
-    block = report(result, args, command)
-    print(block)
-    harness.write_json(args.json, SCRIPT, figures(result, args))
-    if args.write:
-        harness.write_section(args.write, SCRIPT, TITLE, block)
-        print(f"\nwritten into {args.write}", file=sys.stderr)
+    harness.run(args, argv, SCRIPT, TITLE, "bread-bench-memory-", bench, report, figures)
 
 
 if __name__ == "__main__":

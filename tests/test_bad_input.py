@@ -8,7 +8,7 @@ from bread_sync import Agent, BreadError, Config
 from bread_sync.errors import ALL_CODES, HTTP_STATUS
 
 
-def raises_code(code, fn, *args, **kwargs):
+def assert_raises_code(code, fn, *args, **kwargs):
     with pytest.raises(BreadError) as caught:
         fn(*args, **kwargs)
     assert caught.value.code == code
@@ -16,25 +16,25 @@ def raises_code(code, fn, *args, **kwargs):
 
 
 def test_an_unknown_agent_is_agent_not_found_and_logs_nothing(bread):
-    raises_code("AGENT_NOT_FOUND", bread.run, "nobody", "hi")
+    assert_raises_code("AGENT_NOT_FOUND", bread.run, "nobody", "hi")
     assert bread.store.list_runs() == []
 
 
 @pytest.mark.parametrize("bad", [None, {}, {"topic": 3}, "bread", [1]])
 def test_input_failing_the_schema_is_input_invalid_before_any_crumb(bread, bad):
-    error = raises_code("INPUT_INVALID", bread.run, "writer", bad)
+    error = assert_raises_code("INPUT_INVALID", bread.run, "writer", bad)
     assert "topic" in error.message or "input" in error.message
     assert bread.store.list_runs() == []
 
 
 def test_an_unknown_provider_is_unknown_provider(make_bread):
     bread = make_bread(Config(agents=[Agent(id="lost", model="nowhere:model")]))
-    raises_code("UNKNOWN_PROVIDER", bread.run, "lost", "hi")
+    assert_raises_code("UNKNOWN_PROVIDER", bread.run, "lost", "hi")
     assert bread.store.list_runs() == []
 
 
 def test_an_unknown_skill_is_skill_not_found(bread):
-    raises_code("SKILL_NOT_FOUND", bread.run, "echo", "hi", skill="juggling")
+    assert_raises_code("SKILL_NOT_FOUND", bread.run, "echo", "hi", skill="juggling")
 
 
 def test_skills_load_from_skill_md_and_reach_the_model(make_bread, tmp_path: Path):
@@ -64,12 +64,12 @@ def test_a_run_id_starts_one_run_and_a_retry_attaches_to_it(bread):
     again = bread.run("echo", "something else", run_id="r", mode="sync")
     assert again.output == first.output == "hi there"
     assert [f.type for f in bread.store.get_crumbs("r")].count("agent:run:start") == 1
-    raises_code("INVALID_REQUEST", bread.run, "writer", {"topic": "x"}, run_id="r")
+    assert_raises_code("INVALID_REQUEST", bread.run, "writer", {"topic": "x"}, run_id="r")
 
 
 def test_a_bad_session_is_invalid_request(bread):
-    raises_code("INVALID_REQUEST", bread.run, "echo", "hi", session={"tags": {"a": 1}})
-    raises_code("INVALID_REQUEST", bread.run, "echo", "hi", session=["s"])
+    assert_raises_code("INVALID_REQUEST", bread.run, "echo", "hi", session={"tags": {"a": 1}})
+    assert_raises_code("INVALID_REQUEST", bread.run, "echo", "hi", session=["s"])
 
 
 def test_a_failing_before_run_logs_a_start_then_one_error(make_bread):

@@ -353,7 +353,7 @@ class Tail(threading.Thread):
 # -- what the tests check again and again -------------------------------------------------------
 
 
-def error_body(response: httpx.Response | Stream, status: int, code: str) -> dict[str, Any]:
+def assert_error_body(response: httpx.Response | Stream, status: int, code: str) -> dict[str, Any]:
     """A non-streaming error answer: ``status`` with ``{"error": {"code", "message"}}``, nothing else."""
     if isinstance(response, httpx.Response):
         actual, text = response.status_code, response.text

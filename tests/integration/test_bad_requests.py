@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from .client import error_body, failure_of, fetch, run
+from .client import assert_error_body, failure_of, fetch, run
 from .servers import MAIN
 
 #: What a body must never show: a stack trace or a path on the server.
@@ -38,19 +38,19 @@ def test_an_unreadable_request_is_400(http, server, wire, case):
 
     answer = fetch(http, "POST", f"{server.url}{path}", wire, content=content)
 
-    error_body(answer, 400, "INVALID_REQUEST")
+    assert_error_body(answer, 400, "INVALID_REQUEST")
     assert_no_leak(answer.raw)
 
 
 def test_a_session_that_is_not_an_object_is_400(http, server, wire):
     answer = fetch(http, "POST", f"{server.url}/agents/echo/run", wire, body={"input": "x", "session": 5})
 
-    error_body(answer, 400, "INVALID_REQUEST")
+    assert_error_body(answer, 400, "INVALID_REQUEST")
 
 
 def assert_nothing_logged(http, base: str, run_id: str, wire: str) -> None:
-    error_body(http.get(f"{base}/runs/{run_id}"), 404, "RUN_NOT_FOUND")
-    error_body(fetch(http, "GET", f"{base}/runs/{run_id}/stream", wire), 404, "RUN_NOT_FOUND")
+    assert_error_body(http.get(f"{base}/runs/{run_id}"), 404, "RUN_NOT_FOUND")
+    assert_error_body(fetch(http, "GET", f"{base}/runs/{run_id}/stream", wire), 404, "RUN_NOT_FOUND")
 
 
 def test_an_unknown_agent_fails_in_the_stream(http, server, wire):

@@ -8,8 +8,8 @@ import uuid
 
 from .client import (
     TEXT_DELTA,
+    assert_error_body,
     assert_log,
-    error_body,
     failure_of,
     log_of,
     open_stream,
@@ -58,7 +58,7 @@ def test_cancel_ends_the_run_within_a_step(http, server, wire):
         seconds = time.monotonic() - sent
 
     assert_cancelled(http, server.url, stream, wire, seconds)
-    error_body(http.post(f"{server.url}/runs/{stream.run_id}/cancel"), 404, "RUN_NOT_FOUND")
+    assert_error_body(http.post(f"{server.url}/runs/{stream.run_id}/cancel"), 404, "RUN_NOT_FOUND")
 
 
 def test_cancel_sent_to_another_process_is_honoured(http, server, peer, wire):
@@ -75,11 +75,11 @@ def test_cancel_sent_to_another_process_is_honoured(http, server, peer, wire):
 
 
 def test_cancel_of_an_unknown_or_finished_run_is_404(http, server, wire):
-    error_body(http.post(f"{server.url}/runs/run-missing-{uuid.uuid4().hex}/cancel"), 404, "RUN_NOT_FOUND")
+    assert_error_body(http.post(f"{server.url}/runs/run-missing-{uuid.uuid4().hex}/cancel"), 404, "RUN_NOT_FOUND")
 
     finished = run(http, server.url, "echo", {"input": "done"}, wire)
     assert finished.last_crumb.type == "agent:run:end"
-    error_body(http.post(f"{server.url}/runs/{finished.run_id}/cancel"), 404, "RUN_NOT_FOUND")
+    assert_error_body(http.post(f"{server.url}/runs/{finished.run_id}/cancel"), 404, "RUN_NOT_FOUND")
     assert_log(log_of(http, server.url, finished.run_id, wire), finished.run_id)
 
 

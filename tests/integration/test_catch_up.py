@@ -11,7 +11,7 @@ from .client import (
     TEXT_DELTA,
     Tail,
     assert_continuation,
-    error_body,
+    assert_error_body,
     fetch,
     logged_seqs,
     open_stream,
@@ -74,7 +74,7 @@ def test_finished_run_with_nothing_after_the_position_is_204(http, server, wire,
 def test_unknown_run_is_404(http, server, wire):
     stream = replay(http, server.url, f"run-missing-{uuid.uuid4().hex}", wire)
 
-    error_body(stream, 404, "RUN_NOT_FOUND")
+    assert_error_body(stream, 404, "RUN_NOT_FOUND")
 
 
 MALFORMED = ["abc", "-1", "1" * 100, str(2**63), "1.5", "0x10"]
@@ -84,26 +84,26 @@ MALFORMED = ["abc", "-1", "1" * 100, str(2**63), "1.5", "0x10"]
 def test_malformed_last_event_id_is_400(http, server, wire, finished_run, value):
     stream = fetch(http, "GET", passive_url(server.url, finished_run), wire, headers={"Last-Event-ID": value})
 
-    error_body(stream, 400, "INVALID_REQUEST")
+    assert_error_body(stream, 400, "INVALID_REQUEST")
 
 
 @pytest.mark.parametrize("value", ["abc", "-1", "1" * 100])
 def test_malformed_after_is_400(http, server, wire, finished_run, value):
     stream = fetch(http, "GET", passive_url(server.url, finished_run, value), wire)
 
-    error_body(stream, 400, "INVALID_REQUEST")
+    assert_error_body(stream, 400, "INVALID_REQUEST")
 
 
 def test_superscript_digit_last_event_id_is_400(http, server, wire, finished_run):
     stream = fetch(http, "GET", passive_url(server.url, finished_run), wire, headers={"Last-Event-ID": b"\xb2"})
 
-    error_body(stream, 400, "INVALID_REQUEST")
+    assert_error_body(stream, 400, "INVALID_REQUEST")
 
 
 def test_superscript_digit_after_is_400(http, server, wire, finished_run):
     stream = fetch(http, "GET", passive_url(server.url, finished_run, "%C2%B2"), wire)
 
-    error_body(stream, 400, "INVALID_REQUEST")
+    assert_error_body(stream, 400, "INVALID_REQUEST")
 
 
 def assert_tail_of_ticks(events, everything: str) -> None:

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from .client import error_body, fetch, run
+from .client import assert_error_body, fetch, run
 
 FORBIDDEN_HOSTS = ["evil.example", "localhost.", "127.1", "0.0.0.0", "[::]", "::"]
 LOOPBACK_HOSTS = ["localhost:3000", "127.0.0.1", "[::1]:8080", "localhost", "[::1]"]
@@ -30,7 +30,7 @@ def test_a_host_that_is_not_loopback_is_403(http, server, wire, host):
     forbidden(fetch(http, "GET", f"{server.url}/runs/{run_id}/stream", wire, headers=headers))
     forbidden(fetch(http, "POST", f"{server.url}/runs/{run_id}/cancel", wire, headers=headers))
     # The handler did not run: no run was created.
-    error_body(http.get(f"{server.url}/runs/{run_id}"), 404, "RUN_NOT_FOUND")
+    assert_error_body(http.get(f"{server.url}/runs/{run_id}"), 404, "RUN_NOT_FOUND")
 
 
 def test_x_forwarded_host_is_ignored(http, server, wire):
@@ -90,10 +90,10 @@ def test_a_body_over_the_limit_is_413(http, limited):
     stream = fetch(http, "POST", f"{limited.url}/agents/echo/run", "sse", content=padded(LIMIT + 1))
 
     assert stream.request_headers["content-length"] == str(LIMIT + 1)
-    error_body(stream, 413, "BODY_TOO_LARGE")
+    assert_error_body(stream, 413, "BODY_TOO_LARGE")
     # The limit is global: a non-streaming route is capped as well.
     cleanup = fetch(http, "POST", f"{limited.url}/sessions/cleanup", "sse", content=b"{}" + b" " * LIMIT)
-    error_body(cleanup, 413, "BODY_TOO_LARGE")
+    assert_error_body(cleanup, 413, "BODY_TOO_LARGE")
 
 
 def test_a_chunked_upload_over_the_limit_is_413(http, limited):
@@ -101,7 +101,7 @@ def test_a_chunked_upload_over_the_limit_is_413(http, limited):
 
     assert "content-length" not in stream.request_headers
     assert stream.request_headers["transfer-encoding"] == "chunked"
-    error_body(stream, 413, "BODY_TOO_LARGE")
+    assert_error_body(stream, 413, "BODY_TOO_LARGE")
     assert http.get(f"{limited.url}/agents").status_code == 200
 
 

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from .client import RUN_END, error_body, fetch, open_stream, passive_url, run
+from .client import RUN_END, assert_error_body, fetch, open_stream, passive_url, run
 from .servers import Server
 from .test_bad_requests import assert_no_leak
 
@@ -153,9 +153,9 @@ def test_the_default_limit_holds_with_and_without_a_content_length(http, sse):
     lying = raw_request(sse, b"POST /agents/echo/run HTTP/1.1\r\nHost: localhost\r\nContent-Length: 99999999999")
 
     assert exact.status == 200 and exact.last_crumb.data["output"] == "hi"
-    error_body(over, 413, "BODY_TOO_LARGE")
+    assert_error_body(over, 413, "BODY_TOO_LARGE")
     assert "transfer-encoding" in chunked.request_headers
-    error_body(chunked, 413, "BODY_TOO_LARGE")
+    assert_error_body(chunked, 413, "BODY_TOO_LARGE")
     assert lying.status == 413 and lying.json()["error"]["code"] == "BODY_TOO_LARGE"
     serves(sse)
 
@@ -256,7 +256,7 @@ def test_the_largest_seq_is_204_for_a_finished_run_and_400_for_a_running_one(htt
             # A tail past the log's end would wait beyond the run's end for a frame that cannot come.
             started = time.monotonic()
             answer = fetch(http, "GET", passive_url(sse.url, live.run_id, after), "sse", headers=headers, seconds=5)
-            error_body(answer, 400, "INVALID_REQUEST")
+            assert_error_body(answer, 400, "INVALID_REQUEST")
             assert time.monotonic() - started < 2
         caught_up = fetch(http, "GET", passive_url(sse.url, live.run_id, 1), "sse", seconds=10)
         live.rest()

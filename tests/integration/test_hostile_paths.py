@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from .client import error_body, fetch, wait_for
+from .client import assert_error_body, fetch, wait_for
 from .test_bad_requests import assert_no_leak
 from .test_hostile_input import raw_request, serves, sse  # noqa: F401 - the sse fixture
 
@@ -56,7 +56,7 @@ def test_a_request_line_http_does_not_allow_is_refused_before_the_app(sse):  # n
 def test_an_id_in_a_body_is_checked_before_it_reaches_a_header(http, sse):  # noqa: F811
     for run_id in ["a\r\nSet-Cookie: x=1", "ü", "a/b", "a" * 201, "", " ", "a\x00", "a?b", "a#b", "a%2Fb"]:
         answer = fetch(http, "POST", f"{sse.url}/agents/echo/run", "sse", body={"input": "x", "runId": run_id})
-        error_body(answer, 400, "INVALID_REQUEST")
+        assert_error_body(answer, 400, "INVALID_REQUEST")
 
 
 # -- the Host header --------------------------------------------------------------------------------
@@ -92,4 +92,4 @@ def test_a_run_id_of_dots_only_is_refused(http, sse):  # noqa: F811
     # never be tailed or cancelled. The pattern is the OpenAPI owner's (bread_sync/server/schemas.py).
     for run_id in ["..", "."]:
         answer = fetch(http, "POST", f"{sse.url}/agents/echo/run", "sse", body={"input": "x", "runId": run_id})
-        error_body(answer, 400, "INVALID_REQUEST")
+        assert_error_body(answer, 400, "INVALID_REQUEST")

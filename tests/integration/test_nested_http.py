@@ -33,9 +33,9 @@ from .client import (
     Event,
     Stream,
     Tail,
+    assert_error_body,
     assert_log,
     durable_seqs,
-    error_body,
     failure_of,
     fetch,
     log_of,
@@ -317,7 +317,7 @@ def test_a_skill_reaches_the_model_and_an_unknown_one_fails_in_the_stream(http, 
         refused = run(http, nested.url, agent, {"input": "hi", "skill": "nope", "runId": run_id}, wire)
         assert refused.run_id == run_id
         assert failure_of(refused, wire)["code"] == "SKILL_NOT_FOUND"
-        error_body(http.get(f"{nested.url}/runs/{run_id}"), 404, "RUN_NOT_FOUND")
+        assert_error_body(http.get(f"{nested.url}/runs/{run_id}"), 404, "RUN_NOT_FOUND")
 
 
 # -- cancel inside nested work --------------------------------------------------------------------
@@ -476,7 +476,7 @@ def test_a_subagent_pauses_the_parent_and_resumes_on_the_other_process(http, nes
 
 
 def assert_nothing_created(http, base: str, run_id: str) -> None:
-    error_body(http.get(f"{base}/runs/{run_id}"), 404, "RUN_NOT_FOUND")
+    assert_error_body(http.get(f"{base}/runs/{run_id}"), 404, "RUN_NOT_FOUND")
 
 
 def test_an_unknown_pipeline_fails_in_the_stream(http, server, wire):
@@ -501,10 +501,10 @@ def test_a_loop_input_failing_the_schema_fails_in_the_stream(http, server, wire,
 
 
 def test_unknown_loops_and_task_runs_are_404(http, server, wire):
-    error_body(http.get(f"{server.url}/loops/loop_{uuid.uuid4().hex}"), 404, "LOOP_NOT_FOUND")
-    error_body(http.get(f"{server.url}/loops/nope"), 404, "LOOP_NOT_FOUND")
-    error_body(http.get(f"{server.url}/tasks/task_{uuid.uuid4().hex}"), 404, "TASK_RUN_NOT_FOUND")
-    error_body(http.get(f"{server.url}/tasks/nope"), 404, "TASK_RUN_NOT_FOUND")
+    assert_error_body(http.get(f"{server.url}/loops/loop_{uuid.uuid4().hex}"), 404, "LOOP_NOT_FOUND")
+    assert_error_body(http.get(f"{server.url}/loops/nope"), 404, "LOOP_NOT_FOUND")
+    assert_error_body(http.get(f"{server.url}/tasks/task_{uuid.uuid4().hex}"), 404, "TASK_RUN_NOT_FOUND")
+    assert_error_body(http.get(f"{server.url}/tasks/nope"), 404, "TASK_RUN_NOT_FOUND")
 
 
 def test_task_args_failing_the_schema_fail_the_task_not_the_run(http, nested, wire):

@@ -26,8 +26,8 @@ from .client import (
     Stream,
     Tail,
     assert_continuation,
+    assert_error_body,
     assert_log,
-    error_body,
     fetch,
     log_of,
     new_client,
@@ -197,8 +197,8 @@ def test_a_cancel_sent_to_another_replica_stops_the_run_at_once(http, replicas):
     assert http.get(f"{c.url}/runs/{stream.run_id}").json()["status"] == "cancelled"
     assert_log(log_of(http, c.url, stream.run_id, WIRE), stream.run_id)
     # 404 only when no replica runs it: a finished run, an unknown one.
-    error_body(http.post(f"{c.url}/runs/{stream.run_id}/cancel"), 404, "RUN_NOT_FOUND")
-    error_body(http.post(f"{b.url}/runs/{new_run_id()}/cancel"), 404, "RUN_NOT_FOUND")
+    assert_error_body(http.post(f"{c.url}/runs/{stream.run_id}/cancel"), 404, "RUN_NOT_FOUND")
+    assert_error_body(http.post(f"{b.url}/runs/{new_run_id()}/cancel"), 404, "RUN_NOT_FOUND")
 
 
 def test_a_passive_tail_reconnects_to_another_replica_with_last_event_id(http, replicas):

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from .client import RUN_START, TEXT_DELTA, assert_log, error_body, log_of, open_stream, replay, run, text_of
+from .client import RUN_START, TEXT_DELTA, assert_error_body, assert_log, log_of, open_stream, replay, run, text_of
 
 
 def test_the_same_run_id_twice_is_one_run(http, server, wire):
@@ -61,7 +61,7 @@ def test_a_caller_chosen_run_id_is_refused_or_addressable(http, server, wire, ru
     stream = run(http, server.url, "echo", {"input": "address me", "runId": run_id}, wire)
 
     if stream.status == 400:
-        error_body(stream, 400, "INVALID_REQUEST")
+        assert_error_body(stream, 400, "INVALID_REQUEST")
         return
     assert stream.status == 200, (stream.status, stream.text[:300])
     assert stream.run_id == run_id and stream.last_crumb.data["runId"] == run_id

@@ -15,7 +15,7 @@ from bread_sync.demo import config as demo_config
 from bread_sync.models import script
 from bread_sync.models.script import call, say
 
-MAX_STEPS = 50
+MAX_STEPS = 60
 
 
 class Steps(BaseModel):

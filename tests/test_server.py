@@ -12,6 +12,8 @@ from bread_sync.server.guard import is_loopback_host
 from bread_sync.server.serve import LOOPBACK_WARNING, check_bind
 from bread_sync.wire import NDJSONDecoder, SSEDecoder
 
+from .test_listen_rules import COMBINATIONS
+
 
 @pytest.fixture
 def app(make_bread):
@@ -44,19 +46,7 @@ class AuthPlugin:
     name = "auth"
 
 
-@pytest.mark.parametrize(
-    ("auth", "authorize", "host", "outcome"),
-    [
-        (False, False, "127.0.0.1", "warn"),
-        (False, True, "127.0.0.1", "warn"),
-        (False, False, "0.0.0.0", "refuse"),
-        (False, True, "0.0.0.0", "refuse"),
-        (True, False, "127.0.0.1", "refuse"),
-        (True, False, "0.0.0.0", "refuse"),
-        (True, True, "127.0.0.1", "listen"),
-        (True, True, "0.0.0.0", "listen"),
-    ],
-)
+@pytest.mark.parametrize(("auth", "authorize", "host", "outcome"), COMBINATIONS)
 def test_the_listen_rules(auth, authorize, host, outcome):
     config = Config(plugins=[AuthPlugin()] if auth else [])
     config.server.authorize = (lambda identity, action, args: True) if authorize else None

@@ -1,8 +1,8 @@
 """The config of the servers the fault and shutdown tests start
 (``BREAD_CONFIG=tests.integration.fault_config:config``): the demo agents plus
 
-- ``stepper``: ``count`` steps ``delayMs`` long, each saying a few words and calling a tool, so
-  its log grows with durable crumbs all along (``slow`` only logs at its end);
+- ``stepper`` (from tests.replica_config): ``count`` steps ``delayMs`` long, each saying a few
+  words and calling a tool, so its log grows with durable crumbs all along (``slow`` only logs at its end);
 - ``stuck``: calls a tool that sleeps ``seconds`` and never looks at the cancel signal, so it
   cannot reach a step boundary in time;
 - ``broken``: calls a tool that raises, so the server logs a failure inside a run.
@@ -20,12 +20,7 @@ from bread_sync.demo import config as demo_config
 from bread_sync.models import script
 from bread_sync.models.script import call, say
 
-MAX_STEPS = 60
-
-
-class Steps(BaseModel):
-    count: int = Field(ge=1, le=MAX_STEPS)
-    delayMs: int = Field(ge=0, le=10_000)  # noqa: N815 - the wire spelling
+from ..replica_config import stepper
 
 
 class Step(BaseModel):
@@ -34,12 +29,6 @@ class Step(BaseModel):
 
 class Nap(BaseModel):
     seconds: float = Field(ge=0, le=600)
-
-
-@tool
-def note(step: Step, ctx: ToolContext) -> dict:
-    """Note that a step is done."""
-    return {"noted": step.n}
 
 
 @tool
@@ -54,24 +43,6 @@ def explode(args: Step, ctx: ToolContext) -> dict:
     """Always fails."""
     raise RuntimeError(f"step {args.n} broke")
 
-
-def _step(n: int):
-    def play(convo: script.Conversation):
-        if n > convo.input["count"]:
-            return None
-        return [say([f"step {n} ", "done "], delay=convo.input["delayMs"] / 1000), call("note", {"n": n})]
-
-    return play
-
-
-stepper = Agent(
-    id="stepper",
-    description="`count` steps `delayMs` long, each saying two chunks and calling a tool.",
-    model=script.provider([_step(n) for n in range(1, MAX_STEPS + 1)] + [say("finished.")]),
-    tools=[note],
-    input_schema=Steps,
-    max_steps=MAX_STEPS + 2,
-)
 
 stuck = Agent(
     id="stuck",

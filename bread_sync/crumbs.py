@@ -52,6 +52,8 @@ _ERROR_FIELDS = {TOOL_ERROR: "error", AGENT_ERROR: "error"}
 
 #: Compact JSON as every wire and the log carry it.
 dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: A str as a JSON string, as ``dumps`` writes it (ensure_ascii=False), without its Python wrapper.
+json_string = json.encoder.encode_basestring
 
 
 def is_durable(crumb: dict[str, Any]) -> bool:
@@ -103,6 +105,12 @@ class Frame:
 
     def __repr__(self) -> str:
         return f"Frame({self.run_id!r}, {self.seq}, {self.crumb!r})"
+
+
+def text_delta_wire_head(run_id: str) -> str:
+    """The wire JSON of a run's ``text:delta`` crumbs up to the delta's text: the same for each
+    of them, so a delta's wire is this, its text as a JSON string, and ``}``."""
+    return f'{{"type":"{TEXT_DELTA}","runId":{dumps(run_id)},"delta":'
 
 
 def to_wire_crumb(crumb: dict[str, Any]) -> dict[str, Any]:

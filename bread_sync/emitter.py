@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .crumbs import TEXT_DELTA, Frame
+from .crumbs import TEXT_DELTA, Frame, json_string, text_delta_wire_head
 
 log = logging.getLogger("bread_sync")
 
@@ -30,6 +30,7 @@ class Emitter:
         self._store = store
         self._publish = publish
         self._text: list[str] = []
+        self._delta_head = text_delta_wire_head(run_id)
 
     @property
     def next_seq(self) -> int:
@@ -38,8 +39,12 @@ class Emitter:
 
     def emit(self, crumb: dict[str, Any]) -> Frame:
         if crumb["type"] == TEXT_DELTA:
-            self._text.append(crumb["delta"])
-            frame = Frame(self.run_id, self.last_seq, crumb)
+            delta = crumb["delta"]
+            self._text.append(delta)
+            # Deltas are most of a run's crumbs: their wire is templated, not encoded as a dict.
+            templated = len(crumb) == 3 and crumb["runId"] == self.run_id
+            wire = self._delta_head + json_string(delta) + "}" if templated else None
+            frame = Frame(self.run_id, self.last_seq, crumb, wire)
         else:
             frame = self._commit(crumb)
         self._publish(frame)
@@ -50,8 +55,9 @@ class Emitter:
         seq = self.last_seq
         if self._text:
             seq += 1
-            aggregated = {"type": TEXT_DELTA, "runId": self.run_id, "delta": "".join(self._text)}
-            rows.append(Frame(self.run_id, seq, aggregated))
+            text = "".join(self._text)
+            aggregated = {"type": TEXT_DELTA, "runId": self.run_id, "delta": text}
+            rows.append(Frame(self.run_id, seq, aggregated, self._delta_head + json_string(text) + "}"))
         seq += 1
         frame = Frame(self.run_id, seq, crumb)
         rows.append(frame)

@@ -33,7 +33,7 @@ def subscribe_frame(run_id: str, after_seq: int) -> dict[str, Any]:
 def encode_frame(frame: Frame | dict[str, Any]) -> str:
     """One frame as compact JSON text (no newline). A :class:`Frame` becomes a CrumbFrame."""
     if isinstance(frame, Frame):
-        return _crumb_frame_around(frame)
+        return crumb_frame_text(frame)
     else:
         _validate(frame)
         if frame["type"] == "crumb":
@@ -41,8 +41,9 @@ def encode_frame(frame: Frame | dict[str, Any]) -> str:
     return dumps(frame)
 
 
-def _crumb_frame_around(frame: Frame) -> str:
-    # Reuses the crumb JSON the choke point already produced: no second serialisation.
+def crumb_frame_text(frame: Frame) -> str:
+    """A :class:`Frame` as CrumbFrame JSON text, around the crumb JSON the choke point
+    already produced: no second serialisation."""
     return f'{_frame_head(frame.run_id)}"seq":{frame.seq},"crumb":{frame.wire}}}'
 
 

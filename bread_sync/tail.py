@@ -8,7 +8,6 @@ segment that arrives both live and aggregated is shown once.
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame
 from .errors import RUN_NOT_FOUND, BreadError
+from .inbox import Inbox
 from .stores import FINISHED, has_crumb_log
 from .transports import can_subscribe, is_healthy, reports_health
 
@@ -89,11 +89,11 @@ class LogFollower:
         self.bread = bread
         self.interval = interval
         self._lock = threading.Lock()
-        self._watching: dict[str, list[tuple[queue.Queue, list[int]]]] = {}
+        self._watching: dict[str, list[tuple[Inbox, list[int]]]] = {}
         self._thread: threading.Thread | None = None
         self._degraded = False
 
-    def watch(self, run_id: str, inbox: queue.Queue, after: int) -> Any:
+    def watch(self, run_id: str, inbox: Inbox, after: int) -> Any:
         entry = (inbox, [after])
         with self._lock:
             self._watching.setdefault(run_id, []).append(entry)
@@ -129,7 +129,7 @@ class LogFollower:
                 if everything or (elsewhere and run_id not in self.bread.cancels):
                     self._poll(run_id, entries)
 
-    def _poll(self, run_id: str, entries: list[tuple[queue.Queue, list[int]]]) -> None:
+    def _poll(self, run_id: str, entries: list[tuple[Inbox, list[int]]]) -> None:
         after = min(position[0] for _, position in entries)
         frames = self.bread.store.get_crumbs(run_id, after=after)
         if not frames:
@@ -178,7 +178,7 @@ def tail(
     """
     if bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
-    inbox: queue.Queue = queue.Queue()
+    inbox = Inbox()
     subscription = None
     if can_subscribe(bread.transport):
         subscription = bread.transport.subscribe(run_id, after, lambda frame: inbox.put((LIVE, frame)))
@@ -218,28 +218,27 @@ class _Follow:
 
     def _live(self, check_gap: bool) -> Iterator[Frame | Gap | None]:
         while True:
-            try:
-                source, frame = self.inbox.get(timeout=self.heartbeat)
-            except queue.Empty:
+            batch = self.inbox.take(self.heartbeat)
+            if not batch:
                 yield None
-                continue
-            if frame is ENDED:
-                return
-            if source == LIVE and self._past_a_hole(frame):
-                for missed in self._from_log(frame.seq):
-                    yield missed
-                    if missed.type in self.ends:
-                        return
-            accepted = self.dedup.accept(frame, source)
-            if accepted is None:
-                continue
-            if check_gap and accepted.durable:
-                check_gap = False
-                if accepted.seq > self.after + 1:
-                    yield Gap(accepted.seq)
-            yield accepted
-            if accepted.type in self.ends:
-                return
+            for source, frame in batch:
+                if frame is ENDED:
+                    return
+                if source == LIVE and self._past_a_hole(frame):
+                    for missed in self._from_log(frame.seq):
+                        yield missed
+                        if missed.type in self.ends:
+                            return
+                accepted = self.dedup.accept(frame, source)
+                if accepted is None:
+                    continue
+                if check_gap and accepted.durable:
+                    check_gap = False
+                    if accepted.seq > self.after + 1:
+                        yield Gap(accepted.seq)
+                yield accepted
+                if accepted.type in self.ends:
+                    return
 
     def _log_pages(self) -> Iterator[Frame]:
         """The log past ``after``, a page at a time: a long catch-up neither loads every row

@@ -15,7 +15,7 @@ from typing import Any
 
 from .crumbs import AGENT_ERROR, Frame, dumps
 from .errors import BreadError
-from .protocol import BREAD_PROTOCOL_VERSION, decode_frame, encode_frame
+from .protocol import BREAD_PROTOCOL_VERSION, crumb_frame_text, decode_frame
 
 SSE_RETRY_MS = 3000
 SSE_PING = b": ping\n\n"
@@ -37,7 +37,7 @@ def sse_retry(ms: int = SSE_RETRY_MS) -> bytes:
 
 
 def ndjson_crumb(frame: Frame) -> bytes:
-    return (encode_frame(frame) + "\n").encode()
+    return (crumb_frame_text(frame) + "\n").encode()
 
 
 def sse_gap(earliest_seq: int) -> bytes:

@@ -1,0 +1,32 @@
+"""The choke point's templated wire for text deltas is the JSON a generic encode would give."""
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bread_sync.crumbs import TEXT_DELTA, dumps
+from bread_sync.emitter import Emitter
+from bread_sync.stores import memory
+
+
+@given(run_id=st.text(min_size=1), deltas=st.lists(st.text(), min_size=1, max_size=5))
+def test_delta_frames_and_their_aggregate_carry_the_json_of_their_crumb(run_id, deltas):
+    store = memory.store()
+    published = []
+    emitter = Emitter(run_id, store, published.append)
+    for delta in deltas:
+        emitter.emit({"type": TEXT_DELTA, "runId": run_id, "delta": delta})
+    emitter.emit({"type": "agent:run:end", "runId": run_id, "output": None})
+    aggregated = store.get_crumbs(run_id)[0]
+    for frame in [*published, aggregated]:
+        if frame.type == TEXT_DELTA:
+            assert frame.wire == dumps(frame.crumb)
+            assert json.loads(frame.wire) == frame.crumb
+    assert aggregated.crumb["delta"] == "".join(deltas)
+
+
+def test_a_delta_with_more_fields_is_encoded_whole():
+    emitter = Emitter("run_1", memory.store(), lambda frame: None)
+    crumb = {"type": TEXT_DELTA, "runId": "run_1", "delta": "hi", "agentId": "a"}
+    assert json.loads(emitter.emit(crumb).wire) == crumb

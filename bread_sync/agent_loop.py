@@ -136,13 +136,16 @@ class AgentLoop:
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         streamed: set[str] = set()
+        token, run_id = self.ctx.token, self.ctx.run_id
         events = provider.stream(request)
         try:
             for event in events:
-                self.ctx.token.raise_if_cancelled()
-                if isinstance(event, TextDelta):
+                token.raise_if_cancelled()
+                if isinstance(event, TextDelta):  # most events: their crumb made here, not in _crumb_of
                     text.append(event.text)
-                elif isinstance(event, ToolInputStart):
+                    yield {"type": c.TEXT_DELTA, "runId": run_id, "delta": event.text}
+                    continue
+                if isinstance(event, ToolInputStart):
                     streamed.add(event.id)
                 elif isinstance(event, FileOutput):
                     yield self.ctx.store_file(event)
@@ -156,14 +159,11 @@ class AgentLoop:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-        self.ctx.token.raise_if_cancelled()
+        token.raise_if_cancelled()
         return "".join(text), calls
 
     def _crumb_of(self, event: Any) -> dict[str, Any]:
-        crumb: dict[str, Any] = {"runId": self.ctx.run_id}
-        if isinstance(event, TextDelta):
-            return {"type": c.TEXT_DELTA, **crumb, "delta": event.text}
-        crumb["toolCallId"] = event.id
+        crumb: dict[str, Any] = {"runId": self.ctx.run_id, "toolCallId": event.id}
         if isinstance(event, ToolInputStart):
             return {"type": c.TOOL_INPUT_START, **crumb, "toolName": event.name}
         if isinstance(event, ToolInputDelta):

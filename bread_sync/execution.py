@@ -130,10 +130,11 @@ class Execution:
         self.bread.cancels.register(run_id, self.ctx.token)
         self.bread._keeper.watch(run_id)
         steps = self._steps(resume)
+        emit, token = self.emitter.emit, self.ctx.token
         try:
             for item in steps:
                 crumb = self._pause(item) if isinstance(item, Pause) else item
-                self.emitter.emit(crumb)
+                emit(crumb)
                 yield crumb
                 if crumb["type"] == c.HUMAN_REQUIRED:
                     self._settle("paused")
@@ -141,7 +142,7 @@ class Execution:
                 if crumb["type"] == c.AGENT_RUN_END:
                     self._finish("completed")
                     return
-                self.ctx.token.raise_if_cancelled()
+                token.raise_if_cancelled()
         except BreadError as exc:
             if exc.code == SEQ_CONFLICT:  # another process declared this run dead and ended it
                 log.warning("run %s was taken over; this process stops driving it", run_id)

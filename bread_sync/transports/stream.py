@@ -1,8 +1,10 @@
 """The embedded stream transport, the default: per-process ring buffers, nothing to install.
 
-Each run keeps its last ``buffer_size`` frames; at most ``max_runs`` runs are retained (the
-least recently published without subscribers go first), so memory stays flat however many
-runs a process serves. The store, not this buffer, is the durable history.
+Each run keeps its last ``buffer_size`` frames. Runs without subscribers are let go, least
+recently published first, once more than ``max_runs`` runs or ``max_frames`` frames in all are
+retained (checked when a run starts and when one ends), so memory stays flat however many runs
+a process serves. The frames bound also keeps the garbage collector's full passes short: every
+retained frame is an object they visit. The store, not this buffer, is the durable history.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict, deque
 
-from ..crumbs import Frame
+from ..crumbs import TERMINAL, Frame
 from . import Handler, wants_frame
+
+#: Frames retained in all, by default: about 5 MB of short deltas.
+MAX_FRAMES = 10_000
 
 
 class _RunBuffer:
@@ -33,20 +38,27 @@ class _Subscription:
 class StreamTransport:
     capability = "duplex"
 
-    def __init__(self, buffer_size: int = 1024, max_runs: int = 1000):
+    def __init__(self, buffer_size: int = 1024, max_runs: int = 1000, max_frames: int = MAX_FRAMES):
         self.buffer_size = buffer_size
         self.max_runs = max_runs
+        self.max_frames = max_frames
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, _RunBuffer] = OrderedDict()
+        self._frames = 0  # retained in all buffers
 
     def publish(self, frame: Frame) -> None:
         # Handlers run under the lock so a subscriber's replay and its live frames never
         # interleave; they only enqueue.
         with self._lock:
             buffer = self._buffer(frame.run_id)
-            buffer.frames.append(frame)
+            frames = buffer.frames
+            if len(frames) < self.buffer_size:
+                self._frames += 1
+            frames.append(frame)
             for handler in buffer.handlers:
                 handler(frame)
+            if frame.crumb["type"] in TERMINAL:
+                self._evict()
 
     def subscribe(self, run_id: str, after_seq: int, handler: Handler) -> _Subscription:
         with self._lock:
@@ -72,19 +84,23 @@ class StreamTransport:
         buffer = self._runs.get(run_id)
         if buffer is None:
             buffer = self._runs[run_id] = _RunBuffer(self.buffer_size)
-            self._evict()
+            self._evict(spare=buffer)
         else:
             self._runs.move_to_end(run_id)
         return buffer
 
-    def _evict(self) -> None:
-        excess = len(self._runs) - self.max_runs
-        if excess <= 0:
-            return
-        idle = [rid for rid, buf in self._runs.items() if not buf.handlers][:excess]
+    def _evict(self, spare: _RunBuffer | None = None) -> None:
+        runs, frames = len(self._runs) - self.max_runs, self._frames - self.max_frames
+        idle = []
+        for run_id, buffer in self._runs.items():  # least recently published first; usually idle
+            if runs <= 0 and frames <= 0:
+                break
+            if not buffer.handlers and buffer is not spare:
+                idle.append(run_id)
+                runs, frames = runs - 1, frames - len(buffer.frames)
         for run_id in idle:
-            del self._runs[run_id]
+            self._frames -= len(self._runs.pop(run_id).frames)
 
 
-def transport(buffer_size: int = 1024, max_runs: int = 1000) -> StreamTransport:
-    return StreamTransport(buffer_size=buffer_size, max_runs=max_runs)
+def transport(buffer_size: int = 1024, max_runs: int = 1000, max_frames: int = MAX_FRAMES) -> StreamTransport:
+    return StreamTransport(buffer_size=buffer_size, max_runs=max_runs, max_frames=max_frames)

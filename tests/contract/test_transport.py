@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from bread_sync.crumbs import Frame
+from bread_sync.crumbs import AGENT_RUN_END, Frame
 from bread_sync.transports import can_subscribe, stream
 
 DELIVERY_SECONDS = 5.0
@@ -165,3 +165,15 @@ def test_retention_is_bounded_in_runs_but_spares_runs_with_subscribers(implement
     t.subscribe("r0", 0, late.append)
     assert late == []  # evicted
     assert [f.seq for f in watched] == [1]
+
+
+def test_retention_is_bounded_in_frames_across_runs_once_they_end(implementation):
+    if implementation != "stream":
+        pytest.skip("Redis bounds its runs in time: a finished run's stream expires (tests/test_redis_transport.py)")
+    t = stream.transport(buffer_size=100, max_frames=250)
+    for n in range(5):  # five runs of 100 frames each, the last one a terminal crumb
+        for seq in range(1, 100):
+            t.publish(durable(f"r{n}", seq))
+        t.publish(Frame(f"r{n}", 100, {"type": AGENT_RUN_END, "runId": f"r{n}", "output": None}))
+    kept = {f"r{n}": len(t.retained(f"r{n}")) for n in range(5)}
+    assert kept == {"r0": 0, "r1": 0, "r2": 0, "r3": 100, "r4": 100}  # the least recently published went first

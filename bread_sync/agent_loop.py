@@ -248,11 +248,12 @@ class AgentLoop:
 
     def _remember(self, message: dict[str, Any]) -> None:
         """Add a message to what the model sees, and to the session's history if this is the
-        run's own agent."""
+        run's own agent (written with the run's next durable crumb)."""
         self.messages.append(message)
         if self.record:
             entry = {**message, "runId": self.ctx.run_id, "at": now_iso()}
-            self.ctx.bread.store.append_messages(self.ctx.session_id, [entry])
+            store, session_id = self.ctx.bread.store, self.ctx.session_id
+            self.ctx.emitter.defer(lambda: store.append_messages(session_id, [entry]))
 
     def _system_prompt(self) -> str:
         skill = self.agent.skills.get(self.skill) if self.skill else None

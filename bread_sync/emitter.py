@@ -31,18 +31,26 @@ class Emitter:
         self._publish = publish
         self._text: list[str] = []
         self._delta_head = text_delta_wire_head(run_id)
+        self._deferred: list[Callable[[], Any]] = []
 
     @property
     def next_seq(self) -> int:
         """The seq the next durable crumb will take, counting a pending aggregated delta."""
         return self.last_seq + (2 if self._text else 1)
 
+    def defer(self, write: Callable[[], Any]) -> None:
+        """A store write to make in the transaction of the next durable crumb, after its rows:
+        what a run records beside its log (its session's messages, its status) lands with the
+        crumb that reports it, or not at all, and costs no transaction of its own."""
+        self._deferred.append(write)
+
     def emit(self, crumb: dict[str, Any]) -> Frame:
         if crumb["type"] == TEXT_DELTA:
             delta = crumb["delta"]
             self._text.append(delta)
             # Deltas are most of a run's crumbs: their wire is templated, not encoded as a dict.
-            templated = len(crumb) == 3 and crumb["runId"] == self.run_id
+            # (The template's key order is the agent loop's; another order would be the same JSON.)
+            templated = len(crumb) == 3 and crumb.get("runId") == self.run_id
             wire = self._delta_head + json_string(delta) + "}" if templated else None
             frame = Frame(self.run_id, self.last_seq, crumb, wire)
         else:
@@ -61,7 +69,11 @@ class Emitter:
         seq += 1
         frame = Frame(self.run_id, seq, crumb)
         rows.append(frame)
-        self._store.append_crumbs(self.run_id, rows)
+        deferred, self._deferred = self._deferred, []
+        with self._store.batch():
+            self._store.append_crumbs(self.run_id, rows)
+            for write in deferred:
+                write()
         self._text.clear()
         self.last_seq = seq
         return frame

@@ -133,14 +133,17 @@ class Execution:
         emit, token = self.emitter.emit, self.ctx.token
         try:
             for item in steps:
-                crumb = self._pause(item) if isinstance(item, Pause) else item
+                if isinstance(item, Pause):
+                    crumb, final = self._pause(item), "paused"
+                elif item["type"] == c.AGENT_RUN_END:
+                    crumb, final = item, "completed"
+                    self._end_with_next_crumb(final)
+                else:
+                    crumb, final = item, None
                 emit(crumb)
+                self._final = final  # set once the crumb that ends (or pauses) the run is in the log
                 yield crumb
-                if crumb["type"] == c.HUMAN_REQUIRED:
-                    self._settle("paused")
-                    return
-                if crumb["type"] == c.AGENT_RUN_END:
-                    self._finish("completed")
+                if final is not None:
                     return
                 token.raise_if_cancelled()
         except BreadError as exc:
@@ -183,19 +186,30 @@ class Execution:
             # the human:required crumb takes emitter.next_seq; the continuation starts after it
             "nextSeq": self.emitter.next_seq + 1, "stack": self.root.snapshot(),
         }  # fmt: skip
-        self.store.save_checkpoint(checkpoint)
-        self.store.update_run(ctx.run_id, status="paused", checkpointId=checkpoint_id, owner=None)
+        store = self.store
+        self.emitter.defer(lambda: store.save_checkpoint(checkpoint))
+        self._end_with_next_crumb("paused", checkpointId=checkpoint_id)
         return crumb
 
     def _fail(self, error: BreadError) -> dict[str, Any]:
         crumb = c.error_crumb(self.ctx.run_id, error)
+        status = STATUS_OF_ERROR.get(error.code, "failed")
+        self._end_with_next_crumb(status)
         self.emitter.emit(crumb)
-        self._finish(STATUS_OF_ERROR.get(error.code, "failed"))
+        self._final = status
         return crumb
+
+    def _end_with_next_crumb(self, status: str, **fields: Any) -> None:
+        """The run's status, and the release of its session, written in the transaction of the
+        crumb that ends (or pauses) it: a client that sees that crumb finds the run settled."""
+        store, run_id, session_id = self.store, self.ctx.run_id, self.ctx.session_id
+        self.emitter.defer(lambda: store.update_run(run_id, status=status, owner=None, **fields))
+        self.emitter.defer(lambda: self.bread.sessions.release(session_id, run_id))
 
     def _abandon(self) -> None:
         # Only while this process still owns the run: another may have ended it meanwhile.
-        self._settle("interrupted")
+        self._final = "interrupted"
+        self.bread.sessions.release(self.ctx.session_id, self.ctx.run_id)
         owned = {"status": "running", "owner": self.bread.owner}
         if self.store.update_run(self.ctx.run_id, expect=owned, status="interrupted", owner=None):
             error = BreadError(RUN_INTERRUPTED, "the run was abandoned before it ended")
@@ -203,14 +217,6 @@ class Execution:
                 self.emitter.emit(c.error_crumb(self.ctx.run_id, error))
             except BreadError as exc:
                 log.warning("run %s: could not log its interruption (%s)", self.ctx.run_id, exc.code)
-
-    def _finish(self, status: str) -> None:
-        self.store.update_run(self.ctx.run_id, status=status, owner=None)
-        self._settle(status)
-
-    def _settle(self, status: str) -> None:
-        self._final = status
-        self.bread.sessions.release(self.ctx.session_id, self.ctx.run_id)
 
 
 def open_agent_run(
@@ -234,7 +240,7 @@ def open_agent_run(
         yield start  # the run exists: its log opens before it records the failure
         raise
     store = ctx.bread.store
-    store.touch_session(ctx.session_id, tags)
+    ctx.emitter.defer(lambda: store.touch_session(ctx.session_id, tags))
     if isinstance(root, AgentLoop):
         from .agent_loop import for_model
 

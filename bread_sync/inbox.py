@@ -8,6 +8,7 @@ per batch rather than once per item. Works the same with real threads and with g
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -25,14 +26,18 @@ class Inbox:
             self._ready.set()
 
     def take(self, timeout: float | None = None) -> list[Any]:
-        """Everything queued, waiting up to ``timeout`` seconds for the first item; ``[]`` if
-        none came."""
-        items = self._items
-        if not items:
-            self._ready.clear()
-            if not items:
-                self._ready.wait(timeout)
-        taken = []
-        while items:
-            taken.append(items.popleft())
-        return taken
+        """Everything queued, waiting up to ``timeout`` seconds for the first item; ``[]`` only
+        once the timeout has passed with none."""
+        items, ready = self._items, self._ready
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not items:
+            ready.clear()
+            if items:
+                break
+            # A set left over from an item already taken wakes this early: look and wait again.
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return []
+            ready.wait(left)
+        # As many as are there now: producers that keep putting cannot hold the consumer here.
+        return [items.popleft() for _ in range(len(items))]

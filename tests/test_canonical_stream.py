@@ -124,3 +124,27 @@ def test_a_durable_crumb_is_in_the_log_before_anyone_sees_it(bread):
     bread.on("crumb", check)
     bread.run("writer", {"topic": "bread"}, mode="sync")
     assert missing == []
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_a_run_is_settled_in_the_store_by_the_time_its_last_crumb_is_seen(make_bread, tmp_path, store):
+    """Status, checkpoint, session messages and the session's release commit with the crumb
+    that ends or pauses the run: a client reacting to that crumb never finds the run unsettled."""
+    bread = make_bread(store=store, instance_path=tmp_path)
+    seen = {}
+
+    def check(frame):
+        if frame.type in ("agent:run:end", "human:required"):
+            record = bread.store.get_run(frame.run_id)
+            session = bread.store.get_session(record["sessionId"])
+            checkpoint = bread.store.get_checkpoint(record["checkpointId"]) if record["checkpointId"] else None
+            free = bread.store.claim_session(record["sessionId"], "run_other") is None
+            bread.store.release_session(record["sessionId"], "run_other")
+            seen[frame.type] = (record["status"], checkpoint and checkpoint["status"], len(session["messages"]), free)
+
+    bread.on("crumb", check)
+    paused = bread.run("writer", {"topic": "bread"}, mode="sync")
+    bread.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync")
+    assert seen["human:required"] == ("paused", "pending", 2, True)  # the user message and the call
+    assert seen["agent:run:end"][0] == "completed" and seen["agent:run:end"][3] is True
+    assert seen["agent:run:end"][2] > 2

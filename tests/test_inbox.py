@@ -58,3 +58,13 @@ def test_concurrent_producers_lose_no_item():
     assert len(taken) == per_producer * producers
     for p in range(producers):  # each producer's items arrive in its order
         assert [i for q, i in taken if q == p] == list(range(per_producer))
+
+
+def test_a_take_woken_by_a_set_meant_for_an_item_already_taken_keeps_waiting():
+    inbox = Inbox()
+    inbox.put("first")
+    assert inbox.take(0) == ["first"]
+    inbox._ready.set()  # what a producer that appended before that take may still do
+    started = time.monotonic()
+    assert inbox.take(0.05) == []
+    assert time.monotonic() - started >= 0.04

@@ -226,6 +226,21 @@ def test_the_frame_wire_text_is_stored_as_is(open_store):
     assert frame.crumb == {"type": "tool:call", "runId": "r1", "n": 1}
 
 
+def test_a_batch_is_one_transaction_other_connections_see_whole_or_not_at_all(open_store, path):
+    store = open_store()
+    store.append_crumbs("r1", [Frame("r1", 1, {"type": "tool:call", "runId": "r1"})])
+    seen_inside = None
+    with pytest.raises(BreadError) as caught, store.batch():
+        store.touch_session("s1")
+        store.append_crumbs("r1", [Frame("r1", 2, {"type": "tool:call", "runId": "r1"})])
+        seen_inside = read(path, "SELECT count(*) FROM crumbs"), read(path, "SELECT count(*) FROM sessions")
+        store.append_crumbs("r1", [Frame("r1", 2, {"type": "tool:call", "runId": "r1"})])  # conflicts
+    assert caught.value.code == SEQ_CONFLICT
+    assert seen_inside == ([(1,)], [(0,)])  # nothing of the batch was visible before it ended
+    # and its earlier writes were undone with it
+    assert read(path, "SELECT count(*) FROM crumbs") == [(1,)] and store.get_session("s1") is None
+
+
 def test_a_closed_store_refuses_work(open_store):
     store = open_store()
     store.last_seq("r1")

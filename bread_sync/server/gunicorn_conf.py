@@ -59,6 +59,7 @@ def post_worker_init(worker: Any) -> None:
     started(worker)
     # What the worker made to start (modules, the app, its config) lives as long as the worker:
     # frozen, the garbage collector's full passes stop visiting it, which keeps their pauses short.
+    gc.collect()  # what is garbage already would otherwise be frozen with the rest, for good
     gc.freeze()
 
 

@@ -7,6 +7,7 @@ camelCase keys the HTTP API serves. Timestamps are ISO-8601 UTC strings, except 
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
@@ -42,6 +43,11 @@ class CrumbLog(Protocol):
         """Frames with seq > after in seq order; costs O(rows returned)."""
 
     def last_seq(self, run_id: str) -> int: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """The store calls made inside, in this thread, are written as one: others see all of
+        them or none. An exception inside ends the batch; a store with transactions (SQLite)
+        undoes the calls before it, the memory store keeps them. Nested batches join the outer."""
 
 
 class RunStore(Protocol):

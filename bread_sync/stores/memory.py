@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import copy
 import threading
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..crumbs import Frame, to_wire_crumb
@@ -14,7 +15,7 @@ from . import FINISHED, PURGED, RunRecord, iso_days_ago, now_iso, tags_match
 
 class MemoryStore:
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: a batch holds it around the calls it makes
         self._logs: dict[str, list[Frame]] = {}
         self._runs: dict[str, RunRecord] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
@@ -44,6 +45,9 @@ class MemoryStore:
         with self._lock:
             log = self._logs.get(run_id)
             return log[-1].seq if log else 0
+
+    def batch(self) -> AbstractContextManager[Any]:
+        return self._lock
 
     # runs
     def create_run(self, record: RunRecord) -> bool:

@@ -51,6 +51,9 @@ def _pending(db: Database) -> list[Callable[[Database], None]]:
 def immediate(db: Database) -> Iterator[Database]:
     """A write transaction that takes the write lock up front: a deferred one that read first
     could fail midway with SQLITE_BUSY, without waiting, when another process wrote meanwhile."""
+    if db.conn.in_transaction:  # inside a store batch, which commits (or rolls back) for all
+        yield db
+        return
     # Straight to the connection: sqlite-utils' execute re-parses each statement, per commit.
     db.conn.execute("BEGIN IMMEDIATE")
     try:

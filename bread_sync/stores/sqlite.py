@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import sqlite3
+import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,6 +77,7 @@ class SQLiteStore:
         for _ in range(pool_size):
             self._pool.put(None)
         self._finalizer = weakref.finalize(self, _close_pool, self._pool)
+        self._batch = _Batch()
 
     def close(self) -> None:
         """Close the pooled connections."""
@@ -83,7 +85,12 @@ class SQLiteStore:
 
     @contextmanager
     def connection(self) -> Iterator[Database]:
-        """Borrow a pooled connection for one short piece of work; waits while all are in use."""
+        """Borrow a pooled connection for one short piece of work; waits while all are in use.
+        Inside a :meth:`batch`, the batch's connection."""
+        held = self._batch.db
+        if held is not None:
+            yield held
+            return
         db = self._pool.get()
         try:
             if db is None:
@@ -93,6 +100,20 @@ class SQLiteStore:
             yield db
         finally:
             self._pool.put(db)
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction for the store calls made inside, in this thread (or greenlet):
+        each call's own ``immediate`` joins it."""
+        if self._batch.db is not None:
+            yield
+            return
+        with self.connection() as db, immediate(db):
+            self._batch.db = db
+            try:
+                yield
+            finally:
+                self._batch.db = None
 
     def _open(self) -> Database:
         conn = sqlite3.connect(
@@ -324,6 +345,10 @@ def _run_column(key: str) -> str:
 def _session(row: tuple[Any, ...]) -> dict[str, Any]:
     session_id, tags, created_at, updated_at = row
     return {"id": session_id, "tags": json.loads(tags), "createdAt": created_at, "updatedAt": updated_at}
+
+
+class _Batch(threading.local):
+    db: Database | None = None
 
 
 def _close_pool(pool: queue.Queue[Database | None]) -> None:

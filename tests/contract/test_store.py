@@ -140,6 +140,28 @@ def test_the_log_is_append_only_so_a_late_writer_cannot_fill_a_gap(store):
     assert seqs(store.get_crumbs("r1")) == [1, 3]
 
 
+def test_the_writes_of_a_batch_are_all_there_after_it(store):
+    store.create_run(run_record("r1"))
+    with store.batch():
+        store.append_crumbs("r1", [crumb("r1", 1)])
+        with store.batch():  # a nested batch joins the outer one
+            store.update_run("r1", status="completed")
+        store.touch_session("s1")
+    assert seqs(store.get_crumbs("r1")) == [1]
+    assert store.get_run("r1")["status"] == "completed"
+    assert store.get_session("s1") is not None
+
+
+def test_a_batch_whose_first_write_conflicts_writes_nothing_after_it(store):
+    store.create_run(run_record("r1"))
+    store.append_crumbs("r1", [crumb("r1", 1)])
+    with pytest.raises(BreadError), store.batch():
+        store.append_crumbs("r1", [crumb("r1", 1)])
+        store.update_run("r1", status="completed")
+    assert store.get_run("r1")["status"] == "running"
+    assert seqs(store.get_crumbs("r1")) == [1]
+
+
 def test_seqs_are_per_run(store):
     store.append_crumbs("r1", [crumb("r1", 1)])
     store.append_crumbs("r2", [crumb("r2", 1)])

@@ -92,6 +92,11 @@ class Run:
         if close is not None:
             close()
 
+    def drain(self) -> None:
+        """Drive the run to its end or pause, for a caller that only needs it to happen (the
+        server's runner: its clients read the crumbs from the transport)."""
+        self._crumbs.drain()
+
     def result(self) -> RunResult:
         """Drive the run to its end or pause and sum it up."""
         seen = list(self._crumbs)

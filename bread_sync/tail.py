@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame
 from .errors import RUN_NOT_FOUND, BreadError
@@ -26,6 +26,15 @@ if TYPE_CHECKING:
 LIVE, LOG = "live", "log"
 #: What the follower sends a tail whose run ended with nothing more after the tail's position.
 ENDED = object()
+
+
+class FromLog(NamedTuple):
+    """An inbox item the log follower read from the store (a Frame, or ENDED). The transport's
+    live frames go into the inbox as they are: nothing is wrapped per live crumb."""
+
+    frame: Any
+
+
 #: Rows a replay reads from the store at once.
 REPLAY_PAGE = 500
 #: While a transport shared between processes (Redis) is healthy it carries the frames of runs
@@ -135,12 +144,12 @@ class LogFollower:
         if not frames:
             if self._finished(run_id):  # e.g. a tail that started at the terminal crumb itself
                 for inbox, _ in entries:
-                    inbox.put((LOG, ENDED))
+                    inbox.put(FromLog(ENDED))
             return
         for inbox, position in entries:
             for frame in frames:
                 if frame.seq > position[0]:
-                    inbox.put((LOG, frame))
+                    inbox.put(FromLog(frame))
             position[0] = frames[-1].seq
 
     def _finished(self, run_id: str) -> bool:
@@ -181,7 +190,7 @@ def tail(
     inbox = Inbox()
     subscription = None
     if can_subscribe(bread.transport):
-        subscription = bread.transport.subscribe(run_id, after, lambda frame: inbox.put((LIVE, frame)))
+        subscription = bread.transport.subscribe(run_id, after, inbox.put)
     follow = _Follow(bread, run_id, after, inbox, subscription, heartbeat, through_pause)
     return follow.frames(replay and has_crumb_log(bread.store))
 
@@ -221,9 +230,13 @@ class _Follow:
             batch = self.inbox.take(self.heartbeat)
             if not batch:
                 yield None
-            for source, frame in batch:
-                if frame is ENDED:
-                    return
+            for item in batch:
+                if item.__class__ is FromLog:
+                    source, frame = LOG, item.frame
+                    if frame is ENDED:
+                        return
+                else:
+                    source, frame = LIVE, item
                 if source == LIVE and self._past_a_hole(frame):
                     for missed in self._from_log(frame.seq):
                         yield missed

@@ -8,7 +8,6 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import RUN_TIMEOUT, TOO_MANY_RUNS, BreadError
-from ..logs import run_context
 
 log = logging.getLogger("bread_sync.server")
 
@@ -92,9 +91,7 @@ class Slot:
             timer.daemon = True
             timer.start()
         try:
-            with run_context(run.run_id):
-                for _ in run:
-                    pass
+            run.drain()
         except Exception:
             log.exception("run %s: its driver failed", run.run_id, extra={"run_id": run.run_id})
         finally:

@@ -5,9 +5,12 @@ tests wait for deliveries with a deadline, and prove that nothing more arrives t
 witness subscription that the same delivery passes.
 """
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 
 import pytest
 
@@ -177,3 +180,44 @@ def test_retention_is_bounded_in_frames_across_runs_once_they_end(implementation
         t.publish(Frame(f"r{n}", 100, {"type": AGENT_RUN_END, "runId": f"r{n}", "output": None}))
     kept = {f"r{n}": len(t.retained(f"r{n}")) for n in range(5)}
     assert kept == {"r0": 0, "r1": 0, "r2": 0, "r3": 100, "r4": 100}  # the least recently published went first
+
+
+GEVENT_ORDER_CHECK = """
+from gevent import monkey; monkey.patch_all()
+import gevent
+from contextlib import nullcontext
+from bread_sync.crumbs import Frame
+from bread_sync.transports import stream
+
+t = stream.transport()
+assert isinstance(t._lock, nullcontext), t._lock
+got = {n: [] for n in range(20)}
+
+def publisher():
+    for seq in range(1, 201):
+        t.publish(Frame("r", seq, {"type": "tool:call", "runId": "r"}))
+        if seq % 10 == 0:
+            gevent.sleep(0)
+
+def subscriber(n):
+    gevent.sleep(0.001 * n)
+    t.subscribe("r", 0, got[n].append)
+
+gevent.joinall([gevent.spawn(publisher), *[gevent.spawn(subscriber, n) for n in range(20)]])
+for frames in got.values():
+    assert [f.seq for f in frames] == list(range(1, 201)), [f.seq for f in frames][:5]
+print("ok")
+"""
+
+
+def test_under_gevent_the_embedded_transport_takes_no_lock_and_keeps_each_subscriber_in_order(implementation):
+    if implementation != "stream":
+        pytest.skip("the lock choice is the embedded transport's")
+    done = subprocess.run([sys.executable, "-c", GEVENT_ORDER_CHECK], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_without_gevent_the_embedded_transport_locks_its_state(implementation):
+    if implementation != "stream":
+        pytest.skip("the lock choice is the embedded transport's")
+    assert not isinstance(stream.transport()._lock, type(nullcontext()))

@@ -141,7 +141,9 @@ class Execution:
                 else:
                     crumb, final = item, None
                 emit(crumb)
-                self._final = final  # set once the crumb that ends (or pauses) the run is in the log
+                if final is not None:  # in the log: a cancel from now on is for a paused or ended run
+                    self._final = final
+                    self._unregister()
                 yield crumb
                 if final is not None:
                     return
@@ -157,8 +159,7 @@ class Execution:
             yield self._fail(internal_error(exc))
         finally:
             steps.close()
-            self.bread.cancels.unregister(run_id, self.ctx.token)
-            self.bread._keeper.unwatch(run_id)
+            self._unregister()
             if self._final is None:  # the caller stopped pulling: nobody will drive this run
                 self._abandon()
 
@@ -173,6 +174,11 @@ class Execution:
         else:
             output = yield from self.root.run()
         yield {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
+
+    def _unregister(self) -> None:
+        """No longer a live run of this process: not cancelled here, its lease not renewed."""
+        self.bread.cancels.unregister(self.ctx.run_id, self.ctx.token)
+        self.bread._keeper.unwatch(self.ctx.run_id)
 
     def _pause(self, pause: Pause) -> dict[str, Any]:
         ctx, call = self.ctx, pause.call
@@ -197,6 +203,7 @@ class Execution:
         self._end_with_next_crumb(status)
         self.emitter.emit(crumb)
         self._final = status
+        self._unregister()
         return crumb
 
     def _end_with_next_crumb(self, status: str, **fields: Any) -> None:

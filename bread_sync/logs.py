@@ -54,12 +54,6 @@ class BoundRun:
         finally:
             current_run_id.reset(token)
 
-    def drain(self) -> None:
-        """Pull every crumb, the run's id set once around them all rather than per crumb."""
-        with run_context(self.run_id):
-            for _ in self._crumbs:
-                pass
-
     def close(self) -> None:
         close = getattr(self._crumbs, "close", None)
         if close is not None:

@@ -39,7 +39,7 @@ from .errors import (
 from .execution import Execution, RunContext, open_agent_run, restore
 from .lease import LeaseKeeper
 from .loading import resolve
-from .logs import BoundRun
+from .logs import BoundRun, run_context
 from .loops import close_loops
 from .models import resolve_provider
 from .pipelines import Pipeline, PipelineRun
@@ -79,6 +79,7 @@ class Run:
         self.attached = attached
         #: The seq of this stream's first durable crumb: 1, or where a resumed run continues.
         self.first_seq = first_seq
+        self._steps = crumbs
         self._crumbs = BoundRun(run_id, crumbs)  # its log records carry run_id
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -94,8 +95,16 @@ class Run:
 
     def drain(self) -> None:
         """Drive the run to its end or pause, for a caller that only needs it to happen (the
-        server's runner: its clients read the crumbs from the transport)."""
-        self._crumbs.drain()
+        server's runner: its clients read the crumbs from the transport). The run's id is set
+        once around all the crumbs rather than per crumb.
+
+        After each durable crumb other threads get their turn: its commit held this one (under
+        gevent a SQLite call does not yield), and whoever streams the crumb should get to send
+        it now rather than after the rest of the run."""
+        with run_context(self.run_id):
+            for crumb in self._steps:
+                if crumb["type"] not in c.NOT_DURABLE:
+                    time.sleep(0)
 
     def result(self) -> RunResult:
         """Drive the run to its end or pause and sum it up."""

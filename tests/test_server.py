@@ -1,6 +1,8 @@
 """The Flask extension and its routes, in process (the real-process tests are in integration/)."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 from flask import Flask
@@ -221,3 +223,32 @@ def test_unknown_routes_and_methods_keep_the_error_shape(client):
 
 def test_the_demo_config_is_fresh_each_time():
     assert demo_config() is not demo_config()
+
+
+DRAIN_CHECK = """
+from gevent import monkey; monkey.patch_all()
+import gevent
+from bread_sync import create_bread
+from bread_sync.demo import config
+from bread_sync.transports import stream
+
+bread = create_bread(config().model_copy(update={"store": "memory", "transport": stream.transport()}))
+run = bread.run("echo", "one two three")
+seen = []
+
+def watch():
+    while not seen or seen[-1] < 3:
+        seen.append(bread.store.last_seq(run.run_id))
+        gevent.sleep(0)
+
+watcher = gevent.spawn(watch)
+gevent.spawn(run.drain).join()
+watcher.join()
+print(sorted(set(seen)))
+"""
+
+
+def test_draining_a_run_lets_other_greenlets_run_after_each_durable_crumb():
+    # The echo model never blocks, so without those turns the whole run would pass in one go.
+    done = subprocess.run([sys.executable, "-c", DRAIN_CHECK], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[0, 1, 3]", done.stderr[-2000:]

@@ -191,9 +191,9 @@ class Bread:
         validated = agent.validate_input(input)
         resolve_provider(agent.model)
         session_id, tags = _session_ref(session)
-        run_id = run_id or new_id("run")
-        if self.store.get_run(run_id) is not None:
+        if run_id is not None and self.store.get_run(run_id) is not None:  # a retried request
             return self._deliver(self._attach(run_id, agent.id), mode)
+        run_id = run_id or new_id("run")
         claimed = self.sessions.claim(session_id, run_id, session_policy or agent.session_policy)
         if not self.store.create_run(self._record(run_id, agent.id, session_id)):
             return self._deliver(self._attach(run_id, agent.id), mode)

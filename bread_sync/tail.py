@@ -84,26 +84,34 @@ class Dedup:
         return frame
 
 
+class _Watch(NamedTuple):
+    inbox: Inbox
+    position: list[int]  # the last seq the follower gave this tail
+    local: bool  # the tail of the response that started the run here
+
+
 class LogFollower:
     """One thread per ``Bread`` that reads the store for tails of runs executing elsewhere.
 
     Without a shared transport, the store is the only way a crumb written by another process
     reaches this one. With one (Redis), while it is healthy, those runs are read every
     SAFETY_NET_SECONDS only, for a writer that could not reach it. Runs executing in this
-    process are left to the transport while it is healthy; while it is not, and once more after
-    it recovers, every run is read every ``interval``, so a tail misses nothing it dropped.
+    process are left to the transport while it is healthy, and so are runs whose only tails are
+    the responses that started them here (``local``) but for the safety net (another process may
+    have taken one over). While the transport is unhealthy, and once more after it recovers,
+    every run is read every ``interval``, so a tail misses nothing it dropped.
     """
 
     def __init__(self, bread: Bread, interval: float = 0.25):
         self.bread = bread
         self.interval = interval
         self._lock = threading.Lock()
-        self._watching: dict[str, list[tuple[Inbox, list[int]]]] = {}
+        self._watching: dict[str, list[_Watch]] = {}
         self._thread: threading.Thread | None = None
         self._degraded = False
 
-    def watch(self, run_id: str, inbox: Inbox, after: int) -> Any:
-        entry = (inbox, [after])
+    def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
+        entry = _Watch(inbox, [after], local)
         with self._lock:
             self._watching.setdefault(run_id, []).append(entry)
             if self._thread is None:
@@ -131,22 +139,30 @@ class LogFollower:
             degraded = not is_healthy(self.bread.transport)
             everything, self._degraded = degraded or self._degraded, degraded
             since_net += self.interval
-            elsewhere = not reports_health(self.bread.transport) or since_net >= SAFETY_NET_SECONDS
-            if elsewhere:
+            net = since_net >= SAFETY_NET_SECONDS
+            if net:
                 since_net = 0.0
+            shared = reports_health(self.bread.transport)
             for run_id, entries in watched.items():
-                if everything or (elsewhere and run_id not in self.bread.cancels):
+                if everything or self._due(run_id, entries, shared, net):
                     self._poll(run_id, entries)
 
-    def _poll(self, run_id: str, entries: list[tuple[Inbox, list[int]]]) -> None:
-        after = min(position[0] for _, position in entries)
+    def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool) -> bool:
+        if run_id in self.bread.cancels:
+            return False  # executing here: the transport carries it
+        if net:
+            return True
+        return not shared and not all(entry.local for entry in entries)
+
+    def _poll(self, run_id: str, entries: list[_Watch]) -> None:
+        after = min(position[0] for _, position, _ in entries)
         frames = self.bread.store.get_crumbs(run_id, after=after)
         if not frames:
             if self._finished(run_id):  # e.g. a tail that started at the terminal crumb itself
-                for inbox, _ in entries:
+                for inbox, _, _ in entries:
                     inbox.put(FromLog(ENDED))
             return
-        for inbox, position in entries:
+        for inbox, position, _ in entries:
             for frame in frames:
                 if frame.seq > position[0]:
                     inbox.put(FromLog(frame))
@@ -217,7 +233,7 @@ class _Follow:
                 if finished or self.subscription is None:
                     return  # nothing more will come, or a sink transport has nothing live to offer
             if self.has_log:  # also for a run of this process: the transport may go down
-                watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last)
+                watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last, local=not replay)
             yield from self._live(check_gap=not self.has_log and self.after > 0)
         finally:
             if self.subscription is not None:

@@ -1,12 +1,14 @@
 """Following a run: log replay, live frames, runs executing in another process, dedup."""
 
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bread_sync import BreadError
+from bread_sync import tail as tail_module
 from bread_sync.crumbs import TEXT_DELTA, Frame
 from bread_sync.stores import memory
 from bread_sync.tail import LIVE, LOG, Dedup
@@ -164,3 +166,62 @@ def test_a_long_catch_up_is_read_in_pages_and_misses_nothing(bread):
     replayed = list(bread.tail("long"))
     assert [f.seq for f in replayed] == list(range(1, total + 1))
     assert list(bread.tail("long", after=REPLAY_PAGE)) == replayed[REPLAY_PAGE:]
+
+
+def count_log_reads(bread):
+    reads = []
+    get_crumbs = bread.store.get_crumbs
+    bread.store.get_crumbs = lambda run_id, *a, **k: reads.append(run_id) or get_crumbs(run_id, *a, **k)
+    return reads
+
+
+def reads_within(reads, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not reads:
+        time.sleep(0.01)
+    return bool(reads)
+
+
+def test_the_follower_leaves_a_run_started_here_to_the_transport(bread):
+    """The response that starts a run tails it with replay=False: once the run has ended here
+    (no longer live, its frames still queued for that response) the store is not read for it
+    every interval, only at the safety net's pace (2 s)."""
+    bread.follower.interval = 0.01
+    reads = count_log_reads(bread)
+    run = bread.run("echo", "a b c", run_id="here")
+    frames = bread.tail("here", heartbeat=5, replay=False)
+    run.drain()  # ended here; what follows the start crumb waits in the tail's inbox
+    assert next(frames).type == "agent:run:start"  # the tail is now watched by the follower
+    assert not reads_within(reads, 0.5)  # 50 follower intervals
+    assert list(frames)[-1].type == "agent:run:end"
+
+
+def test_the_follower_reads_a_run_that_no_process_here_runs_every_interval(bread):
+    bread.follower.interval = 0.01
+    paused = bread.run("writer", {"topic": "x"}, mode="sync")
+    frames = bread.tail(paused.run_id, heartbeat=0.05)  # passive, through the pause
+    while next(frames).type != "human:required":
+        pass
+    reads = count_log_reads(bread)
+    assert next(frames) is None  # past the replay: a heartbeat, and the tail is watched
+    assert reads_within(reads, 0.5)
+    frames.close()
+
+
+def test_the_tail_of_a_run_started_here_that_another_process_took_over_ends_with_its_interruption(
+    make_bread, monkeypatch
+):
+    monkeypatch.setattr(tail_module, "SAFETY_NET_SECONDS", 0.05)
+    store = memory.store()
+    here = make_bread(store=store, transport=stream.transport())
+    there = make_bread(store=store, transport=stream.transport())  # another process
+    here.follower.interval = 0.01
+    run = here.run("slow", {"count": 400, "delayMs": 5}, run_id="taken")
+    frames = here.tail("taken", heartbeat=5, replay=False)
+    driver = threading.Thread(target=run.drain)
+    driver.start()
+    assert next(frames).type == "agent:run:start"
+    there.interrupt(store.get_run("taken"))  # as if this process's lease had lapsed
+    got = list(frames)
+    driver.join(10)
+    assert got[-1].crumb["type"] == "agent:error" and got[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"

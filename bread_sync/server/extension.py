@@ -54,7 +54,11 @@ class BreadSync:
         blueprint = Blueprint("bread_sync", __name__)
         app.extensions["bread_sync"] = State(
             bread=bread,
-            runner=Runner(app.config["BREAD_SYNC_MAX_CONCURRENT_RUNS"], app.config["BREAD_SYNC_RUN_TIMEOUT_SECONDS"]),
+            runner=Runner(
+                app.config["BREAD_SYNC_MAX_CONCURRENT_RUNS"],
+                app.config["BREAD_SYNC_RUN_TIMEOUT_SECONDS"],
+                live=bread.cancels,
+            ),
             blueprint=blueprint,
             max_body_bytes=app.config["BREAD_SYNC_MAX_BODY_BYTES"],
             auth=has_auth(bread.config.plugins),

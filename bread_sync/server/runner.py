@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Any
 
-from ..cancel import CancelToken
+from ..cancel import CancelRegistry, CancelToken
 from ..errors import RUN_TIMEOUT, TOO_MANY_RUNS, BreadError
 
 log = logging.getLogger("bread_sync.server")
@@ -16,9 +16,12 @@ class Runner:
     """Drives each run in a thread of its own (a greenlet under gevent), within a per-process
     cap on runs at once and an optional time limit per run."""
 
-    def __init__(self, max_runs: int, timeout: float | None):
+    def __init__(self, max_runs: int, timeout: float | None, live: CancelRegistry | None = None):
         self.max_runs = max_runs
         self.timeout = timeout
+        #: The process's registry of live runs. A run handed to its thread is entered at once, so
+        #: until that thread first runs, nothing (the log follower) takes it for a run elsewhere.
+        self.live = live
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._tokens: set[CancelToken] = set()
@@ -81,6 +84,8 @@ class Slot:
         if run.attached:
             return  # another request's slot drives it
         self._handed_over = True
+        if self.runner.live is not None:
+            self.runner.live.register(run.run_id, self.token)
         threading.Thread(target=self._drive, args=(run,), name=f"bread-run-{run.run_id}", daemon=True).start()
 
     def _drive(self, run: Any) -> None:

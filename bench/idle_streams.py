@@ -216,7 +216,7 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
     lines += [
         f"{result['runs']:,} paused `writer` runs made in-process in {result['made']:.0f} s; each stream tails "
         f"a different run (NDJSON, the default transport); {args.idle_seconds:g} s of idling at each step. "
-        "The worker's settings are gunicorn.conf.py's (`worker_connections` 2000).",
+        "The worker's settings are gunicorn.conf.py's (`worker_connections` 4000).",
         "",
         *harness.table(figures(result, args)),
         "",

@@ -143,9 +143,24 @@ class LogFollower:
             if net:
                 since_net = 0.0
             shared = reports_health(self.bread.transport)
-            for run_id, entries in watched.items():
-                if everything or self._due(run_id, entries, shared, net):
-                    self._poll(run_id, entries)
+            due = [
+                run_id for run_id, entries in watched.items() if everything or self._due(run_id, entries, shared, net)
+            ]
+            if due:
+                self._pass(due, watched, look_at_records=everything or net)
+
+    def _pass(self, due: list[str], watched: dict[str, list[_Watch]], look_at_records: bool) -> None:
+        """One read of the last seqs of every due run; their logs only where something is new.
+        Their records (a lapsed lease, an end with nothing new to show) only now and then: an
+        idle tail costs an index seek a pass, not two queries."""
+        last = self.bread.store.last_seqs(due)
+        for run_id in due:
+            entries = watched[run_id]
+            if last.get(run_id, 0) > min(entry.position[0] for entry in entries):
+                self._poll(run_id, entries)
+            elif look_at_records and self._finished(run_id):  # e.g. a tail that started at the terminal crumb
+                for entry in entries:
+                    entry.inbox.put(FromLog(ENDED))
 
     def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool) -> bool:
         if run_id in self.bread.cancels:
@@ -155,12 +170,9 @@ class LogFollower:
         return not shared and not all(entry.local for entry in entries)
 
     def _poll(self, run_id: str, entries: list[_Watch]) -> None:
-        after = min(position[0] for _, position, _ in entries)
+        after = min(entry.position[0] for entry in entries)
         frames = self.bread.store.get_crumbs(run_id, after=after)
         if not frames:
-            if self._finished(run_id):  # e.g. a tail that started at the terminal crumb itself
-                for inbox, _, _ in entries:
-                    inbox.put(FromLog(ENDED))
             return
         for inbox, position, _ in entries:
             for frame in frames:

@@ -270,13 +270,17 @@ def test_reading_after_a_seq_searches_the_index(open_store):
 
     assert [f.seq for f in store.get_crumbs("big", after=2990, limit=5)] == [2991, 2992, 2993, 2994, 2995]
     assert store.last_seq("big") == 3000
+    assert store.last_seqs(["big", "other0"]) == {"big": 3000, "other0": 1}
 
     with store.connection() as db:
         db.conn.set_trace_callback(None)
         plans = [[row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}")] for sql in statements]
-    get_plan, last_plan = plans
+    get_plan, last_plan, many_plan = plans
     assert get_plan == ["SEARCH crumbs USING INDEX idx_crumbs_run_seq (run_id=? AND seq>?)"]
     assert last_plan == ["SEARCH crumbs USING COVERING INDEX idx_crumbs_run_seq (run_id=?)"]
+    # each run's last seq is one seek in the index, not a read of its rows
+    assert "SEARCH crumbs USING COVERING INDEX idx_crumbs_run_seq (run_id=?)" in " ".join(many_plan)
+    assert not any(step.startswith("SCAN crumbs") for step in many_plan)
 
 
 # concurrency

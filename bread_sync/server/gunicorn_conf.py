@@ -17,7 +17,9 @@ def settings(bind: str | None = None, workers: int | None = None, check_bind: bo
         "bind": [bind or os.environ.get("BREAD_BIND", "127.0.0.1:3000")],
         "worker_class": "gevent",
         "workers": workers or int(os.environ.get("WEB_CONCURRENCY", "2")),
-        "worker_connections": 2000,
+        # Above the 2,000 idle streams a worker is sized for, so a worker holding them all still
+        # accepts a health check or a new run.
+        "worker_connections": 4000,
         # A stream idles between heartbeats; gevent workers keep beating their own heartbeat.
         "timeout": 30,
         "graceful_timeout": 30,

@@ -46,6 +46,10 @@ class MemoryStore:
             log = self._logs.get(run_id)
             return log[-1].seq if log else 0
 
+    def last_seqs(self, run_ids: list[str]) -> dict[str, int]:
+        with self._lock:
+            return {run_id: log[-1].seq for run_id in run_ids if (log := self._logs.get(run_id))}
+
     def batch(self) -> AbstractContextManager[Any]:
         return self._lock
 

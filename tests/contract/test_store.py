@@ -406,3 +406,11 @@ def test_cleanup_by_idle_time_and_tags(store):
     assert store.get_session("s1")["messages"] == []
     assert store.cleanup_sessions() == 2
     assert store.list_sessions() == []
+
+
+def test_last_seqs_of_many_runs_in_one_read(store):
+    store.append_crumbs("r1", [crumb("r1", 1), crumb("r1", 2)])
+    store.append_crumbs("r2", [crumb("r2", 1)])
+    many = [f"none{n}" for n in range(1200)]  # more than one statement's worth on SQLite
+    assert store.last_seqs(["r1", *many, "r2"]) == {"r1": 2, "r2": 1}
+    assert store.last_seqs([]) == {}

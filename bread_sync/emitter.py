@@ -70,10 +70,13 @@ class Emitter:
         frame = Frame(self.run_id, seq, crumb)
         rows.append(frame)
         deferred, self._deferred = self._deferred, []
-        with self._store.batch():
+        if not deferred:  # most commits: no batch to open
             self._store.append_crumbs(self.run_id, rows)
-            for write in deferred:
-                write()
+        else:
+            with self._store.batch():
+                self._store.append_crumbs(self.run_id, rows)
+                for write in deferred:
+                    write()
         self._text.clear()
         self.last_seq = seq
         return frame

@@ -6,6 +6,9 @@ import logging
 import threading
 from typing import Any
 
+import gevent
+
+from .. import greenlets
 from ..cancel import CancelRegistry, CancelToken
 from ..errors import RUN_TIMEOUT, TOO_MANY_RUNS, BreadError
 
@@ -86,7 +89,10 @@ class Slot:
         self._handed_over = True
         if self.runner.live is not None:
             self.runner.live.register(run.run_id, self.token)
-        threading.Thread(target=self._drive, args=(run,), name=f"bread-run-{run.run_id}", daemon=True).start()
+        if greenlets.patched():  # a patched threading.Thread costs ten times a spawn
+            gevent.spawn(self._drive, run)
+        else:
+            threading.Thread(target=self._drive, args=(run,), name=f"bread-run-{run.run_id}", daemon=True).start()
 
     def _drive(self, run: Any) -> None:
         timer = None

@@ -9,12 +9,12 @@ retained frame is an object they visit. The store, not this buffer, is the durab
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict, deque
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from .. import greenlets
 from ..crumbs import TERMINAL, Frame
 from . import Handler, wants_frame
 
@@ -112,9 +112,7 @@ def _state_lock() -> AbstractContextManager[Any]:
     Under gevent's monkey-patching, greenlets switch only where they block, and nothing in a
     publish or a subscribe blocks (handlers must only enqueue), so they take no lock there: a
     patched lock costs twice the rest of a publish, on every crumb."""
-    if "gevent.monkey" in sys.modules and sys.modules["gevent.monkey"].is_module_patched("threading"):
-        return nullcontext()
-    return threading.Lock()
+    return nullcontext() if greenlets.patched() else threading.Lock()
 
 
 def transport(buffer_size: int = 1024, max_runs: int = 1000, max_frames: int = MAX_FRAMES) -> StreamTransport:

@@ -80,15 +80,15 @@ def child(runs: int, checkpoints: list[int], out: Path, traced: bool) -> None:
 
 
 def retention(out: Path) -> None:
-    """The embedded transport filled to its bound (``max_runs`` runs, ``buffer_size`` frames
-    each) with text deltas as a long answer streams them, beside the same number of runs of
-    12 frames (an echo run): the traced bytes it holds. Frames carry their wire JSON, as they
-    do once a response has formatted them."""
+    """The embedded transport fed ``max_runs`` runs of ``buffer_size`` frames each (text deltas
+    as a long answer streams them, each run ending), beside as many runs of 12 frames (an echo
+    run): the traced bytes and the frames it holds. Frames carry their wire JSON, as they do
+    once a response has formatted them."""
     from bread_sync.crumbs import Frame
     from bread_sync.transports import stream
 
     tracemalloc.start()
-    held = {}
+    held, kept = {}, {}
     for frames in (12, None):
         transport = stream.transport()
         per_run = frames or transport.buffer_size
@@ -96,15 +96,21 @@ def retention(out: Path) -> None:
         before = tracemalloc.get_traced_memory()[0]
         for r in range(transport.max_runs):
             run_id = f"run_{r:032x}"
-            for i in range(per_run):
+            for i in range(per_run - 1):
                 frame = Frame(run_id, 1, {"type": "text:delta", "runId": run_id, "delta": f"tick {i} "})
                 frame.wire  # noqa: B018 - made once a response formats the frame, then kept with it
                 transport.publish(frame)
+            transport.publish(Frame(run_id, 2, {"type": "agent:run:end", "runId": run_id, "output": None}))
         gc.collect()
         held[per_run] = (tracemalloc.get_traced_memory()[0] - before) / 2**20
-        bound = {"max_runs": transport.max_runs, "buffer_size": transport.buffer_size}
+        kept[per_run] = sum(len(transport.retained(f"run_{r:032x}")) for r in range(transport.max_runs))
+        bound = {
+            "max_runs": transport.max_runs,
+            "buffer_size": transport.buffer_size,
+            "max_frames": transport.max_frames,
+        }
         del transport
-    out.write_text(json.dumps({"held_mb": held, **bound}))
+    out.write_text(json.dumps({"held_mb": held, "kept_frames": kept, **bound}))
 
 
 def measure() -> dict[str, float]:
@@ -168,10 +174,12 @@ def figures(result: dict[str, Any], args: argparse.Namespace) -> list[Figure]:
         name = f"traced heap growth per run, runs {first:,} to {last:,} (bytes)"
         out.append(Figure(name, grown, "", aim=f"< {AIM_BYTES_PER_RUN} B", met=met))
     kept = result["retention"]
-    small, large = kept["held_mb"]["12"], kept["held_mb"][str(kept["buffer_size"])]
-    out.append(Figure(f"embedded transport at its bound: {kept['max_runs']:,} runs of {kept['buffer_size']:,} "
-                      "delta frames, traced", [large], "MB", f"{kept['max_runs']:,} runs of 12 frames (echo)",
-                      [small], "long / echo", [large / small]))  # fmt: skip
+    long = str(kept["buffer_size"])
+    small, large = kept["held_mb"]["12"], kept["held_mb"][long]
+    out.append(Figure(f"embedded transport after {kept['max_runs']:,} runs of {kept['buffer_size']:,} delta frames "
+                      f"(it keeps {kept['kept_frames'][long]:,} frames; `max_frames` {kept['max_frames']:,}), traced",
+                      [large], "MB", f"{kept['max_runs']:,} runs of 12 frames (echo; it keeps "
+                      f"{kept['kept_frames']['12']:,})", [small], "long / echo", [large / small]))  # fmt: skip
     objects = ratios(at(last, "objects"), at(first, "objects"))
     out.append(Figure(f"live objects after {last:,} runs", at(last, "objects"), "", f"after {first:,} runs",
                       at(first, "objects"), f"/ {first:,} runs", objects))  # fmt: skip
@@ -187,7 +195,8 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
         f"{args.runs:,} runs of `echo` ({len(TEXT.split())} words, 12 crumbs each) per repetition, at {rate:,.0f} "
         f"runs/s; {sum(rep['traced'] for rep in reps)} of the {len(reps)} repetitions (run side by side) with "
         "tracemalloc on, which slows runs about 2x. The transport still retained "
-        f"{', '.join(str(rep['retained']) for rep in reps)} runs at the end (its `max_runs` bound).",
+        f"{', '.join(str(rep['retained']) for rep in reps)} runs at the end (its `max_runs` and `max_frames` "
+        "bounds).",
         "",
         *harness.table(figures(result, args)),
         "",

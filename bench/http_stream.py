@@ -19,6 +19,10 @@ which goes first):
   200 schedules staggered over one period); each delta's arrival at the client against its
   due time (same machine, same clock). The minimal app holds each chunk to the same schedule.
 
+For single and concurrent, the worker's CPU time (``/proc/<pid>/stat``) over the workload,
+per event, is measured too: what a crumb costs the server, whatever the client and the
+scheduler did meanwhile.
+
 The client (bench/rawhttp.py) is one thread on one selector, the same for both servers.
 ``--profile`` adds a cProfile of the worker during one more single run (NDJSON), see
 bench/profile_conf.py::
@@ -209,20 +213,35 @@ def bench_wire(args: argparse.Namespace, sides: list[Side], bodies: Path) -> dic
         "beat": record(bread, bodies, "beat", beat, args.beats),
     }  # fmt: skip
     samples: dict[str, dict[str, list]] = {s.name: {"single": [], "first": [], "concurrent": [], "beat": [],
-                                                    "coalesced": []} for s in sides}  # fmt: skip
+                                                    "coalesced": [], "single_cpu": [], "concurrent_cpu": []}
+                                           for s in sides}  # fmt: skip
     for r in range(args.repeat):
         order = sides[r % 2 :] + sides[: r % 2]
         for side in order:
-            samples[side.name]["single"].append(single(side, args.deltas))
+            rate, cpu = with_worker_cpu(side, events["single"], single, side, args.deltas)
+            samples[side.name]["single"].append(rate)
+            samples[side.name]["single_cpu"].append(cpu)
         samples["minimal"]["coalesced"].append(single(sides[1], args.deltas, coalesced=True))
         for name, values in first_crumbs(order, args.first_crumbs).items():
             samples[name]["first"].append(values)
         for side in order:
-            conc = concurrent(side, args.streams, args.concurrent_deltas, events["concurrent"])
+            conc, cpu = with_worker_cpu(side, args.streams * events["concurrent"], concurrent,
+                                        side, args.streams, args.concurrent_deltas, events["concurrent"])  # fmt: skip
             samples[side.name]["concurrent"].append(conc)
+            samples[side.name]["concurrent_cpu"].append(cpu)
         for side in order:
             samples[side.name]["beat"].append(lateness(side, args.streams, args.beats, args.period))
     return {"events": events, "samples": samples}
+
+
+def with_worker_cpu(side: Side, events: int, measure: Callable[..., float], *args: Any) -> tuple[float, float]:
+    """What ``measure(*args)`` returns, and the CPU time the server's worker spent meanwhile per
+    event: the cost of a crumb to the server alone, whatever the client and the scheduler
+    did. (/proc counts in clock ticks, 10 ms: a 5,000-event run spends 10-20 of them.)"""
+    pid = side.server.worker()
+    before = harness.cpu_seconds(pid)
+    result = measure(*args)
+    return result, (harness.cpu_seconds(pid) - before) / events
 
 
 def profile(args: argparse.Namespace, folder: Path, wire: str, replay: bool) -> dict[str, Any]:
@@ -292,12 +311,16 @@ def wire_figures(label: str, bread: dict[str, list], minimal: dict[str, list], a
         Figure(f"{label}: the minimal app streaming those bytes in {COALESCE_BYTES // 1024} KiB chunks, events/s",
                coalesced, "/s", "one chunk per event", minimal["single"], "coalesced / per event",
                [x / y for x, y in zip(coalesced, minimal["single"], strict=True)]),
+        pair(f"one run of {args.deltas:,} deltas, the worker's CPU time per event", lambda side: side["single_cpu"],
+             "us"),
         pair(f"time to first crumb, POST /agents/echo/run, median of {args.first_crumbs} a repetition",
              pct("first", 50), "ms", "minimal app, first chunk"),
         pair(f"time to first crumb, POST /agents/echo/run, p90 of {args.first_crumbs} a repetition",
              pct("first", 90), "ms", "minimal app, first chunk"),
         pair(f"{streams} concurrent runs of {args.concurrent_deltas} deltas, aggregate events/s",
              lambda side: side["concurrent"], "/s", aim=AIM_RATIO),
+        pair(f"{streams} concurrent runs of {args.concurrent_deltas} deltas, the worker's CPU time per event",
+             lambda side: side["concurrent_cpu"], "us"),
         pair(f"{streams} runs started at once: until the last one's first crumb",
              lambda side: [rep["started"][0] for rep in side["beat"]], "ms"),
         pair(f"{streams} concurrent streams of {rate:.0f} deltas/s: p50 lateness of a delta", pct("beat", 50), "ms"),

@@ -37,6 +37,8 @@ class FromLog(NamedTuple):
 
 #: Rows a replay reads from the store at once.
 REPLAY_PAGE = 500
+#: Frames a tail hands over at once at most: a writer formats them together, then sends them.
+BATCH = 256
 #: While a transport shared between processes (Redis) is healthy it carries the frames of runs
 #: executing elsewhere: the store is read for them only this often, as a safety net.
 SAFETY_NET_SECONDS = 2.0
@@ -205,13 +207,17 @@ def tail(
     heartbeat: float | None = None,
     through_pause: bool = True,
     replay: bool = True,
-) -> Iterator[Frame | Gap | None]:
+    batched: bool = False,
+) -> Iterator[Any]:
     """Replay a run's log past ``after``, then follow it live until its terminal crumb (or,
-    with ``through_pause=False``, its pause). Yields ``None`` after ``heartbeat`` idle seconds.
+    with ``through_pause=False``, its pause). Yields frames (and :class:`Gap`), and ``None``
+    after ``heartbeat`` idle seconds.
 
     ``replay=False`` follows only the transport: what the response of a run route does, having
-    subscribed before the run's first crumb. ``RUN_NOT_FOUND`` is raised here, before iteration,
-    so a route can answer 404.
+    subscribed before the run's first crumb. ``batched=True`` yields lists of what is there at
+    once (a replay page, what the run published meanwhile) instead of one frame at a time, for a
+    writer that formats them together. ``RUN_NOT_FOUND`` is raised here, before iteration, so a
+    route can answer 404.
     """
     if bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
@@ -220,7 +226,7 @@ def tail(
     if can_subscribe(bread.transport):
         subscription = bread.transport.subscribe(run_id, after, inbox.put)
     follow = _Follow(bread, run_id, after, inbox, subscription, heartbeat, through_pause)
-    return follow.frames(replay and has_crumb_log(bread.store))
+    return follow.frames(replay and has_crumb_log(bread.store), batched)
 
 
 class _Follow:
@@ -231,17 +237,26 @@ class _Follow:
         self.dedup = Dedup(after)
         self.has_log = has_crumb_log(bread.store)
 
-    def frames(self, replay: bool) -> Iterator[Frame | Gap | None]:
+    def frames(self, replay: bool, batched: bool) -> Iterator[Any]:
+        for items in self._lists(replay):
+            if batched or items is None:
+                yield items
+            else:
+                yield from items
+
+    def _lists(self, replay: bool) -> Iterator[list[Frame | Gap] | None]:
         watch = None
         try:
             if replay:
                 # Read the status before the log: a run finished by then has its terminal crumb in it.
                 finished = not _unfinished(self.bread, self.run_id)
-                for frame in self._log_pages():
-                    if self.dedup.accept(frame, LOG) is not None:
-                        yield frame
-                        if frame.type in self.ends:
-                            return
+                for page in self._log_pages():
+                    out = [frame for frame in page if self.dedup.accept(frame, LOG) is not None]
+                    ends = next((i for i, frame in enumerate(out) if frame.type in self.ends), None)
+                    if ends is not None:
+                        yield out[: ends + 1]
+                        return
+                    yield out
                 if finished or self.subscription is None:
                     return  # nothing more will come, or a sink transport has nothing live to offer
             if self.has_log:  # also for a run of this process: the transport may go down
@@ -253,22 +268,27 @@ class _Follow:
             if watch is not None:
                 self.bread.follower.unwatch(self.run_id, watch)
 
-    def _live(self, check_gap: bool) -> Iterator[Frame | Gap | None]:
+    def _live(self, check_gap: bool) -> Iterator[list[Frame | Gap] | None]:
+        """What each take of the inbox brings, deduplicated, as lists of at most BATCH."""
         while True:
             batch = self.inbox.take(self.heartbeat)
             if not batch:
                 yield None
+                continue
+            out: list[Frame | Gap] = []
             for item in batch:
                 if item.__class__ is FromLog:
                     source, frame = LOG, item.frame
                     if frame is ENDED:
+                        yield out
                         return
                 else:
                     source, frame = LIVE, item
                 if source == LIVE and self._past_a_hole(frame):
                     for missed in self._from_log(frame.seq):
-                        yield missed
+                        out.append(missed)
                         if missed.type in self.ends:
+                            yield out
                             return
                 accepted = self.dedup.accept(frame, source)
                 if accepted is None:
@@ -276,18 +296,23 @@ class _Follow:
                 if check_gap and accepted.durable:
                     check_gap = False
                     if accepted.seq > self.after + 1:
-                        yield Gap(accepted.seq)
-                yield accepted
+                        out.append(Gap(accepted.seq))
+                out.append(accepted)
                 if accepted.type in self.ends:
+                    yield out
                     return
+                if len(out) >= BATCH:
+                    yield out
+                    out = []
+            yield out
 
-    def _log_pages(self) -> Iterator[Frame]:
+    def _log_pages(self) -> Iterator[list[Frame]]:
         """The log past ``after``, a page at a time: a long catch-up neither loads every row
         before its first frame nor keeps the worker from other requests (each page is a short
         SQLite call, and the sleep(0) between pages yields to other greenlets under gevent)."""
         after = self.after
         while page := self.bread.store.get_crumbs(self.run_id, after=after, limit=REPLAY_PAGE):
-            yield from page
+            yield page
             if len(page) < REPLAY_PAGE:
                 return
             after = page[-1].seq

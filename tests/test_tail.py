@@ -228,3 +228,18 @@ def test_the_tail_of_a_run_started_here_that_another_process_took_over_ends_with
     got = list(frames)
     driver.join(10)
     assert got[-1].crumb["type"] == "agent:error" and got[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"
+
+
+def test_a_batched_tail_hands_over_the_same_frames_in_lists(bread):
+    bread.store.create_run({**bread._record("long", "echo", "s"), "status": "completed"})
+    frames = [Frame("long", seq, {"type": "tool:call", "runId": "long", "n": seq}) for seq in range(1, 700)]
+    bread.store.append_crumbs("long", [*frames, Frame("long", 700, {"type": "agent:run:end", "runId": "long"})])
+    lists = list(bread.tail("long", batched=True))
+    assert [len(items) for items in lists] == [500, 200]  # a replay page at a time
+    assert [f for items in lists for f in items] == list(bread.tail("long"))
+    run = bread.run("slow", {"count": 300, "delayMs": 0}, run_id="live")
+    live = bread.tail("live", heartbeat=5, replay=False, batched=True)
+    run.drain()  # everything is queued before the tail takes any of it
+    got = list(live)
+    assert [len(items) for items in got] == [256, 46]  # at most BATCH at once
+    assert [f for items in got for f in items][-1].type == "agent:run:end"

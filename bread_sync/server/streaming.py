@@ -110,7 +110,12 @@ class _Views:
                 # Subscribed before the run's first crumb; a continuation skips the run's past.
                 after = 0 if run.attached else run.first_seq - 1
                 frames = self.bread.tail(
-                    run.run_id, after, heartbeat=self.transport.heartbeat, through_pause=False, replay=run.attached
+                    run.run_id,
+                    after,
+                    heartbeat=self.transport.heartbeat,
+                    through_pause=False,
+                    replay=run.attached,
+                    batched=True,
                 )
                 slot.drive(run)
         except BreadError as error:
@@ -131,7 +136,7 @@ class _Views:
             # A client only holds seqs the log has (each is committed before it is sent); the
             # tail of a position past the log would wait beyond the run's end for nothing.
             raise BreadError(INVALID_REQUEST, f"run {run_id} has no seq {after} yet: its log ends at {last}")
-        frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat)
+        frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat, batched=True)
         return self._response(self._frames(frames, prelude=self.wire.passive_prelude), run_id)
 
     def cancel(self, run_id: str) -> Any:
@@ -145,25 +150,28 @@ class _Views:
         if authorize is not None and not authorize(g.get("bread_identity"), run_id):
             raise Forbidden()
 
-    def _frames(self, frames: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
-        wire = self.wire
+    def _frames(self, lists: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
+        """The response body: one chunk per event, as a tail with ``batched=True`` hands them
+        over. Each list is formatted whole and then written, chunk after chunk, back to back."""
+        encode = self._encode
         try:
             if prelude:
                 yield prelude
-            for item in frames:
-                if item is None:
-                    yield wire.heartbeat
-                elif isinstance(item, Gap):
-                    yield wire.gap(item.earliest_seq, "")
+            for items in lists:
+                if items is None:
+                    yield self.wire.heartbeat
                 else:
-                    yield wire.frame(item)
+                    yield from [encode(item) for item in items]
         except Exception as exc:  # the stream is open: a failure can only be its last event
             log.exception("stream failed")
-            yield wire.failure(internal_error(exc), "")
+            yield self.wire.failure(internal_error(exc), "")
         finally:
-            close = getattr(frames, "close", None)
+            close = getattr(lists, "close", None)
             if close is not None:
                 close()
+
+    def _encode(self, item: Frame | Gap) -> bytes:
+        return self.wire.gap(item.earliest_seq, "") if item.__class__ is Gap else self.wire.frame(item)
 
     def _response(self, body: Iterator[bytes], run_id: str | None) -> Response:
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Content-Encoding": "identity"}

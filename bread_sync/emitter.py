@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .crumbs import TEXT_DELTA, Frame, json_string, text_delta_wire_head
+from .stores import batch
 
 log = logging.getLogger("bread_sync")
 
@@ -73,7 +74,7 @@ class Emitter:
         if not deferred:  # most commits: no batch to open
             self._store.append_crumbs(self.run_id, rows)
         else:
-            with self._store.batch():
+            with batch(self._store):
                 self._store.append_crumbs(self.run_id, rows)
                 for write in deferred:
                     write()

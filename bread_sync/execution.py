@@ -208,9 +208,16 @@ class Execution:
 
     def _end_with_next_crumb(self, status: str, **fields: Any) -> None:
         """The run's status, and the release of its session, written in the transaction of the
-        crumb that ends (or pauses) it: a client that sees that crumb finds the run settled."""
-        store, run_id, session_id = self.store, self.ctx.run_id, self.ctx.session_id
-        self.emitter.defer(lambda: store.update_run(run_id, status=status, owner=None, **fields))
+        crumb that ends (or pauses) it: a client that sees that crumb finds the run settled.
+        Only while this process still owns the run: if another declared it dead meanwhile, the
+        whole transaction fails as a seq conflict would, and this process stops driving it."""
+        store, run_id, session_id, owner = self.store, self.ctx.run_id, self.ctx.session_id, self.bread.owner
+
+        def record_status() -> None:
+            if not store.update_run(run_id, expect={"owner": owner}, status=status, owner=None, **fields):
+                raise BreadError(SEQ_CONFLICT, f"run {run_id} is no longer this process's to end")
+
+        self.emitter.defer(record_status)
         self.emitter.defer(lambda: self.bread.sessions.release(session_id, run_id))
 
     def _abandon(self) -> None:

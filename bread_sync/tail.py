@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame
 from .errors import RUN_NOT_FOUND, BreadError
 from .inbox import Inbox
-from .stores import FINISHED, has_crumb_log
+from .stores import FINISHED, has_crumb_log, last_seqs
 from .transports import can_subscribe, is_healthy, reports_health
 
 if TYPE_CHECKING:
@@ -37,7 +37,8 @@ class FromLog(NamedTuple):
 
 #: Rows a replay reads from the store at once.
 REPLAY_PAGE = 500
-#: Frames a tail hands over at once at most: a writer formats them together, then sends them.
+#: Live frames a tail hands over at once at most (a replay hands over a page at a time): a
+#: writer formats them together, then sends them.
 BATCH = 256
 #: While a transport shared between processes (Redis) is healthy it carries the frames of runs
 #: executing elsewhere: the store is read for them only this often, as a safety net.
@@ -155,7 +156,7 @@ class LogFollower:
         """One read of the last seqs of every due run; their logs only where something is new.
         Their records (a lapsed lease, an end with nothing new to show) only now and then: an
         idle tail costs an index seek a pass, not two queries."""
-        last = self.bread.store.last_seqs(due)
+        last = last_seqs(self.bread.store, due)
         for run_id in due:
             entries = watched[run_id]
             if last.get(run_id, 0) > min(entry.position[0] for entry in entries):
@@ -214,9 +215,10 @@ def tail(
     after ``heartbeat`` idle seconds.
 
     ``replay=False`` follows only the transport: what the response of a run route does, having
-    subscribed before the run's first crumb. ``batched=True`` yields lists of what is there at
-    once (a replay page, what the run published meanwhile) instead of one frame at a time, for a
-    writer that formats them together. ``RUN_NOT_FOUND`` is raised here, before iteration, so a
+    subscribed before the run's first crumb (the log follower then leaves the run to the
+    transport but for its safety net). ``batched=True`` yields lists of what is there at once (a
+    replay page; what the run published meanwhile, up to BATCH frames) instead of one frame at a
+    time, for a writer that formats them together. ``RUN_NOT_FOUND`` is raised here, before iteration, so a
     route can answer 404.
     """
     if bread.store.get_run(run_id) is None:
@@ -238,11 +240,15 @@ class _Follow:
         self.has_log = has_crumb_log(bread.store)
 
     def frames(self, replay: bool, batched: bool) -> Iterator[Any]:
-        for items in self._lists(replay):
-            if batched or items is None:
-                yield items
-            else:
-                yield from items
+        lists = self._lists(replay)
+        try:
+            for items in lists:
+                if batched or items is None:
+                    yield items
+                else:
+                    yield from items
+        finally:
+            lists.close()  # unsubscribes and unwatches now, not when the generator is collected
 
     def _lists(self, replay: bool) -> Iterator[list[Frame | Gap] | None]:
         watch = None

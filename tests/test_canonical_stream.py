@@ -148,3 +148,15 @@ def test_a_run_is_settled_in_the_store_by_the_time_its_last_crumb_is_seen(make_b
     assert seen["human:required"] == ("paused", "pending", 2, True)  # the user message and the call
     assert seen["agent:run:end"][0] == "completed" and seen["agent:run:end"][3] is True
     assert seen["agent:run:end"][2] > 2
+
+
+def test_a_run_another_process_declared_dead_does_not_end_as_completed(make_bread, tmp_path):
+    bread = make_bread(store="sqlite", instance_path=tmp_path)
+    run = bread.run("echo", "a b c", run_id="dead")
+    assert next(run)["type"] == "agent:run:start"
+    # What another process's sweep does first when this one's lease lapsed: the status, then
+    # (not yet here) its interruption crumb. The run's end must not overwrite it.
+    bread.store.update_run("dead", status="interrupted", owner=None)
+    list(run)
+    assert [f.type for f in bread.store.get_crumbs("dead")] == ["agent:run:start"]
+    assert bread.store.get_run("dead")["status"] == "interrupted"

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from bread_sync.crumbs import TEXT_DELTA, dumps
 from bread_sync.emitter import Emitter
-from bread_sync.stores import memory
+from bread_sync.stores import has_crumb_log, last_seqs, memory
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()))  # lone surrogates and controls too
 
@@ -32,3 +32,29 @@ def test_a_delta_with_more_fields_is_encoded_whole():
     emitter = Emitter("run_1", memory.store(), lambda frame: None)
     crumb = {"type": TEXT_DELTA, "runId": "run_1", "delta": "hi", "agentId": "a"}
     assert json.loads(emitter.emit(crumb).wire) == crumb
+
+
+class LogOnly:
+    """A third-party store with the crumb log's first methods and neither batch nor last_seqs."""
+
+    def __init__(self):
+        self._store = memory.store()
+        self.append_crumbs, self.get_crumbs, self.last_seq = (
+            self._store.append_crumbs,
+            self._store.get_crumbs,
+            self._store.last_seq,
+        )
+        self.touched = []
+
+    def touch_session(self, session_id):
+        self.touched.append(session_id)
+
+
+def test_a_store_without_batch_or_last_seqs_still_serves_the_choke_point_and_the_follower():
+    store = LogOnly()
+    assert has_crumb_log(store)
+    emitter = Emitter("r1", store, lambda frame: None)
+    emitter.defer(lambda: store.touch_session("s1"))
+    emitter.emit({"type": "agent:run:start", "runId": "r1"})
+    assert store.touched == ["s1"] and store.last_seq("r1") == 1
+    assert last_seqs(store, ["r1", "r2"]) == {"r1": 1}

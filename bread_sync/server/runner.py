@@ -89,10 +89,16 @@ class Slot:
         self._handed_over = True
         if self.runner.live is not None:
             self.runner.live.register(run.run_id, self.token)
-        if greenlets.patched():  # a patched threading.Thread costs ten times a spawn
-            gevent.spawn(self._drive, run)
-        else:
-            threading.Thread(target=self._drive, args=(run,), name=f"bread-run-{run.run_id}", daemon=True).start()
+        try:
+            if greenlets.patched():  # a patched threading.Thread costs ten times a spawn
+                gevent.spawn(self._drive, run)
+            else:
+                threading.Thread(target=self._drive, args=(run,), name=f"bread-run-{run.run_id}", daemon=True).start()
+        except BaseException:
+            if self.runner.live is not None:
+                self.runner.live.unregister(run.run_id, self.token)
+            self._handed_over = False  # the slot goes back when its with block ends
+            raise
 
     def _drive(self, run: Any) -> None:
         timer = None

@@ -7,7 +7,7 @@ camelCase keys the HTTP API serves. Timestamps are ISO-8601 UTC strings, except 
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
@@ -43,6 +43,8 @@ class CrumbLog(Protocol):
         """Frames with seq > after in seq order; costs O(rows returned)."""
 
     def last_seq(self, run_id: str) -> int: ...
+
+    # Optional, found by the helpers below (a store without them still works):
 
     def last_seqs(self, run_ids: list[str]) -> dict[str, int]:
         """The last seq of each run that has a log, in one read; costs O(runs), not O(rows)."""
@@ -171,9 +173,21 @@ def can_purge(store: Any) -> bool:
 
 
 def has_crumb_log(store: Any) -> bool:
-    return all(
-        callable(getattr(store, name, None)) for name in ("append_crumbs", "get_crumbs", "last_seq", "last_seqs")
-    )
+    return all(callable(getattr(store, name, None)) for name in ("append_crumbs", "get_crumbs", "last_seq"))
+
+
+def batch(store: Any) -> AbstractContextManager[Any]:
+    """``store.batch()``, or for a store without one a context that does nothing: its calls
+    are then written one by one."""
+    make = getattr(store, "batch", None)
+    return make() if callable(make) else nullcontext()
+
+
+def last_seqs(store: Any, run_ids: list[str]) -> dict[str, int]:
+    """``store.last_seqs(run_ids)``, or one ``last_seq`` a run for a log without it."""
+    if callable(getattr(store, "last_seqs", None)):
+        return store.last_seqs(run_ids)
+    return {run_id: seq for run_id in run_ids if (seq := store.last_seq(run_id))}
 
 
 def now_iso() -> str:

@@ -12,10 +12,10 @@ import json
 import os
 import queue
 import sqlite3
-import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from .purge import purge
 POOL_SIZE = 4
 #: Run ids per statement of ``last_seqs``, well under SQLite's limit on bound parameters.
 LAST_SEQS_CHUNK = 500
-LAST_SEQ = "SELECT max(seq) FROM crumbs WHERE run_id = id"
+LAST_SEQ = "SELECT max(seq) FROM crumbs WHERE run_id = ids.id"
 
 #: RunRecord keys and their columns, in the order every SELECT of runs lists them.
 RUN_COLUMNS = {
@@ -80,7 +80,8 @@ class SQLiteStore:
         for _ in range(pool_size):
             self._pool.put(None)
         self._finalizer = weakref.finalize(self, _close_pool, self._pool)
-        self._batch = _Batch()
+        # Per thread and per greenlet alike (each has its own context), whenever gevent patched.
+        self._batch: ContextVar[Database | None] = ContextVar("bread_sqlite_batch", default=None)
 
     def close(self) -> None:
         """Close the pooled connections."""
@@ -90,7 +91,7 @@ class SQLiteStore:
     def connection(self) -> Iterator[Database]:
         """Borrow a pooled connection for one short piece of work; waits while all are in use.
         Inside a :meth:`batch`, the batch's connection."""
-        held = self._batch.db
+        held = self._batch.get()
         if held is not None:
             yield held
             return
@@ -108,15 +109,15 @@ class SQLiteStore:
     def batch(self) -> Iterator[None]:
         """One write transaction for the store calls made inside, in this thread (or greenlet):
         each call's own ``immediate`` joins it."""
-        if self._batch.db is not None:
+        if self._batch.get() is not None:
             yield
             return
         with self.connection() as db, immediate(db):
-            self._batch.db = db
+            token = self._batch.set(db)
             try:
                 yield
             finally:
-                self._batch.db = None
+                self._batch.reset(token)
 
     def _open(self) -> Database:
         conn = sqlite3.connect(
@@ -359,10 +360,6 @@ def _run_column(key: str) -> str:
 def _session(row: tuple[Any, ...]) -> dict[str, Any]:
     session_id, tags, created_at, updated_at = row
     return {"id": session_id, "tags": json.loads(tags), "createdAt": created_at, "updatedAt": updated_at}
-
-
-class _Batch(threading.local):
-    db: Database | None = None
 
 
 def _close_pool(pool: queue.Queue[Database | None]) -> None:

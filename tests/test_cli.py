@@ -47,12 +47,20 @@ def pause_line(result):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     """The CLI with stdin, stdout and stderr on a pseudo-terminal, driven like a human would."""
 
     def __init__(self, env, *args):
         self.master, slave = os.openpty()
-        self.process = subprocess.Popen([*CLI, *args], env=env, stdin=slave, stdout=slave, stderr=slave)
+        # Ctrl-C at its default, as a terminal's shell gives it: a test run started in the
+        # background (SIGINT ignored, and children inherit that) would otherwise never see it.
+        self.process = subprocess.Popen(
+            [*CLI, *args], env=env, stdin=slave, stdout=slave, stderr=slave, preexec_fn=default_sigint
+        )
         os.close(slave)
         self.output = ""
         self._seen = 0

@@ -52,12 +52,15 @@ class Emitter:
             # Deltas are most of a run's crumbs: their wire is templated, not encoded as a dict.
             # (The template's key order is the agent loop's; another order would be the same JSON.)
             templated = len(crumb) == 3 and crumb.get("runId") == self.run_id
-            wire = self._delta_head + json_string(delta) + "}" if templated else None
+            wire = self._delta_wire(delta) if templated else None
             frame = Frame(self.run_id, self.last_seq, crumb, wire)
         else:
             frame = self._commit(crumb)
         self._publish(frame)
         return frame
+
+    def _delta_wire(self, text: str) -> str:
+        return self._delta_head + json_string(text) + "}"
 
     def _commit(self, crumb: dict[str, Any]) -> Frame:
         rows = []
@@ -66,7 +69,7 @@ class Emitter:
             seq += 1
             text = "".join(self._text)
             aggregated = {"type": TEXT_DELTA, "runId": self.run_id, "delta": text}
-            rows.append(Frame(self.run_id, seq, aggregated, self._delta_head + json_string(text) + "}"))
+            rows.append(Frame(self.run_id, seq, aggregated, self._delta_wire(text)))
         seq += 1
         frame = Frame(self.run_id, seq, crumb)
         rows.append(frame)

@@ -141,9 +141,8 @@ class Execution:
                 else:
                     crumb, final = item, None
                 emit(crumb)
-                if final is not None:  # in the log: a cancel from now on is for a paused or ended run
-                    self._final = final
-                    self._unregister()
+                if final is not None:
+                    self._settled(final)
                 yield crumb
                 if final is not None:
                     return
@@ -175,6 +174,12 @@ class Execution:
             output = yield from self.root.run()
         yield {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
 
+    def _settled(self, status: str) -> None:
+        """The crumb that ends (or pauses) the run is in the log: a cancel from now on is for a
+        paused or ended run, not this process's live one."""
+        self._final = status
+        self._unregister()
+
     def _unregister(self) -> None:
         """No longer a live run of this process: not cancelled here, its lease not renewed."""
         self.bread.cancels.unregister(self.ctx.run_id, self.ctx.token)
@@ -202,8 +207,7 @@ class Execution:
         status = STATUS_OF_ERROR.get(error.code, "failed")
         self._end_with_next_crumb(status)
         self.emitter.emit(crumb)
-        self._final = status
-        self._unregister()
+        self._settled(status)
         return crumb
 
     def _end_with_next_crumb(self, status: str, **fields: Any) -> None:

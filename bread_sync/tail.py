@@ -177,11 +177,11 @@ class LogFollower:
         frames = self.bread.store.get_crumbs(run_id, after=after)
         if not frames:
             return
-        for inbox, position, _ in entries:
+        for entry in entries:
             for frame in frames:
-                if frame.seq > position[0]:
-                    inbox.put(FromLog(frame))
-            position[0] = frames[-1].seq
+                if frame.seq > entry.position[0]:
+                    entry.inbox.put(FromLog(frame))
+            entry.position[0] = frames[-1].seq
 
     def _finished(self, run_id: str) -> bool:
         """Whether the run has ended; a run whose owner's lease lapsed is interrupted first."""
@@ -218,8 +218,8 @@ def tail(
     subscribed before the run's first crumb (the log follower then leaves the run to the
     transport but for its safety net). ``batched=True`` yields lists of what is there at once (a
     replay page; what the run published meanwhile, up to BATCH frames) instead of one frame at a
-    time, for a writer that formats them together. ``RUN_NOT_FOUND`` is raised here, before iteration, so a
-    route can answer 404.
+    time, for a writer that formats them together. ``RUN_NOT_FOUND`` is raised here, before
+    iteration, so a route can answer 404.
     """
     if bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")

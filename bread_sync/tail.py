@@ -219,9 +219,10 @@ def tail(
     transport but for its safety net). ``batched=True`` yields lists of what is there at once (a
     replay page; what the run published meanwhile, up to BATCH frames) instead of one frame at a
     time, for a writer that formats them together. ``RUN_NOT_FOUND`` is raised here, before
-    iteration, so a route can answer 404.
+    iteration, so a route can answer 404; not with ``replay=False``, whose caller holds the run
+    it just started (an unknown one would end at the follower's safety net).
     """
-    if bread.store.get_run(run_id) is None:
+    if replay and bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
     inbox = Inbox()
     subscription = None

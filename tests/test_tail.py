@@ -41,6 +41,20 @@ def test_an_unknown_run_is_not_found_before_iteration(bread):
     assert caught.value.code == "RUN_NOT_FOUND"
 
 
+def test_a_transport_only_tail_of_an_unknown_run_is_not_looked_up_and_ends_at_the_safety_net(
+    bread, monkeypatch
+):
+    """A run route tails the run it just made with replay=False: no store read for it there."""
+    monkeypatch.setattr(tail_module, "SAFETY_NET_SECONDS", 0.05)
+    bread.follower.interval = 0.01
+    looked_up = []
+    get_run = bread.store.get_run
+    bread.store.get_run = lambda run_id: looked_up.append(run_id) or get_run(run_id)
+    frames = bread.tail("run_nope", heartbeat=5, replay=False)
+    assert looked_up == []
+    assert list(frames) == []  # the follower found no such run: the tail ends, holding nothing
+
+
 def drive_in_thread(run):
     thread = threading.Thread(target=lambda: list(run))
     thread.start()

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .. import greenlets
+
 
 @contextmanager
 def body_deadline(environ: dict[str, Any], seconds: float | None) -> Iterator[Callable[[], bool]]:
@@ -35,10 +37,25 @@ def body_deadline(environ: dict[str, Any], seconds: float | None) -> Iterator[Ca
         except OSError:
             pass  # the client is gone already
 
-    timer = threading.Timer(seconds, cut_off)
-    timer.daemon = True
-    timer.start()
+    cancel = _call_later(seconds, cut_off)
     try:
         yield passed.is_set
     finally:
-        timer.cancel()
+        cancel()
+
+
+def _call_later(seconds: float, callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback`` in ``seconds`` unless the returned cancel is called first.
+
+    Under gevent a timer on the hub's event loop: a ``threading.Timer`` there is a greenlet
+    and an event of its own, on every request with a body."""
+    if greenlets.patched():
+        from gevent import get_hub
+
+        watcher = get_hub().loop.timer(seconds)
+        watcher.start(callback)
+        return watcher.close
+    timer = threading.Timer(seconds, callback)
+    timer.daemon = True
+    timer.start()
+    return timer.cancel

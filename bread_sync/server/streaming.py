@@ -83,10 +83,11 @@ class _Views:
 
     def run(self, agent_id: str) -> Response:
         req = valid_body(RunBody)
-        run_id = req.runId or new_id("run")
+        # Only a client's own runId can be a retry to look for; without one the run gets a new id.
         return self._start(
-            run_id, lambda token: self.bread.run(agent_id, req.input, session=_session(req), skill=req.skill,
-                                                 run_id=run_id, signal=token, session_policy=req.sessionPolicy)
+            req.runId or new_id("run"),
+            lambda token: self.bread.run(agent_id, req.input, session=_session(req), skill=req.skill,
+                                         run_id=req.runId, signal=token, session_policy=req.sessionPolicy),
         )  # fmt: skip
 
     def pipeline(self, pipeline_id: str) -> Response:
@@ -103,7 +104,9 @@ class _Views:
         run_id = checkpoint["runId"] if checkpoint else None
         return self._start(run_id, lambda token: self.bread.resume(checkpoint_id, req.response, signal=token))
 
-    def _start(self, run_id: str | None, begin: Callable[[Any], Any]) -> Response:
+    def _start(self, failed_id: str | None, begin: Callable[[Any], Any]) -> Response:
+        """Start a run with ``begin`` and stream it; ``failed_id`` is the run id a failure to
+        start reports."""
         try:
             with state().runner.slot() as slot:
                 run = begin(slot.token)
@@ -120,7 +123,7 @@ class _Views:
                 slot.drive(run)
         except BreadError as error:
             # Nothing was created: the failure is the whole stream, at HTTP 200.
-            return self._response(iter([self.wire.failure(error, run_id or "")]), run_id)
+            return self._response(iter([self.wire.failure(error, failed_id or "")]), failed_id)
         return self._response(self._frames(frames), run.run_id)
 
     def passive(self, run_id: str) -> Response:

@@ -41,9 +41,7 @@ def test_an_unknown_run_is_not_found_before_iteration(bread):
     assert caught.value.code == "RUN_NOT_FOUND"
 
 
-def test_a_transport_only_tail_of_an_unknown_run_is_not_looked_up_and_ends_at_the_safety_net(
-    bread, monkeypatch
-):
+def test_a_transport_only_tail_of_an_unknown_run_is_not_looked_up_and_ends_at_the_safety_net(bread, monkeypatch):
     """A run route tails the run it just made with replay=False: no store read for it there."""
     monkeypatch.setattr(tail_module, "SAFETY_NET_SECONDS", 0.05)
     bread.follower.interval = 0.01

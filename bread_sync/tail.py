@@ -64,13 +64,14 @@ class Dedup:
 
     def accept(self, frame: Frame, source: str) -> Frame | None:
         if frame.type == TEXT_DELTA:
-            return self._log_text(frame) if source == LOG else self._live_text(frame)
+            return self._log_text(frame) if source == LOG else self.live_text(frame)
         if frame.seq <= self.last:
             return None
         self.last, self._segment = frame.seq, []
         return frame
 
-    def _live_text(self, frame: Frame) -> Frame | None:
+    def live_text(self, frame: Frame) -> Frame | None:
+        """``accept`` of a live delta."""
         if frame.seq < self.last:
             return None  # its segment was already delivered from the log
         self._segment.append(frame.crumb["delta"])
@@ -277,6 +278,7 @@ class _Follow:
 
     def _live(self, check_gap: bool) -> Iterator[list[Frame | Gap] | None]:
         """What each take of the inbox brings, deduplicated, as lists of at most BATCH."""
+        live_text = self.dedup.live_text
         while True:
             batch = self.inbox.take(self.heartbeat)
             if not batch:
@@ -284,6 +286,14 @@ class _Follow:
                 continue
             out: list[Frame | Gap] = []
             for item in batch:
+                if item.__class__ is Frame and item.crumb["type"] == TEXT_DELTA:
+                    # Most items: a live delta, which neither ends a stream nor shows a hole.
+                    if live_text(item) is not None:
+                        out.append(item)
+                        if len(out) >= BATCH:
+                            yield out
+                            out = []
+                    continue
                 if item.__class__ is FromLog:
                     source, frame = LOG, item.frame
                     if frame is ENDED:

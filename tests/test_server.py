@@ -1,5 +1,6 @@
 """The Flask extension and its routes, in process (the real-process tests are in integration/)."""
 
+import gc
 import json
 import subprocess
 import sys
@@ -271,3 +272,17 @@ def test_draining_a_run_lets_other_greenlets_run_after_each_durable_crumb():
     # The echo model never blocks, so without those turns the whole run would pass in one go.
     done = subprocess.run([sys.executable, "-c", DRAIN_CHECK], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[0, 1, 3]", done.stderr[-2000:]
+
+
+def test_a_gunicorn_worker_collects_its_youngest_garbage_less_often(monkeypatch):
+    from bread_sync.server import gunicorn_conf, lifecycle
+
+    monkeypatch.setattr(lifecycle, "started", lambda worker: None)
+    before = gc.get_threshold()
+    try:
+        gunicorn_conf.post_worker_init(object())
+        assert gc.get_threshold() == (gunicorn_conf.GC_YOUNG_OBJECTS, *before[1:])
+        assert gc.get_freeze_count() > 0  # what the worker made to start is frozen
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()

@@ -9,9 +9,7 @@ retained frame is an object they visit. The store, not this buffer, is the durab
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict, deque
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from .. import greenlets
@@ -106,13 +104,12 @@ class StreamTransport:
             self._frames -= len(self._runs.pop(run_id).frames)
 
 
-def _state_lock() -> AbstractContextManager[Any]:
-    """The lock around the runs' buffers and handlers, where threads can preempt each other.
-
-    Under gevent's monkey-patching, greenlets switch only where they block, and nothing in a
-    publish or a subscribe blocks (handlers must only enqueue), so they take no lock there: a
-    patched lock costs twice the rest of a publish, on every crumb."""
-    return nullcontext() if greenlets.patched() else threading.Lock()
+def _state_lock() -> Any:
+    """The lock around the runs' buffers and handlers: a lock of the OS, even where gevent
+    patched ``threading``. Greenlets switch only where they block, and nothing in a publish or
+    a subscribe blocks (handlers must only enqueue), so no greenlet waits on it; a patched lock
+    would cost twice the rest of a publish, on every crumb."""
+    return greenlets.os_lock()
 
 
 def transport(buffer_size: int = 1024, max_runs: int = 1000, max_frames: int = MAX_FRAMES) -> StreamTransport:

@@ -1,14 +1,18 @@
 """Whether this process runs threads as gevent greenlets (gunicorn's gevent worker patches them).
 
 Greenlets switch only where they block, and a patched ``threading`` primitive costs several
-times its native one; the few hot spots that can use either ask here.
+times its native one; the few hot spots that can use either ask here. A C call that blocks
+(SQLite's fsync) holds up every greenlet unless it runs in a thread of the OS.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def patched() -> bool:
@@ -25,3 +29,13 @@ def os_lock() -> Any:
 
         return get_original("_thread", "allocate_lock")()
     return threading.Lock()
+
+
+def in_os_thread(fn: Callable[[], T]) -> T:
+    """``fn()`` in a thread of the OS under gevent, whose blocking C calls (a SQLite checkpoint's
+    fsyncs) then hold up no greenlet while the caller waits for it; else ``fn()`` here."""
+    if not patched():
+        return fn()
+    from gevent import get_hub
+
+    return get_hub().threadpool.apply(fn)

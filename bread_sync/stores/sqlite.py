@@ -23,8 +23,9 @@ from sqlite_utils import Database
 
 from ..crumbs import Frame, dumps
 from ..errors import SEQ_CONFLICT, BreadError
-from . import RunRecord, iso_days_ago, now_iso, tags_match
+from . import RunRecord, checkpoints, iso_days_ago, now_iso, tags_match
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection
+from .checkpoints import Checkpointer
 from .migrations import immediate, migrate
 from .purge import purge
 
@@ -62,13 +63,18 @@ class SQLiteStore:
     """A :class:`~bread_sync.stores.Store` in one SQLite file, migrated on open."""
 
     def __init__(
-        self, path: str | os.PathLike[str], pool_size: int = POOL_SIZE, busy_seconds: float = BUSY_TIMEOUT_SECONDS
+        self,
+        path: str | os.PathLike[str],
+        pool_size: int = POOL_SIZE,
+        busy_seconds: float = BUSY_TIMEOUT_SECONDS,
+        checkpoint_seconds: float | None = checkpoints.SECONDS,
     ):
         if str(path) == ":memory:":
             raise ValueError("an in-memory SQLite database is private to one connection: use the memory store")
         self.path = Path(path)
         self.busy_seconds = busy_seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._checkpointer = Checkpointer(self.path, checkpoint_seconds) if checkpoint_seconds else None
         with self._open() as db:
             db.enable_wal()
             migrate(db)
@@ -79,7 +85,7 @@ class SQLiteStore:
         self._pool: queue.Queue[Database | None] = queue.LifoQueue()
         for _ in range(pool_size):
             self._pool.put(None)
-        self._finalizer = weakref.finalize(self, _close_pool, self._pool)
+        self._finalizer = weakref.finalize(self, _close, self._pool, self._checkpointer)
         # Per thread and per greenlet alike (each has its own context), whenever gevent patched.
         self._batch: ContextVar[Database | None] = ContextVar("bread_sqlite_batch", default=None)
 
@@ -125,6 +131,9 @@ class SQLiteStore:
         )
         conn.busy_seconds = self.busy_seconds
         conn.execute("PRAGMA synchronous=NORMAL")
+        if self._checkpointer is not None:  # checkpoints are its work, see checkpoints.py
+            conn.execute(f"PRAGMA wal_autocheckpoint={checkpoints.BACKSTOP_PAGES}")
+            self._checkpointer.ensure_running()
         return Database(conn, recursive_triggers=False, execute_plugins=False)
 
     # crumb log
@@ -362,7 +371,9 @@ def _session(row: tuple[Any, ...]) -> dict[str, Any]:
     return {"id": session_id, "tags": json.loads(tags), "createdAt": created_at, "updatedAt": updated_at}
 
 
-def _close_pool(pool: queue.Queue[Database | None]) -> None:
+def _close(pool: queue.Queue[Database | None], checkpointer: Checkpointer | None) -> None:
+    if checkpointer is not None:
+        checkpointer.stop()
     # Closed connections go back in, so a call after close() fails instead of waiting forever.
     slots = []
     while not pool.empty():
@@ -374,8 +385,13 @@ def _close_pool(pool: queue.Queue[Database | None]) -> None:
 
 
 def store(
-    path: str | os.PathLike[str], pool_size: int = POOL_SIZE, busy_seconds: float = BUSY_TIMEOUT_SECONDS
+    path: str | os.PathLike[str],
+    pool_size: int = POOL_SIZE,
+    busy_seconds: float = BUSY_TIMEOUT_SECONDS,
+    checkpoint_seconds: float | None = checkpoints.SECONDS,
 ) -> SQLiteStore:
     """A SQLite store in the file ``path`` (its folder is created if missing). A statement waits
-    up to ``busy_seconds`` for a file another process locked, then fails with ``STORE_BUSY``."""
-    return SQLiteStore(path, pool_size, busy_seconds)
+    up to ``busy_seconds`` for a file another process locked, then fails with ``STORE_BUSY``.
+    The write-ahead log is checkpointed every ``checkpoint_seconds`` off the path of commits;
+    ``None`` leaves that to SQLite's commits (see checkpoints.py)."""
+    return SQLiteStore(path, pool_size, busy_seconds, checkpoint_seconds)

@@ -1,0 +1,100 @@
+"""The SQLite store's write-ahead log is checkpointed in the background, not by commits."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+from bread_sync.crumbs import Frame
+from bread_sync.stores import checkpoints, sqlite
+
+PAGE = 4096
+#: Crumbs of about a page each: past SQLite's own checkpoint mark (1,000 pages) in all.
+BIG_CRUMBS = 1_500
+
+
+def write_big_crumbs(store, count=BIG_CRUMBS):
+    for seq in range(1, count + 1):
+        store.append_crumbs("r1", [Frame("r1", seq, {"type": "tool:call", "runId": "r1", "pad": "x" * PAGE})])
+
+
+def wait_for(predicate, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)  # the pause between polls, bounded by the deadline
+    return False
+
+
+def checkpointers(path):
+    return [t for t in threading.enumerate() if t.name == f"bread-checkpoint {path}"]
+
+
+def test_commits_leave_the_log_to_the_checkpointer(tmp_path):
+    path = tmp_path / "bread.db"
+    store = sqlite.store(path, checkpoint_seconds=3600)  # not within this test
+    try:
+        write_big_crumbs(store)
+        # SQLite's own checkpoint would have copied the log into the file at 1,000 pages and
+        # started the log over; here the log holds every page and the file has none of them.
+        assert os.path.getsize(f"{path}-wal") > BIG_CRUMBS * PAGE
+        assert os.path.getsize(path) < BIG_CRUMBS * PAGE / 10
+    finally:
+        store.close()
+
+
+def test_the_checkpointer_copies_the_log_into_the_file_and_stops_with_the_store(tmp_path):
+    path = tmp_path / "bread.db"
+    store = sqlite.store(path, checkpoint_seconds=0.05)
+    try:
+        write_big_crumbs(store, count=300)
+        assert wait_for(lambda: os.path.getsize(path) > 300 * PAGE)
+        assert checkpointers(path)
+        assert store.get_crumbs("r1")[-1].seq == 300
+    finally:
+        store.close()
+    assert wait_for(lambda: not checkpointers(path))
+
+
+def test_without_a_checkpointer_commits_checkpoint_as_sqlite_does(tmp_path):
+    path = tmp_path / "bread.db"
+    store = sqlite.store(path, checkpoint_seconds=None)
+    try:
+        write_big_crumbs(store)
+        assert os.path.getsize(f"{path}-wal") < (checkpoints.BACKSTOP_PAGES // 5) * PAGE
+        assert os.path.getsize(path) > 900 * PAGE
+        assert not checkpointers(path)
+    finally:
+        store.close()
+
+
+GEVENT_SCRIPT = textwrap.dedent(
+    """
+    from gevent import monkey; monkey.patch_all()
+    import json
+    import gevent
+    from bread_sync import greenlets
+
+    blocking_sleep = monkey.get_original("time", "sleep")
+    get_ident = monkey.get_original("_thread", "get_ident")
+    ticks = []
+    ticker = gevent.spawn(lambda: [ticks.append(gevent.sleep(0.01)) for _ in range(1000)])
+    gevent.sleep(0)
+    # A call that blocks its thread of the OS for 0.3 s, as a checkpoint's fsyncs may.
+    ran_in = greenlets.in_os_thread(lambda: blocking_sleep(0.3) or get_ident())
+    ticker.kill()
+    print(json.dumps({"ticks": len(ticks), "other_thread": ran_in != get_ident()}))
+    """
+)
+
+
+def test_under_gevent_a_checkpoint_runs_in_a_thread_of_the_os_and_stalls_no_greenlet():
+    out = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["other_thread"]
+    assert report["ticks"] >= 10  # the hub kept turning (0.01 s ticks) while the call blocked

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from . import greenlets
 from .errors import RUN_CANCELLED, BreadError
 
 
@@ -65,7 +66,8 @@ class CancelRegistry:
     """Maps the ids of runs executing in this process to their tokens."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Taken a few times a run and by the log follower's passes; nothing blocks under it.
+        self._lock = greenlets.os_lock()
         self._tokens: dict[str, CancelToken] = {}
 
     def register(self, run_id: str, token: CancelToken) -> None:

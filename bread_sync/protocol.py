@@ -41,10 +41,10 @@ def encode_frame(frame: Frame | dict[str, Any]) -> str:
     return dumps(frame)
 
 
-def crumb_frame_text(frame: Frame) -> str:
-    """A :class:`Frame` as CrumbFrame JSON text, around the crumb JSON the choke point
-    already produced: no second serialisation."""
-    return f'{_frame_head(frame.run_id)}"seq":{frame.seq},"crumb":{frame.wire}}}'
+def crumb_frame_text(frame: Frame, end: str = "") -> str:
+    """A :class:`Frame` as CrumbFrame JSON text (then ``end``), around the crumb JSON the choke
+    point already produced: no second serialisation."""
+    return f'{_frame_head(frame.run_id)}"seq":{frame.seq},"crumb":{frame.wire}}}{end}'
 
 
 @lru_cache(maxsize=4096)

@@ -37,7 +37,7 @@ def sse_retry(ms: int = SSE_RETRY_MS) -> bytes:
 
 
 def ndjson_crumb(frame: Frame) -> bytes:
-    return (crumb_frame_text(frame) + "\n").encode()
+    return crumb_frame_text(frame, "\n").encode()
 
 
 def sse_gap(earliest_seq: int) -> bytes:

@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import Response, g, request
 
-from ..crumbs import Frame
+from ..crumbs import TEXT_DELTA, Frame
 from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
 from ..runtime import Bread, new_id
 from ..stores import FINISHED
@@ -156,7 +156,7 @@ class _Views:
     def _frames(self, lists: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
         """The response body: one chunk per event, as a tail with ``batched=True`` hands them
         over. Each list is formatted whole and then written, chunk after chunk, back to back."""
-        encode = self._encode
+        encode, crumb = self._encode, self.wire.crumb
         try:
             if prelude:
                 yield prelude
@@ -164,7 +164,11 @@ class _Views:
                 if items is None:
                     yield self.wire.heartbeat
                 else:
-                    yield from [encode(item) for item in items]
+                    # Most items are deltas, which the wire encodes alone (no error sidecar).
+                    yield from [
+                        crumb(item) if item.__class__ is Frame and item.crumb["type"] == TEXT_DELTA else encode(item)
+                        for item in items
+                    ]
         except Exception as exc:  # the stream is open: a failure can only be its last event
             log.exception("stream failed")
             yield self.wire.failure(internal_error(exc), "")

@@ -2,8 +2,8 @@
 
 By default SQLite copies its write-ahead log back into the database file whenever the log
 passes 1,000 pages, inside the commit that crosses the mark: that commit copies the pages and
-waits for two fsyncs (15 to 40 ms on our 2-core VM, half a run's store time on average), and
-under gevent it holds up every greenlet of the worker meanwhile (a SQLite call does not yield).
+waits for two fsyncs (10 to 25 ms on our 2-core VM), and under gevent it holds up every
+greenlet of the worker meanwhile (a SQLite call does not yield).
 The store's connections leave checkpoints to a :class:`Checkpointer` instead, which runs one
 every ``seconds`` in a thread of the OS (under gevent, the hub's thread pool), so a request's
 commit only appends to the log. Past ``BACKSTOP_PAGES`` a commit still checkpoints itself,

@@ -67,7 +67,7 @@ class CancelRegistry:
 
     def __init__(self) -> None:
         # Taken a few times a run and by the log follower's passes; nothing blocks under it.
-        self._lock = greenlets.os_lock()
+        self._lock = greenlets.os_rlock()
         self._tokens: dict[str, CancelToken] = {}
 
     def register(self, run_id: str, token: CancelToken) -> None:

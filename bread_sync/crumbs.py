@@ -107,6 +107,12 @@ class Frame:
         return f"Frame({self.run_id!r}, {self.seq}, {self.crumb!r})"
 
 
+def is_delta_frame(item: Any) -> bool:
+    """A text delta's frame: most of what flows to a client, so the per-item paths test for it
+    first (a plain class test, not ``isinstance``)."""
+    return item.__class__ is Frame and item.crumb["type"] == TEXT_DELTA
+
+
 def text_delta_wire_head(run_id: str) -> str:
     """The wire JSON of a run's ``text:delta`` crumbs up to the delta's text: the same for each
     of them, so a delta's wire is this, its text as a JSON string, and ``}``."""

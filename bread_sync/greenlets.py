@@ -20,15 +20,16 @@ def patched() -> bool:
     return monkey is not None and monkey.is_module_patched("threading")
 
 
-def os_lock() -> Any:
-    """A lock of the OS thread, even where gevent patched ``threading``: taken and released in
-    C. Only for state no greenlet can switch away from while holding it (nothing inside blocks),
-    or a second greenlet of the same thread would wait on it forever."""
+def os_rlock() -> Any:
+    """A reentrant lock of the OS thread, even where gevent patched ``threading``: taken and
+    released in C. Only for state no greenlet can switch away from while holding it (nothing
+    inside blocks); reentrant because a garbage collection inside can run a finalizer that takes
+    it again (an abandoned tail unsubscribing), which must not wait on itself."""
     if patched():
         from gevent.monkey import get_original
 
-        return get_original("_thread", "allocate_lock")()
-    return threading.Lock()
+        return get_original("_thread", "RLock")()
+    return threading.RLock()
 
 
 def in_os_thread(fn: Callable[[], T]) -> T:

@@ -44,7 +44,7 @@ from .loops import close_loops
 from .models import resolve_provider
 from .pipelines import Pipeline, PipelineRun
 from .sessions import SessionGuard
-from .stores import STORES, batch, now_iso
+from .stores import STORES, now_iso
 from .tail import LogFollower, tail
 from .tasks import Task, run_task
 from .transports import TRANSPORTS
@@ -194,10 +194,8 @@ class Bread:
         if run_id is not None and self.store.get_run(run_id) is not None:  # a retried request
             return self._deliver(self._attach(run_id, agent.id), mode)
         run_id = run_id or new_id("run")
-        with batch(self.store):  # the session's claim and the run's record, in one transaction
-            claimed = self.sessions.claim(session_id, run_id, session_policy or agent.session_policy)
-            created = self.store.create_run(self._record(run_id, agent.id, session_id))
-        if not created:
+        claimed = self.sessions.claim(session_id, run_id, session_policy or agent.session_policy)
+        if not self.store.create_run(self._record(run_id, agent.id, session_id)):
             return self._deliver(self._attach(run_id, agent.id), mode)
         ctx = self._context(run_id, session_id, signal)
         root = ctx.activity_for(agent, validated, skill_name, record=True)

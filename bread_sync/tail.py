@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame
+from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame, is_delta_frame
 from .errors import RUN_NOT_FOUND, BreadError
 from .inbox import Inbox
 from .stores import FINISHED, has_crumb_log, last_seqs
@@ -221,7 +221,8 @@ def tail(
     replay page; what the run published meanwhile, up to BATCH frames) instead of one frame at a
     time, for a writer that formats them together. ``RUN_NOT_FOUND`` is raised here, before
     iteration, so a route can answer 404; not with ``replay=False``, whose caller holds the run
-    it just started (an unknown one would end at the follower's safety net).
+    it just started (an unknown one ends at the follower's next safety-net look, SAFETY_NET_SECONDS,
+    when the store keeps a crumb log; with none, only when the caller stops).
     """
     if replay and bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
@@ -286,7 +287,7 @@ class _Follow:
                 continue
             out: list[Frame | Gap] = []
             for item in batch:
-                if item.__class__ is Frame and item.crumb["type"] == TEXT_DELTA:
+                if is_delta_frame(item):
                     # Most items: a live delta, which neither ends a stream nor shows a hole.
                     if live_text(item) is not None:
                         out.append(item)

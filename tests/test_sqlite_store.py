@@ -241,20 +241,6 @@ def test_a_batch_is_one_transaction_other_connections_see_whole_or_not_at_all(op
     assert read(path, "SELECT count(*) FROM crumbs") == [(1,)] and store.get_session("s1") is None
 
 
-def test_a_run_is_claimed_and_recorded_in_one_transaction(make_bread, open_store, path):
-    """A run that cannot be recorded leaves no claim on its session behind."""
-    store = open_store()
-    bread = make_bread(store=store)
-
-    def refuse(record):
-        raise sqlite3.OperationalError("disk I/O error")
-
-    store.create_run = refuse
-    with pytest.raises(sqlite3.OperationalError):
-        bread.run("echo", "hi", session={"id": "s1"})
-    assert read(path, "SELECT count(*) FROM session_claims") == [(0,)]
-
-
 def test_a_closed_store_refuses_work(open_store):
     store = open_store()
     store.last_seq("r1")

@@ -12,7 +12,7 @@ from typing import Any
 
 from flask import Response, g, request
 
-from ..crumbs import TEXT_DELTA, Frame
+from ..crumbs import Frame, is_delta_frame
 from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
 from ..runtime import Bread, new_id
 from ..stores import FINISHED
@@ -165,10 +165,7 @@ class _Views:
                     yield self.wire.heartbeat
                 else:
                     # Most items are deltas, which the wire encodes alone (no error sidecar).
-                    yield from [
-                        crumb(item) if item.__class__ is Frame and item.crumb["type"] == TEXT_DELTA else encode(item)
-                        for item in items
-                    ]
+                    yield from [crumb(item) if is_delta_frame(item) else encode(item) for item in items]
         except Exception as exc:  # the stream is open: a failure can only be its last event
             log.exception("stream failed")
             yield self.wire.failure(internal_error(exc), "")

@@ -23,9 +23,8 @@ from sqlite_utils import Database
 
 from ..crumbs import Frame, dumps
 from ..errors import SEQ_CONFLICT, BreadError
-from . import RunRecord, checkpoints, iso_days_ago, now_iso, tags_match
+from . import RunRecord, iso_days_ago, now_iso, tags_match, wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection
-from .checkpoints import Checkpointer
 from .migrations import immediate, migrate
 from .purge import purge
 
@@ -67,14 +66,14 @@ class SQLiteStore:
         path: str | os.PathLike[str],
         pool_size: int = POOL_SIZE,
         busy_seconds: float = BUSY_TIMEOUT_SECONDS,
-        checkpoint_seconds: float | None = checkpoints.SECONDS,
+        checkpoint_seconds: float | None = wal.SECONDS,
     ):
         if str(path) == ":memory:":
             raise ValueError("an in-memory SQLite database is private to one connection: use the memory store")
         self.path = Path(path)
         self.busy_seconds = busy_seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._checkpointer = Checkpointer(self.path, checkpoint_seconds) if checkpoint_seconds else None
+        self._checkpointer = wal.Checkpointer(self.path, checkpoint_seconds) if checkpoint_seconds else None
         with self._open() as db:
             db.enable_wal()
             migrate(db)
@@ -107,6 +106,8 @@ class SQLiteStore:
                 if not self._finalizer.alive:
                     raise RuntimeError(f"the SQLite store at {self.path} is closed")
                 db = self._open()
+            if self._checkpointer is not None:  # started on first use in each process
+                self._checkpointer.ensure_running()
             yield db
         finally:
             self._pool.put(db)
@@ -131,9 +132,8 @@ class SQLiteStore:
         )
         conn.busy_seconds = self.busy_seconds
         conn.execute("PRAGMA synchronous=NORMAL")
-        if self._checkpointer is not None:  # checkpoints are its work, see checkpoints.py
-            conn.execute(f"PRAGMA wal_autocheckpoint={checkpoints.BACKSTOP_PAGES}")
-            self._checkpointer.ensure_running()
+        if self._checkpointer is not None:  # checkpoints are its work, see wal.py
+            conn.execute(f"PRAGMA wal_autocheckpoint={wal.BACKSTOP_PAGES}")
         return Database(conn, recursive_triggers=False, execute_plugins=False)
 
     # crumb log
@@ -371,7 +371,7 @@ def _session(row: tuple[Any, ...]) -> dict[str, Any]:
     return {"id": session_id, "tags": json.loads(tags), "createdAt": created_at, "updatedAt": updated_at}
 
 
-def _close(pool: queue.Queue[Database | None], checkpointer: Checkpointer | None) -> None:
+def _close(pool: queue.Queue[Database | None], checkpointer: wal.Checkpointer | None) -> None:
     if checkpointer is not None:
         checkpointer.stop()
     # Closed connections go back in, so a call after close() fails instead of waiting forever.
@@ -388,10 +388,10 @@ def store(
     path: str | os.PathLike[str],
     pool_size: int = POOL_SIZE,
     busy_seconds: float = BUSY_TIMEOUT_SECONDS,
-    checkpoint_seconds: float | None = checkpoints.SECONDS,
+    checkpoint_seconds: float | None = wal.SECONDS,
 ) -> SQLiteStore:
     """A SQLite store in the file ``path`` (its folder is created if missing). A statement waits
     up to ``busy_seconds`` for a file another process locked, then fails with ``STORE_BUSY``.
     The write-ahead log is checkpointed every ``checkpoint_seconds`` off the path of commits;
-    ``None`` leaves that to SQLite's commits (see checkpoints.py)."""
+    ``None`` (or 0) leaves that to SQLite's commits (see wal.py)."""
     return SQLiteStore(path, pool_size, busy_seconds, checkpoint_seconds)

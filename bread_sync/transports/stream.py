@@ -10,7 +10,6 @@ retained frame is an object they visit. The store, not this buffer, is the durab
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import Any
 
 from .. import greenlets
 from ..crumbs import TERMINAL, Frame
@@ -44,7 +43,10 @@ class StreamTransport:
         self.buffer_size = buffer_size
         self.max_runs = max_runs
         self.max_frames = max_frames
-        self._lock = _state_lock()
+        # A lock of the OS even under gevent (a patched one cost twice the rest of a publish, on
+        # every crumb): greenlets switch only where they block, and nothing in a publish or a
+        # subscribe blocks (handlers must only enqueue), so no greenlet ever waits on it.
+        self._lock = greenlets.os_rlock()
         self._runs: OrderedDict[str, _RunBuffer] = OrderedDict()
         self._frames = 0  # retained in all buffers
 
@@ -102,14 +104,6 @@ class StreamTransport:
                 runs, frames = runs - 1, frames - len(buffer.frames)
         for run_id in idle:
             self._frames -= len(self._runs.pop(run_id).frames)
-
-
-def _state_lock() -> Any:
-    """The lock around the runs' buffers and handlers: a lock of the OS, even where gevent
-    patched ``threading``. Greenlets switch only where they block, and nothing in a publish or
-    a subscribe blocks (handlers must only enqueue), so no greenlet waits on it; a patched lock
-    would cost twice the rest of a publish, on every crumb."""
-    return greenlets.os_lock()
 
 
 def transport(buffer_size: int = 1024, max_runs: int = 1000, max_frames: int = MAX_FRAMES) -> StreamTransport:

@@ -188,7 +188,7 @@ from bread_sync.crumbs import Frame
 from bread_sync.transports import stream
 
 t = stream.transport()
-native = type(monkey.get_original("_thread", "allocate_lock")())
+native = type(monkey.get_original("_thread", "RLock")())
 assert type(t._lock) is native, t._lock  # not gevent's patched lock, a cost on every publish
 got = {n: [] for n in range(20)}
 
@@ -219,4 +219,33 @@ def test_under_gevent_the_embedded_transport_takes_an_os_lock_and_keeps_each_sub
 def test_without_gevent_the_embedded_transport_locks_its_state(implementation):
     if implementation != "stream":
         pytest.skip("the lock choice is the embedded transport's")
-    assert type(stream.transport()._lock) is type(threading.Lock())
+    assert type(stream.transport()._lock) is type(threading.RLock())
+
+
+GEVENT_REENTRY_CHECK = """
+from gevent import monkey; monkey.patch_all()
+from bread_sync.crumbs import Frame
+from bread_sync.transports import stream
+
+t = stream.transport()
+got = []
+subscription = None
+
+def handler(frame):
+    # What a garbage collection inside a publish can do: finalize an abandoned tail, which
+    # unsubscribes, taking the transport's lock again on the same OS thread.
+    got.append(frame.seq)
+    subscription.close()
+
+subscription = t.subscribe("r", 0, handler)
+t.publish(Frame("r", 1, {"type": "tool:call", "runId": "r"}))
+t.publish(Frame("r", 2, {"type": "tool:call", "runId": "r"}))
+print(got)
+"""
+
+
+def test_under_gevent_a_subscriber_let_go_inside_a_publish_does_not_hang_the_worker(implementation):
+    if implementation != "stream":
+        pytest.skip("the lock choice is the embedded transport's")
+    done = subprocess.run([sys.executable, "-c", GEVENT_REENTRY_CHECK], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[1]", done.stderr[-2000:]

@@ -2,14 +2,16 @@
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import warnings
 
 from bread_sync.crumbs import Frame
-from bread_sync.stores import checkpoints, sqlite
+from bread_sync.stores import sqlite, wal
 
 PAGE = 4096
 #: Crumbs of about a page each: past SQLite's own checkpoint mark (1,000 pages) in all.
@@ -65,11 +67,82 @@ def test_without_a_checkpointer_commits_checkpoint_as_sqlite_does(tmp_path):
     store = sqlite.store(path, checkpoint_seconds=None)
     try:
         write_big_crumbs(store)
-        assert os.path.getsize(f"{path}-wal") < (checkpoints.BACKSTOP_PAGES // 5) * PAGE
+        assert os.path.getsize(f"{path}-wal") < (wal.BACKSTOP_PAGES // 5) * PAGE
         assert os.path.getsize(path) > 900 * PAGE
         assert not checkpointers(path)
     finally:
         store.close()
+
+
+def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(tmp_path, monkeypatch, caplog):
+    path = tmp_path / "bread.db"
+    calls = []
+    real = wal.checkpoint
+
+    def fail_once(conn):
+        calls.append(1)
+        if len(calls) == 1:
+            raise sqlite3.OperationalError("disk I/O error")
+        real(conn)
+
+    monkeypatch.setattr(wal, "checkpoint", fail_once)
+    store = sqlite.store(path, checkpoint_seconds=0.05)
+    try:
+        write_big_crumbs(store, count=300)
+        assert wait_for(lambda: os.path.getsize(path) > 300 * PAGE)
+        assert len(calls) >= 2 and "checkpointing" in caplog.text
+    finally:
+        store.close()
+
+
+def test_a_forked_process_checkpoints_with_its_own_thread(tmp_path):
+    path = tmp_path / "bread.db"
+    store = sqlite.store(path, checkpoint_seconds=3600)
+    store.last_seq("r1")  # the parent's checkpointer runs (and would not checkpoint for an hour)
+    with warnings.catch_warnings():  # Python 3.12+ warns of a fork with threads: that is the case tested
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: a worker forked from a master that had used the store
+        try:
+            store._checkpointer.seconds = 0.05
+            write_big_crumbs(store, count=300)
+            ok = wait_for(lambda: os.path.getsize(path) > 300 * PAGE) and checkpointers(path)
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    store.close()
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+GEVENT_STORE_SCRIPT = textwrap.dedent(
+    """
+    from gevent import monkey; monkey.patch_all()
+    import json, sys, time
+    import gevent
+    from bread_sync.crumbs import Frame
+    from bread_sync.stores import sqlite, wal
+
+    get_ident = monkey.get_original("_thread", "get_ident")
+    threads = []
+    real = wal.checkpoint
+    wal.checkpoint = lambda conn: threads.append(get_ident()) or real(conn)
+    store = sqlite.store(sys.argv[1], checkpoint_seconds=0.05)
+    store.append_crumbs("r1", [Frame("r1", 1, {"type": "tool:call", "runId": "r1"})])
+    deadline = time.monotonic() + 10
+    while not threads and time.monotonic() < deadline:
+        gevent.sleep(0.02)
+    store.close()
+    print(json.dumps({"checkpoints": len(threads), "in_hub_thread": get_ident() in threads}))
+    """
+)
+
+
+def test_under_gevent_the_store_checkpoints_in_a_thread_of_the_os(tmp_path):
+    out = subprocess.run([sys.executable, "-c", GEVENT_STORE_SCRIPT, str(tmp_path / "bread.db")],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["checkpoints"] >= 1 and not report["in_hub_thread"]
 
 
 GEVENT_SCRIPT = textwrap.dedent(
@@ -92,7 +165,7 @@ GEVENT_SCRIPT = textwrap.dedent(
 )
 
 
-def test_under_gevent_a_checkpoint_runs_in_a_thread_of_the_os_and_stalls_no_greenlet():
+def test_under_gevent_a_call_in_a_thread_of_the_os_stalls_no_greenlet():
     out = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])

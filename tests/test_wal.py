@@ -8,7 +8,6 @@ import sys
 import textwrap
 import threading
 import time
-import warnings
 
 from bread_sync.crumbs import Frame
 from bread_sync.stores import sqlite, wal
@@ -95,23 +94,34 @@ def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(tmp_path, monkeypat
         store.close()
 
 
-def test_a_forked_process_checkpoints_with_its_own_thread(tmp_path):
-    path = tmp_path / "bread.db"
-    store = sqlite.store(path, checkpoint_seconds=3600)
-    store.last_seq("r1")  # the parent's checkpointer runs (and would not checkpoint for an hour)
-    with warnings.catch_warnings():  # Python 3.12+ warns of a fork with threads: that is the case tested
-        warnings.simplefilter("ignore", DeprecationWarning)
+FORK_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    from bread_sync.crumbs import Frame
+    from bread_sync.stores import sqlite
+
+    path = sys.argv[1]
+    store = sqlite.store(path, checkpoint_seconds=0.01)
+    store.last_seq("r1")  # this process's checkpointer runs, all the time
+    time.sleep(0.05)
+    for attempt in range(20):  # forks that land beside a running checkpoint
         pid = os.fork()
-    if pid == 0:  # the child: a worker forked from a master that had used the store
-        try:
-            store._checkpointer.seconds = 0.05
-            write_big_crumbs(store, count=300)
-            ok = wait_for(lambda: os.path.getsize(path) > 300 * PAGE) and checkpointers(path)
-        finally:
-            os._exit(0 if ok else 1)
-    _, status = os.waitpid(pid, 0)
+        if pid == 0:  # a worker forked from a master whose store had run
+            store.append_crumbs(f"c{attempt}", [Frame(f"c{attempt}", 1, {"type": "tool:call", "runId": "x"})])
+            mine = [t for t in threading.enumerate() if t.name.startswith("bread-checkpoint")]
+            os._exit(0 if store.last_seq(f"c{attempt}") == 1 and mine else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
     store.close()
-    assert os.waitstatus_to_exitcode(status) == 0
+    print("ok")
+    """
+)
+
+
+def test_a_forked_process_checkpoints_with_its_own_thread_whenever_it_forks(tmp_path):
+    out = subprocess.run([sys.executable, "-c", FORK_SCRIPT, str(tmp_path / "bread.db")],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
 GEVENT_STORE_SCRIPT = textwrap.dedent(
@@ -143,6 +153,33 @@ def test_under_gevent_the_store_checkpoints_in_a_thread_of_the_os(tmp_path):
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["checkpoints"] >= 1 and not report["in_hub_thread"]
+
+
+PATCHED_LATER_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    from bread_sync.stores import sqlite
+
+    store = sqlite.store(sys.argv[1], checkpoint_seconds=0.3)  # built before gevent patches threading,
+    from gevent import monkey; monkey.patch_all()               # as a master builds it before a worker patches
+    import gevent
+
+    store.last_seq("r1")  # the checkpointer starts here, in the patched process
+    ticks, began = 0, time.monotonic()
+    while time.monotonic() - began < 1.0:
+        gevent.sleep(0.01)
+        ticks += 1
+    store.close()
+    print(json.dumps({"ticks": ticks}))
+    """
+)
+
+
+def test_a_store_built_before_gevent_patched_threading_checkpoints_without_blocking_the_hub(tmp_path):
+    out = subprocess.run([sys.executable, "-c", PATCHED_LATER_SCRIPT, str(tmp_path / "bread.db")],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["ticks"] >= 50  # 0.01 s ticks for 1 s
 
 
 GEVENT_SCRIPT = textwrap.dedent(

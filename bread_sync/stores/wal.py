@@ -30,28 +30,36 @@ BACKSTOP_PAGES = 10_000
 class Checkpointer:
     def __init__(self, path: Path, seconds: float = SECONDS):
         self.path, self.seconds = path, seconds
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._pid: int | None = None
+        # The stop event of each process's loop, made in that process: a store built before a
+        # fork (gunicorn's master) or before gevent patched ``threading`` hands its workers no
+        # lock or event of the wrong kind, which under gevent would block the whole worker.
+        self._loops: dict[int, threading.Event] = {}
+        self._closed = False
 
     def ensure_running(self) -> None:
         """Start checkpointing in this process, once: a forked worker starts its own, with its
         own connection (a SQLite connection must not cross a fork)."""
-        if self._pid == os.getpid():
+        pid = os.getpid()
+        if pid in self._loops or self._closed:
             return
-        with self._lock:
-            if self._pid != os.getpid() and not self._stopped.is_set():
-                name = f"bread-checkpoint {self.path}"
-                threading.Thread(target=self._loop, name=name, daemon=True).start()
-                self._pid = os.getpid()
+        stop = threading.Event()
+        if self._loops.setdefault(pid, stop) is not stop:  # atomic: one thread of this process wins
+            return
+        try:
+            threading.Thread(target=self._loop, args=(stop,), name=f"bread-checkpoint {self.path}", daemon=True).start()
+        except BaseException:
+            del self._loops[pid]
+            raise
 
     def stop(self) -> None:
-        self._stopped.set()
+        self._closed = True
+        for stop in self._loops.values():
+            stop.set()
 
-    def _loop(self) -> None:
+    def _loop(self, stop: threading.Event) -> None:
         conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
         try:
-            while not self._stopped.wait(self.seconds):
+            while not stop.wait(self.seconds):
                 try:
                     greenlets.in_os_thread(lambda: checkpoint(conn))
                 except sqlite3.Error:  # the next one may well pass; meanwhile the backstop holds
@@ -63,4 +71,14 @@ class Checkpointer:
 def checkpoint(conn: sqlite3.Connection) -> None:
     """Copy what the log holds into the database file, as far as readers allow, without waiting
     for a lock (PASSIVE). With nothing new in the log it writes and syncs nothing."""
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    with _checkpointing:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+#: Held while a checkpoint runs, and by a fork: a child must not start with SQLite's locks held
+#: by a thread it does not have (``gunicorn --preload`` forks workers from a master whose store
+#: has run, and its checkpointer with it).
+_checkpointing = greenlets.os_rlock()
+os.register_at_fork(
+    before=_checkpointing.acquire, after_in_parent=_checkpointing.release, after_in_child=_checkpointing.release
+)

@@ -241,6 +241,8 @@ class _Follow:
         self.ends = TERMINAL if through_pause else STREAM_END
         self.dedup = Dedup(after)
         self.has_log = has_crumb_log(bread.store)
+        # Without a log, a tail past the run's start says so once if the transport no longer has it.
+        self._check_gap = not self.has_log and after > 0
 
     def frames(self, replay: bool, batched: bool) -> Iterator[Any]:
         lists = self._lists(replay)
@@ -270,14 +272,14 @@ class _Follow:
                     return  # nothing more will come, or a sink transport has nothing live to offer
             if self.has_log:  # also for a run of this process: the transport may go down
                 watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last, local=not replay)
-            yield from self._live(check_gap=not self.has_log and self.after > 0)
+            yield from self._live()
         finally:
             if self.subscription is not None:
                 self.subscription.close()
             if watch is not None:
                 self.bread.follower.unwatch(self.run_id, watch)
 
-    def _live(self, check_gap: bool) -> Iterator[list[Frame | Gap] | None]:
+    def _live(self) -> Iterator[list[Frame | Gap] | None]:
         """What each take of the inbox brings, deduplicated, as lists of at most BATCH."""
         live_text = self.dedup.live_text
         while True:
@@ -291,38 +293,37 @@ class _Follow:
                     # Most items: a live delta, which neither ends a stream nor shows a hole.
                     if live_text(item) is not None:
                         out.append(item)
-                        if len(out) >= BATCH:
-                            yield out
-                            out = []
-                    continue
-                if item.__class__ is FromLog:
-                    source, frame = LOG, item.frame
-                    if frame is ENDED:
-                        yield out
-                        return
-                else:
-                    source, frame = LIVE, item
-                if source == LIVE and self._past_a_hole(frame):
-                    for missed in self._from_log(frame.seq):
-                        out.append(missed)
-                        if missed.type in self.ends:
-                            yield out
-                            return
-                accepted = self.dedup.accept(frame, source)
-                if accepted is None:
-                    continue
-                if check_gap and accepted.durable:
-                    check_gap = False
-                    if accepted.seq > self.after + 1:
-                        out.append(Gap(accepted.seq))
-                out.append(accepted)
-                if accepted.type in self.ends:
+                elif self._add(item, out):
                     yield out
                     return
                 if len(out) >= BATCH:
                     yield out
                     out = []
             yield out
+
+    def _add(self, item: Any, out: list[Frame | Gap]) -> bool:
+        """Add to ``out`` what an inbox item other than a live delta brings (a hole in the
+        live frames is filled from the log first); True once the stream has ended."""
+        if item.__class__ is FromLog:
+            source, frame = LOG, item.frame
+            if frame is ENDED:
+                return True
+        else:
+            source, frame = LIVE, item
+        if source == LIVE and self._past_a_hole(frame):
+            for missed in self._from_log(frame.seq):
+                out.append(missed)
+                if missed.type in self.ends:
+                    return True
+        accepted = self.dedup.accept(frame, source)
+        if accepted is None:
+            return False
+        if self._check_gap and accepted.durable:
+            self._check_gap = False
+            if accepted.seq > self.after + 1:
+                out.append(Gap(accepted.seq))
+        out.append(accepted)
+        return accepted.type in self.ends
 
     def _log_pages(self) -> Iterator[list[Frame]]:
         """The log past ``after``, a page at a time: a long catch-up neither loads every row

@@ -87,6 +87,12 @@ class AgentLoop:
         loop.child = restore(ctx, snap["child"]) if snap["child"] else None
         return loop
 
+    def pending_tool(self) -> Tool | None:
+        """The tool whose call the run paused on (None if the agent no longer has it)."""
+        if self.child is not None:
+            return self.child.pending_tool()
+        return self.agent.tool(self.pending[0]["name"])
+
     # -- running -----------------------------------------------------------------------------
 
     def run(self) -> Steps:
@@ -205,9 +211,9 @@ class AgentLoop:
             output = tool.fn(tool.validate_input(call["input"]), self._context())
         except BreadError as exc:
             return self._tool_error(call, exc)
-        except Exception as exc:
+        except Exception:
             log.exception("tool %s failed in run %s", call["name"], self.ctx.run_id)
-            failed = BreadError(TOOL_FAILED, f"tool {call['name']!r} failed ({type(exc).__name__})")
+            failed = BreadError(TOOL_FAILED, f"tool {call['name']!r} failed")
             return self._tool_error(call, failed)
         return self._tool_result(call, _jsonable(output))
 

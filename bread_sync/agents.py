@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .cancel import CancelToken
 from .errors import INPUT_INVALID, OUTPUT_INVALID, BreadError
@@ -45,6 +45,8 @@ class Tool:
     kind: Literal["call", "input", "subagent", "task"] = "call"
     #: The agent (``kind="subagent"``) or task (``kind="task"``) this tool delegates to.
     target: str | None = None
+    #: What an input tool's human may answer: a type pydantic validates (a model, ``str | Model``).
+    response_schema: Any = None
 
     def __post_init__(self) -> None:
         if self.kind == "call" and self.fn is None:
@@ -78,6 +80,18 @@ class Tool:
             return self.input_schema.model_validate(data)
         except ValidationError as exc:
             raise BreadError(INPUT_INVALID, describe_validation(exc, f"tool {self.name!r} input")) from None
+
+    def validate_response(self, kind: str, response: Any) -> Any:
+        """The human's answer to this tool's pause of ``kind``, as JSON-safe data, or
+        ``INPUT_INVALID``: an approval is ``{"approved": bool}``; an input answer fits the
+        ``response_schema``, and without one it may be anything but an approval."""
+        if kind == "approval" or self.response_schema is None:
+            return check_response_kind(kind, response)
+        adapter = TypeAdapter(self.response_schema)
+        try:
+            return adapter.dump_python(adapter.validate_python(response), mode="json")
+        except ValidationError as exc:
+            raise BreadError(INPUT_INVALID, describe_validation(exc, f"the answer to {self.name!r}")) from None
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, ask: bool = False) -> Any:
@@ -113,9 +127,26 @@ def task_tool(task_id: str, description: str = "", name: str | None = None) -> T
                 kind="task", target=task_id)  # fmt: skip
 
 
-def input_tool(name: str, description: str = "", input_schema: type[BaseModel] | None = None) -> Tool:
-    """A tool that asks the human; the resume's ``response`` becomes its result."""
-    return Tool(name=name, description=description, input_schema=input_schema, kind="input")
+def input_tool(
+    name: str, description: str = "", input_schema: type[BaseModel] | None = None, response_schema: Any = None
+) -> Tool:
+    """A tool that asks the human; the resume's ``response`` becomes its result.
+
+    ``response_schema`` (a pydantic model, or any type pydantic validates, e.g. ``str | Answer``)
+    checks the answer before the checkpoint is claimed: one that fails it is ``INPUT_INVALID``."""
+    return Tool(name=name, description=description, input_schema=input_schema, kind="input",
+                response_schema=response_schema)  # fmt: skip
+
+
+def check_response_kind(kind: str, response: Any) -> Any:
+    """``response`` if it answers a pause of ``kind``: an approval is ``{"approved": bool}``, and
+    an input pause is never answered with one (that answer was meant for another pause)."""
+    is_approval = isinstance(response, dict) and isinstance(response.get("approved"), bool)
+    if kind == "approval" and not is_approval:
+        raise BreadError(INPUT_INVALID, 'an approval needs a response {"approved": true|false}')
+    if kind == "input" and is_approval and len(response) == 1:
+        raise BreadError(INPUT_INVALID, "this pause asks for an answer, not an approval")
+    return response
 
 
 @dataclass(frozen=True)
@@ -172,7 +203,12 @@ class Agent:
 
     @property
     def model_name(self) -> str:
-        return self.model if isinstance(self.model, str) else getattr(self.model, "name", "custom")
+        """``"provider:name"``: ``"echo"`` is ``"echo:echo"``; a provider object is its ``name`` and
+        its ``model``, or this agent's id for a provider without one (a script)."""
+        if isinstance(self.model, str):
+            provider, _, name = self.model.partition(":")
+            return f"{provider}:{name or provider}"
+        return f"{getattr(self.model, 'name', 'custom')}:{getattr(self.model, 'model', None) or self.id}"
 
     def tool(self, name: str) -> Tool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -30,6 +30,9 @@ class ServerSettings(BaseModel):
     port: int = 3000
     max_body_bytes: int = 1_048_576
     authorize: Any = None
+    #: ``authorize_run(identity, run_id) -> bool``: per-run ownership, asked by every route that
+    #: reads or acts on a run by id (tail, cancel, run record, attach, resume); only True allows.
+    authorize_run: Any = None
     #: Runs one process executes at once; one more is ``TOO_MANY_RUNS`` (503) before it starts.
     max_concurrent_runs: int = 1000
     #: A run still going after this many seconds ends with ``RUN_TIMEOUT``; None: no limit.
@@ -93,7 +96,7 @@ def apply_environment(config: Config) -> Config:
     if os.environ.get("BREAD_DB"):
         updates["store"] = "sqlite"
     if os.environ.get("BREAD_TRANSPORT"):
-        updates["transport"] = os.environ["BREAD_TRANSPORT"]
+        updates["transport"] = _transport_name(config.transport, os.environ["BREAD_TRANSPORT"])
     if os.environ.get("REDIS_URL"):
         updates["transport"] = _with_redis(updates.get("transport", config.transport), os.environ["REDIS_URL"])
     server: dict[str, Any] = {}
@@ -108,6 +111,16 @@ def apply_environment(config: Config) -> Config:
     if os.environ.get("BREAD_RETENTION_DAYS"):
         updates["retention_days"] = _number("BREAD_RETENTION_DAYS")
     return config.model_copy(update=updates) if updates else config
+
+
+def _transport_name(configured: Any, name: str) -> str:
+    # An object may carry options (authorize_stream, pubsub) that a name would silently drop.
+    if configured is not None and not isinstance(configured, str):
+        raise ValueError(
+            f"BREAD_TRANSPORT={name} would replace the config's transport object ({type(configured).__name__}) "
+            "and its options: unset BREAD_TRANSPORT or name the transport in the config"
+        )
+    return name
 
 
 def _number(name: str) -> float:

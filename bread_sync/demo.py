@@ -37,6 +37,10 @@ class Question(BaseModel):
     question: str
 
 
+class Answer(BaseModel):
+    answer: str
+
+
 class Ticks(BaseModel):
     count: int = Field(ge=0, le=100_000)
     delayMs: int = Field(ge=0, le=60_000)  # noqa: N815 - the wire spelling
@@ -81,7 +85,8 @@ interviewer = Agent(
     id="interviewer",
     description="Asks for your name, then thanks you.",
     model=script.provider([call("ask_user", {"question": "What is your name?"}), _thanks]),
-    tools=[input_tool("ask_user", "Ask the user a question.", Question)],
+    # The answer: a name, or {"answer": name}.
+    tools=[input_tool("ask_user", "Ask the user a question.", Question, response_schema=str | Answer)],
 )
 
 slow = Agent(

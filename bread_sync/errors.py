@@ -9,6 +9,8 @@ PIPELINE_NOT_FOUND = "PIPELINE_NOT_FOUND"
 TASK_NOT_FOUND = "TASK_NOT_FOUND"
 SKILL_NOT_FOUND = "SKILL_NOT_FOUND"
 RUN_NOT_FOUND = "RUN_NOT_FOUND"
+#: A client runId that names a run of another agent or pipeline.
+RUN_ID_CONFLICT = "RUN_ID_CONFLICT"
 LOOP_NOT_FOUND = "LOOP_NOT_FOUND"
 TASK_RUN_NOT_FOUND = "TASK_RUN_NOT_FOUND"
 FILE_NOT_FOUND = "FILE_NOT_FOUND"
@@ -47,6 +49,7 @@ HTTP_STATUS: dict[str, int] = {
     TASK_NOT_FOUND: 404,
     SKILL_NOT_FOUND: 404,
     RUN_NOT_FOUND: 404,
+    RUN_ID_CONFLICT: 409,
     LOOP_NOT_FOUND: 404,
     TASK_RUN_NOT_FOUND: 404,
     FILE_NOT_FOUND: 404,
@@ -119,7 +122,8 @@ class BreadError(Exception):
 
 
 def internal_error(exc: BaseException) -> BreadError:
-    """What a client sees of an unexpected exception: its class name, never its text or trace."""
+    """What a client sees of an unexpected exception: that it happened, never its class, text or
+    trace (those go to the server's log)."""
     if isinstance(exc, BreadError):
         return exc
-    return BreadError(INTERNAL, f"internal error ({type(exc).__name__})")
+    return BreadError(INTERNAL, "internal error: the server's log has the details")

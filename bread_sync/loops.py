@@ -89,6 +89,9 @@ class LoopRun:
         yield self._crumb(c.LOOP_START, "start", maxIterations=self.settings.max_iterations)
         return (yield from self._iterations())
 
+    def pending_tool(self) -> Any:
+        return self.child.pending_tool()
+
     def resume(self, response: Any) -> Steps:
         self._save("running")
         return (yield from self._iterations(self.child.resume(response)))

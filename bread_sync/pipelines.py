@@ -72,6 +72,9 @@ class PipelineRun:
     def run(self) -> Steps:
         return (yield from self._steps())
 
+    def pending_tool(self) -> Any:
+        return self.child.pending_tool()
+
     def resume(self, response: Any) -> Steps:
         output = yield from self.child.resume(response)
         yield from self._step_done(output)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import crumbs as c
-from .agents import Agent
+from .agents import Agent, Tool, check_response_kind
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
 from .config import Config, default_db_path
@@ -29,6 +29,7 @@ from .errors import (
     INVALID_REQUEST,
     PIPELINE_NOT_FOUND,
     RUN_CANCELLED,
+    RUN_ID_CONFLICT,
     RUN_INTERRUPTED,
     SEQ_CONFLICT,
     SKILL_NOT_FOUND,
@@ -249,10 +250,10 @@ class Bread:
             raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
         if checkpoint["status"] != "pending":
             raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
-        response = _validate_response(checkpoint, response)
         run_id, session_id = checkpoint["runId"], checkpoint["sessionId"]
         ctx = self._context(run_id, session_id, signal, next_seq=checkpoint["nextSeq"])
         root = restore(ctx, checkpoint["stack"])  # an agent or pipeline no longer configured fails here
+        response = _validate_response(checkpoint["kind"], root.pending_tool(), response)
         policy = root.agent.session_policy if hasattr(root, "agent") else "reject"
         claimed = self.sessions.claim(session_id, run_id, policy)
         if not self.store.claim_checkpoint(checkpoint_id):
@@ -294,7 +295,7 @@ class Bread:
     def _attach(self, run_id: str, agent_id: str) -> Run:
         # A retried request with the same runId follows the run it started, to its end or pause.
         if self.store.get_run(run_id)["agentId"] != agent_id:
-            raise BreadError(INVALID_REQUEST, f"run {run_id} exists and belongs to another agent")
+            raise BreadError(RUN_ID_CONFLICT, f"run {run_id} exists and belongs to another agent or pipeline")
         return Run(run_id, self._follow_to_pause(run_id), attached=True)
 
     def _follow_to_pause(self, run_id: str) -> Iterator[dict[str, Any]]:
@@ -431,9 +432,5 @@ def _session_ref(session: dict[str, Any] | str | None) -> tuple[str, dict[str, s
     return session_id, dict(tags)
 
 
-def _validate_response(checkpoint: dict[str, Any], response: Any) -> Any:
-    if checkpoint["kind"] != "approval":
-        return response
-    if not isinstance(response, dict) or not isinstance(response.get("approved"), bool):
-        raise BreadError(INVALID_REQUEST, 'an approval needs a response {"approved": true|false}')
-    return response
+def _validate_response(kind: str, tool: Tool | None, response: Any) -> Any:
+    return tool.validate_response(kind, response) if tool is not None else check_response_kind(kind, response)

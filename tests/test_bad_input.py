@@ -64,7 +64,7 @@ def test_a_run_id_starts_one_run_and_a_retry_attaches_to_it(bread):
     again = bread.run("echo", "something else", run_id="r", mode="sync")
     assert again.output == first.output == "hi there"
     assert [f.type for f in bread.store.get_crumbs("r")].count("agent:run:start") == 1
-    assert_raises_code("INVALID_REQUEST", bread.run, "writer", {"topic": "x"}, run_id="r")
+    assert_raises_code("RUN_ID_CONFLICT", bread.run, "writer", {"topic": "x"}, run_id="r")
 
 
 def test_a_bad_session_is_invalid_request(bread):

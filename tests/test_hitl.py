@@ -93,8 +93,35 @@ def test_a_malformed_approval_is_rejected_without_burning_the_checkpoint(bread, 
     checkpoint_id = pause_writer(bread).checkpoint["checkpointId"]
     with pytest.raises(BreadError) as caught:
         bread.resume(checkpoint_id, response)
-    assert caught.value.code == "INVALID_REQUEST"
+    assert caught.value.code == "INPUT_INVALID"
     assert bread.resume(checkpoint_id, {"approved": True}, mode="sync").output == "Published."
+
+
+@pytest.mark.parametrize("response", [{"approved": True}, {"approved": False}, 42, {"name": "Ada"}])
+def test_an_answer_that_does_not_fit_an_input_pause_keeps_the_checkpoint(bread, response):
+    paused = bread.run("interviewer", None, mode="sync")
+    checkpoint_id = paused.checkpoint["checkpointId"]
+    with pytest.raises(BreadError) as caught:
+        bread.resume(checkpoint_id, response)
+    assert caught.value.code == "INPUT_INVALID"
+    assert bread.store.get_checkpoint(checkpoint_id)["status"] == "pending"
+    assert bread.resume(checkpoint_id, {"answer": "Ada"}, mode="sync").output == "Thanks, Ada."
+
+
+def test_an_input_tool_without_a_response_schema_takes_any_answer_but_an_approval(make_bread):
+    from bread_sync import Agent, Config, input_tool
+    from bread_sync.models.script import call, provider, say
+
+    asker = Agent(id="asker", model=provider([call("ask", {}), lambda convo: say(repr(convo.last_tool_output))]),
+                  tools=[input_tool("ask")])  # fmt: skip
+    bread = make_bread(Config(agents=[asker]))
+    first = bread.run("asker", None, mode="sync").checkpoint["checkpointId"]
+    with pytest.raises(BreadError) as caught:
+        bread.resume(first, {"approved": True})
+    assert caught.value.code == "INPUT_INVALID"
+    assert bread.resume(first, {"approved": True, "why": "it asked"}, mode="sync").output == (
+        "{'approved': True, 'why': 'it asked'}"
+    )
 
 
 def test_an_unknown_checkpoint_is_not_found(bread):

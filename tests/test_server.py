@@ -2,6 +2,7 @@
 
 import gc
 import json
+import re
 import subprocess
 import sys
 
@@ -92,6 +93,18 @@ def test_agents_are_listed_and_described(client):
     assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "AGENT_NOT_FOUND"
 
 
+def test_agents_name_their_model_as_provider_colon_name(client, make_bread):
+    models = {a["id"]: a["model"] for a in client.get("/agents").get_json()}
+    assert models["echo"] == "echo:echo" and models["writer"] == "script:writer"
+    assert client.get("/agents/interviewer").get_json()["model"] == "script:interviewer"
+    from bread_sync import Agent, Config
+    from bread_sync.models import openai
+
+    agents = [Agent(id="a", model="openai:gpt-4o-mini"), Agent(id="b", model=openai.provider(model="m1"))]
+    served = create_server(make_bread(Config(agents=agents), transport="http-sse")).test_client()
+    assert [a["model"] for a in served.get("/agents").get_json()] == ["openai:gpt-4o-mini", "openai:m1"]
+
+
 def test_entrypoints_limit_what_is_served(make_bread):
     client = create_server(make_bread(transport="http-sse", entrypoints=["echo"])).test_client()
     assert [a["id"] for a in client.get("/agents").get_json()] == ["echo"]
@@ -106,6 +119,9 @@ def test_runs_are_resources_for_a_hitl_dashboard(client):
     assert [r["id"] for r in paused] == [run_id]
     record = client.get(f"/runs/{run_id}").get_json()
     assert record["status"] == "paused" and record["checkpoint"]["toolName"] == "publish"
+    assert paused[0]["leaseUntil"] == record["leaseUntil"]
+    for stamp in (record["leaseUntil"], record["createdAt"], record["checkpoint"]["createdAt"]):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), stamp
     assert client.get("/runs?status=bogus").status_code == 400
     assert client.get("/runs/run_nope").get_json()["error"]["code"] == "RUN_NOT_FOUND"
 
@@ -205,7 +221,7 @@ def test_plugins_add_named_routes_middleware_and_crumb_hooks(make_bread):
     assert client.get("/extras/bob").get_json() == {"name": "bob"}
     failed = client.get("/extras-fail")
     assert failed.status_code == 500 and failed.get_json() == {
-        "error": {"code": "INTERNAL", "message": "internal error (RuntimeError)"}
+        "error": {"code": "INTERNAL", "message": "internal error: the server's log has the details"}
     }
     client.post("/agents/echo/run", json={"input": "hi"}).get_data()
     assert plugin.middleware_ran and plugin.frames[0] == "agent:run:start" and plugin.frames[-1] == "agent:run:end"

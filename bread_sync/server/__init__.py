@@ -3,5 +3,14 @@
 from .actions import HTTP_ACTIONS, register_http_route
 from .auth import AUTH_ACTIONS, auth_plugin
 from .extension import BreadSync, create_server
+from .guard import authorize_run
 
-__all__ = ["AUTH_ACTIONS", "HTTP_ACTIONS", "BreadSync", "auth_plugin", "create_server", "register_http_route"]
+__all__ = [
+    "AUTH_ACTIONS",
+    "HTTP_ACTIONS",
+    "BreadSync",
+    "auth_plugin",
+    "authorize_run",
+    "create_server",
+    "register_http_route",
+]

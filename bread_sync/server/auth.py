@@ -21,7 +21,7 @@ from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
 
 from ..errors import AUTH_NOT_CONFIGURED, UNAUTHENTICATED, BreadError
 from .actions import HTTP_ACTIONS, actions_of, register_http_route
-from .guard import Forbidden, allows, valid_body
+from .guard import Forbidden, allows, authorize_run, valid_body
 from .schemas import StreamToken, StreamTokenBody
 from .state import state
 
@@ -135,6 +135,7 @@ class AuthPlugin:
         # A token never grants more than its holder's own header would: they may stream this run.
         if not allows(state().bread.config.server.authorize, identity, HTTP_ACTIONS.run_stream, {"runId": run_id}):
             raise Forbidden()
+        authorize_run(run_id)
         try:
             token = self._signer.dumps({"run": run_id, "identity": identity})
         except TypeError as exc:

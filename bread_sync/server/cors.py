@@ -37,7 +37,7 @@ def allowed_origin(origins: Sequence[str]) -> str | None:
 
 def preflight(origins: Sequence[str]) -> Response | None:
     """The answer to a CORS preflight, when origins are configured; None for any other request."""
-    if not origins or request.method != "OPTIONS" or "Access-Control-Request-Method" not in request.headers:
+    if not origins or not is_preflight():
         return None
     response = current_app.make_default_options_response()
     if allowed_origin(origins):
@@ -45,6 +45,10 @@ def preflight(origins: Sequence[str]) -> Response | None:
         response.headers["Access-Control-Allow-Headers"] = ALLOW_HEADERS
         response.headers["Access-Control-Max-Age"] = str(MAX_AGE_SECONDS)
     return response
+
+
+def is_preflight() -> bool:
+    return request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers
 
 
 def add_headers(response: Response, origins: Sequence[str]) -> Response:

@@ -12,7 +12,7 @@ from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
 from . import cors, routes
 from .actions import HEALTH_ENDPOINT, actions_of
-from .guard import Forbidden, authorize_request, check_host, has_auth, read_body
+from .guard import Forbidden, authorize_request, check_host, has_auth, read_body, run_authorizer
 from .runner import Runner
 from .state import State, state
 
@@ -63,7 +63,12 @@ class BreadSync:
             max_body_bytes=app.config["BREAD_SYNC_MAX_BODY_BYTES"],
             auth=has_auth(bread.config.plugins),
             cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"]),
+            url_prefix=(self.url_prefix or "").rstrip("/"),
+            authorize_run=run_authorizer(server.authorize_run, getattr(bread.transport, "authorize_stream", None)),
         )
+        # Flask runs a blueprint's hooks only for its routes: a path under the prefix that
+        # matches none (404, 405) is seen here, at the app.
+        app.before_request(_authenticate_unrouted)
         # In this order: the guard, every plugin's middleware (the auth plugin stores the
         # caller's identity there), then the grant of the route's action.
         blueprint.before_request(_guard)
@@ -94,6 +99,20 @@ def _guard() -> Any:
     if request.method in _BODY_METHODS:
         read_body(current.max_body_bytes)
     return None
+
+
+def _authenticate_unrouted() -> Any:
+    """With auth on, a path under bread's prefix that matches no route is 401 to a caller
+    without a credential, like every route but /health: an anonymous caller cannot map them."""
+    if request.routing_exception is None:
+        return None
+    current = state()
+    path, prefix = request.path, current.url_prefix
+    if not current.auth or not (path == prefix or path.startswith(prefix + "/")) or cors.is_preflight():
+        return None
+    auth = next(p for p in current.bread.config.plugins if getattr(p, "name", None) == "auth")
+    authenticate = getattr(auth, "authenticate", None)
+    return authenticate() if callable(authenticate) else None
 
 
 def _grant() -> None:

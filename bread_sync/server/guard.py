@@ -20,6 +20,10 @@ from .schemas import validated
 # localhost, 127.0.0.1, ::1 and [::1], each with an optional port; nothing else is loopback
 # (not localhost., 127.1, 0.0.0.0 or ::).
 _LOOPBACK_HOST = re.compile(r"^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$|^::1$", re.IGNORECASE)
+#: What a body must hold for a parsed string to carry a surrogate: a \\uD800-\\uDFFF escape, or
+#: the 3-byte form of one (json reads bytes with surrogatepass). Only such a body is walked.
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 LOOPBACK_BINDS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
@@ -29,6 +33,7 @@ class Forbidden(Exception):
 
 M = TypeVar("M", bound=BaseModel)
 Authorizer = Callable[[Any, str, dict[str, str]], bool]
+RunAuthorizer = Callable[[Any, str], bool]
 
 
 def has_auth(plugins: Iterable[Any]) -> bool:
@@ -92,7 +97,21 @@ def json_body() -> dict[str, Any]:
         raise BreadError(INVALID_REQUEST, "the request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise BreadError(INVALID_REQUEST, "the request body must be a JSON object")
+    if _MAYBE_SURROGATE.search(data) and _has_lone_surrogate(body):
+        raise BreadError(INVALID_REQUEST, "the request body holds a lone UTF-16 surrogate: no UTF-8 text can carry it")
     return body
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    # Python reads "\ud800" (and CESU-8 bytes) into a str that cannot be encoded again: the log,
+    # every wire and every client would fail on it later.
+    if isinstance(value, str):
+        return not value.isascii() and _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(item) for item in value)
+    return False
 
 
 def _not_json(constant: str) -> Any:
@@ -134,6 +153,25 @@ def authorize_request(authorize: Authorizer | None) -> None:
     """
     action = actions_of(current_app).get(request.endpoint or "")
     if action is None or not allows(authorize, g.get("bread_identity"), action, request_args(action)):
+        raise Forbidden()
+
+
+def run_authorizer(*hooks: RunAuthorizer | None) -> RunAuthorizer | None:
+    """The run-ownership hooks given (the config's ``authorize_run``, a transport's
+    ``authorize_stream``) as one check that each of them must pass; None when none is given."""
+    given = [hook for hook in hooks if hook is not None]
+    if len(given) <= 1:
+        return given[0] if given else None
+    return lambda identity, run_id: all(hook(identity, run_id) is True for hook in given)
+
+
+def authorize_run(run_id: str) -> None:
+    """Forbidden unless the run-ownership hook allows this request's caller ``run_id``.
+
+    Every route that reads or acts on a run by id calls it before it reads the run, so a refusal
+    says nothing of whether the run exists."""
+    check = current_app.extensions["bread_sync"].authorize_run
+    if check is not None and check(g.get("bread_identity"), run_id) is not True:
         raise Forbidden()
 
 

@@ -20,10 +20,10 @@ from ..errors import (
     TASK_RUN_NOT_FOUND,
     BreadError,
 )
-from ..stores import records_task_runs
+from ..stores import iso_from_epoch, records_task_runs
 from . import openapi
 from .actions import HEALTH_PATH, HTTP_ACTIONS, register_http_route
-from .guard import valid_body, valid_query
+from .guard import authorize_run, valid_body, valid_query
 from .schemas import CleanupBody, LoopsQuery, RunsQuery, SessionsQuery, TasksQuery
 from .state import bread
 
@@ -80,17 +80,25 @@ def agent_summary(agent: Any) -> dict[str, Any]:
 
 def list_runs() -> Any:
     q = valid_query(RunsQuery)
-    return jsonify(bread().store.list_runs(status=q.status, agent=q.agent, session=q.session))
+    records = bread().store.list_runs(status=q.status, agent=q.agent, session=q.session)
+    return jsonify([run_record(record) for record in records])
 
 
 def read_run(runId: str) -> Any:  # noqa: N803 - the name http-api.md gives args
+    authorize_run(runId)
     store = bread().store
     record = store.get_run(runId)
     if record is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {runId}")
     checkpoint = store.get_checkpoint(record["checkpointId"]) if record["checkpointId"] else None
     keys = ("id", "kind", "toolName", "toolCallId", "input", "createdAt")
-    return jsonify({**record, "checkpoint": {k: checkpoint[k] for k in keys} if checkpoint else None})
+    return jsonify({**run_record(record), "checkpoint": {k: checkpoint[k] for k in keys} if checkpoint else None})
+
+
+def run_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A run record as routes answer it: the store keeps ``leaseUntil`` in epoch seconds, for its
+    comparisons; a client reads every timestamp in one ISO-8601 form."""
+    return {**record, "leaseUntil": iso_from_epoch(record["leaseUntil"])}
 
 
 def list_sessions() -> Any:

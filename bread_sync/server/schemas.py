@@ -46,7 +46,9 @@ class SessionRef(BaseModel):
 class RunBody(BaseModel):
     """The body of ``POST /agents/<id>/run``."""
 
-    input: Any = Field(None, description="Any JSON, validated by the agent's input schema.")
+    # Required, so that a body without it is refused rather than run with null; null itself is
+    # the agent's to accept or refuse.
+    input: Any = Field(description="Any JSON (null included), validated by the agent's input schema.")
     session: SessionRef | None = None
     skill: str | None = Field(None, description="A skill of the agent to use for this run.")
     runId: RunId | None = Field(None, description="A retry with the same runId attaches to the run it started.")
@@ -58,7 +60,7 @@ class RunBody(BaseModel):
 class PipelineRunBody(BaseModel):
     """The body of ``POST /pipelines/<id>/run``."""
 
-    input: Any = None
+    input: Any = Field(description="Any JSON (null included): the first step's input.")
     session: SessionRef | None = None
     runId: RunId | None = None
 
@@ -135,7 +137,7 @@ class RunRecord(BaseModel):
     status: Status
     checkpointId: str | None
     owner: str | None
-    leaseUntil: float
+    leaseUntil: str = Field(description="ISO-8601 UTC: until when the owner's lease holds.")
     cancelRequested: bool
     createdAt: str
     updatedAt: str

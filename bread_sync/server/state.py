@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,10 @@ class State:
     max_body_bytes: int
     auth: bool
     cors_origins: list[str] = field(default_factory=list)
+    #: Where the blueprint is mounted in its app ("" at the root).
+    url_prefix: str = ""
+    #: Per-run ownership: ``(identity, run_id) -> bool`` (see guard.authorize_run), or None.
+    authorize_run: Callable[[Any, str], bool] | None = None
     #: The OpenAPI document, made at its first request (every route is mounted by then).
     openapi: dict[str, Any] | None = None
 

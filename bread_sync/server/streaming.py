@@ -10,17 +10,17 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flask import Response, g, request
+from flask import Response, request
 
 from ..crumbs import Frame, is_delta_frame
-from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
+from ..errors import INVALID_REQUEST, RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError, internal_error
 from ..runtime import Bread, new_id
 from ..stores import FINISHED
 from ..tail import Gap
 from ..transports import stream
 from ..wire import Wire
 from .actions import HTTP_ACTIONS, register_http_route
-from .guard import Forbidden, valid_body
+from .guard import authorize_run, valid_body
 from .schemas import PipelineRunBody, ResumeBody, RunBody
 from .state import state
 
@@ -39,7 +39,8 @@ class HTTPTransport:
     and carries its pub/sub inside.
 
     ``heartbeat``: seconds between heartbeats on an idle stream (None: never).
-    ``authorize_stream(identity, run_id)``: False answers 403 before any crumb is read.
+    ``authorize_stream(identity, run_id)``: per-run ownership, one way to set the config's
+    ``server.authorize_run`` (both given: each must allow); only True allows, else 403.
     ``pubsub``: the duplex transport that carries frames (default: the embedded stream, one
     process; ``redis.transport(url=...)`` fans them out between replicas, with cancels).
     """
@@ -102,6 +103,8 @@ class _Views:
         req = valid_body(ResumeBody)
         checkpoint = self.bread.store.get_checkpoint(checkpoint_id)
         run_id = checkpoint["runId"] if checkpoint else None
+        if run_id is not None:
+            authorize_run(run_id)  # before the continuation claims the checkpoint
         return self._start(run_id, lambda token: self.bread.resume(checkpoint_id, req.response, signal=token))
 
     def _start(self, failed_id: str | None, begin: Callable[[Any], Any]) -> Response:
@@ -110,6 +113,8 @@ class _Views:
         try:
             with state().runner.slot() as slot:
                 run = begin(slot.token)
+                if run.attached:  # another request's run: its caller must own it
+                    authorize_run(run.run_id)
                 # Subscribed before the run's first crumb; a continuation skips the run's past.
                 after = 0 if run.attached else run.first_seq - 1
                 frames = self.bread.tail(
@@ -122,13 +127,15 @@ class _Views:
                 )
                 slot.drive(run)
         except BreadError as error:
+            if error.code == RUN_ID_CONFLICT:  # a run that exists: say so only to its owner
+                authorize_run(failed_id)
             # Nothing was created: the failure is the whole stream, at HTTP 200.
             return self._response(iter([self.wire.failure(error, failed_id or "")]), failed_id)
         return self._response(self._frames(frames), run.run_id)
 
     def passive(self, run_id: str) -> Response:
         after = _position()
-        self._authorize(run_id)
+        authorize_run(run_id)
         record = self.bread.store.get_run(run_id)
         if record is None:
             raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
@@ -143,15 +150,10 @@ class _Views:
         return self._response(self._frames(frames, prelude=self.wire.passive_prelude), run_id)
 
     def cancel(self, run_id: str) -> Any:
-        self._authorize(run_id)
+        authorize_run(run_id)
         if not self.bread.cancel(run_id):
             raise BreadError(RUN_NOT_FOUND, f"no live or paused run {run_id}")
         return {"ok": True, "runId": run_id}
-
-    def _authorize(self, run_id: str) -> None:
-        authorize = self.transport.authorize_stream
-        if authorize is not None and not authorize(g.get("bread_identity"), run_id):
-            raise Forbidden()
 
     def _frames(self, lists: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
         """The response body: one chunk per event, as a tail with ``batched=True`` hands them

@@ -194,6 +194,11 @@ def now_iso() -> str:
     return _iso(datetime.now(UTC))
 
 
+def iso_from_epoch(seconds: float) -> str:
+    """Epoch seconds (a run's ``leaseUntil``) in the ISO-8601 UTC form of every other timestamp."""
+    return _iso(datetime.fromtimestamp(seconds, UTC))
+
+
 def iso_days_ago(days: float) -> str:
     try:
         return _iso(datetime.now(UTC) - timedelta(days=days))

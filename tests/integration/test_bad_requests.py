@@ -23,6 +23,16 @@ UNREADABLE = {
     "skill not a string": ("/agents/echo/run", b'{"input": "x", "skill": ["a"]}'),
     "resume without a response": ("/resume/cp_whatever", b'{"approved": true}'),
     "resume not JSON": ("/resume/cp_whatever", b"{{"),
+    "a run without a body": ("/agents/echo/run", b""),
+    "a run without input": ("/agents/echo/run", b'{"session": {"id": "s1"}}'),
+    "a pipeline without input": ("/pipelines/draft-then-echo/run", b"{}"),
+    "a lone surrogate in the input": ("/agents/echo/run", b'{"input": "\\ud800"}'),
+    "a lone surrogate in a session id": ("/agents/echo/run", b'{"input": "ok", "session": {"id": "s\\udfff"}}'),
+    "a lone surrogate in a session tag": ("/agents/echo/run", b'{"input": "", "session": {"tags": {"k": "\\uDC00"}}}'),
+    "a lone surrogate in a key": ("/agents/echo/run", b'{"input": {"\\ud800": 1}}'),
+    "a surrogate in CESU-8 bytes": ("/agents/echo/run", b'{"input": "\xed\xa0\x80"}'),
+    "a lone surrogate on the pipeline route": ("/pipelines/draft-then-echo/run", b'{"input": {"topic": "\\ud800"}}'),
+    "a lone surrogate in a resume": ("/resume/cp_whatever", b'{"response": "\\udfff"}'),
 }
 
 
@@ -40,6 +50,17 @@ def test_an_unreadable_request_is_400(http, server, wire, case):
 
     assert_error_body(answer, 400, "INVALID_REQUEST")
     assert_no_leak(answer.raw)
+
+
+def test_a_lone_surrogate_starts_no_run(http, server, wire):
+    run_id = f"run-bad-{uuid.uuid4().hex}"
+    content = b'{"input": "\\ud800", "runId": "%s"}' % run_id.encode()
+    refused = fetch(http, "POST", f"{server.url}/agents/echo/run", wire, content=content)
+
+    assert_error_body(refused, 400, "INVALID_REQUEST")
+    assert_nothing_logged(http, server.url, run_id, wire)
+    paired = run(http, server.url, "echo", {"input": "\U0001f35e"}, wire)  # sent as a surrogate pair
+    assert paired.last_crumb.data["output"] == "\U0001f35e"
 
 
 def test_a_session_that_is_not_an_object_is_400(http, server, wire):

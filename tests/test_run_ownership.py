@@ -1,0 +1,166 @@
+"""Per-run ownership: one hook of the config, asked by every route that reads or acts on a run by
+id; a client runId never reaches another caller's run."""
+
+import json
+
+import pytest
+from flask import Flask
+
+from bread_sync import ServerSettings
+from bread_sync.config import apply_environment
+from bread_sync.demo import config as demo_config
+from bread_sync.server import BreadSync, auth_plugin, create_server
+from bread_sync.transports import http_chunked, http_sse
+from bread_sync.wire import SSEDecoder
+
+ALICE, BOB = "alice-key-0123456789", "bob-key-0123456789"
+AS_ALICE = {"Authorization": f"Bearer {ALICE}"}
+AS_BOB = {"Authorization": f"Bearer {BOB}"}
+
+
+def owns(identity, run_id):
+    """Each caller owns the runs whose id starts with its name (a real app keeps a table)."""
+    return run_id.startswith(f"{identity['sub']}-")
+
+
+@pytest.fixture
+def app_with(make_bread):
+    def make(transport="http-sse", **server):
+        server.setdefault("authorize", lambda identity, action, args: True)
+        plugin = auth_plugin(api_keys={"alice": ALICE, "bob": BOB}, secret="s" * 32)
+        return create_server(make_bread(transport=transport, plugins=[plugin], server=server)).test_client()
+
+    return make
+
+
+def events(response):
+    return [json.loads(e.data) for e in SSEDecoder().feed(response.data) if e.data]
+
+
+def paused_writer(client, run_id="alice-1"):
+    response = client.post("/agents/writer/run", json={"input": {"topic": "x"}, "runId": run_id}, headers=AS_ALICE)
+    return events(response)[-1]["payload"]
+
+
+def test_every_route_on_a_run_asks_the_config_hook(app_with):
+    client = app_with(authorize_run=owns)
+    pause = paused_writer(client)
+    assert pause["type"] == "human:required"
+    refused = [
+        client.get("/runs/alice-1/stream", headers=AS_BOB),
+        client.get("/runs/alice-1", headers=AS_BOB),
+        client.post("/runs/alice-1/cancel", headers=AS_BOB),
+        client.post(f"/resume/{pause['checkpointId']}", json={"response": {"approved": True}}, headers=AS_BOB),
+        client.post("/auth/stream-token", json={"runId": "alice-1"}, headers=AS_BOB),
+    ]
+    assert [(r.status_code, r.get_json()) for r in refused] == [(403, {"error": "Forbidden"})] * 5
+    assert client.get("/runs/alice-1", headers=AS_ALICE).get_json()["status"] == "paused"
+    resumed = client.post(f"/resume/{pause['checkpointId']}", json={"response": {"approved": True}}, headers=AS_ALICE)
+    assert events(resumed)[-1]["payload"]["output"] == "Published."
+
+
+def test_a_transport_authorize_stream_sets_the_same_hook(app_with):
+    client = app_with(transport=http_sse.transport(authorize_stream=owns))
+    paused_writer(client)
+    assert client.get("/runs/alice-1", headers=AS_BOB).status_code == 403
+    assert client.post("/agents/writer/run", json={"input": {"topic": "x"}, "runId": "alice-1"},
+                       headers=AS_BOB).status_code == 403  # fmt: skip
+    assert client.get("/runs/alice-1", headers=AS_ALICE).status_code == 200
+
+
+def test_with_both_hooks_each_must_allow(app_with):
+    client = app_with(transport=http_sse.transport(authorize_stream=lambda identity, run_id: True), authorize_run=owns)
+    paused_writer(client)
+    assert client.get("/runs/alice-1", headers=AS_BOB).status_code == 403
+    refuse_all = http_sse.transport(authorize_stream=lambda identity, run_id: False)
+    assert app_with(transport=refuse_all, authorize_run=owns).get("/runs/alice-1", headers=AS_ALICE).status_code == 403
+
+
+@pytest.mark.parametrize("transport", ["http-sse", "http-chunked"])
+def test_reposting_another_callers_run_id_is_403_before_any_byte_of_it(app_with, transport):
+    client = app_with(transport=transport, authorize_run=owns)
+    client.post("/agents/writer/run", json={"input": {"topic": "x"}, "runId": "alice-1"}, headers=AS_ALICE).get_data()
+    again = client.post("/agents/writer/run", json={"input": {"topic": "y"}, "runId": "alice-1"}, headers=AS_BOB)
+    assert (again.status_code, again.get_json()) == (403, {"error": "Forbidden"})
+    other_agent = client.post("/agents/echo/run", json={"input": "y", "runId": "alice-1"}, headers=AS_BOB)
+    assert (other_agent.status_code, other_agent.get_json()) == (403, {"error": "Forbidden"})
+    pipeline = client.post("/pipelines/draft-then-echo/run", json={"input": {"topic": "y"}, "runId": "alice-1"},
+                           headers=AS_BOB)  # fmt: skip
+    assert pipeline.status_code == 403
+
+
+def test_an_attach_to_a_run_of_another_agent_is_one_run_id_conflict_on_sse(app_with):
+    client = app_with(authorize_run=owns)
+    paused_writer(client)
+    answer = client.post("/agents/echo/run", json={"input": "y", "runId": "alice-1"}, headers=AS_ALICE)
+    decoded = list(SSEDecoder().feed(answer.data))
+    assert answer.status_code == 200 and len(decoded) == 1 and decoded[0].id is None
+    assert json.loads(decoded[0].data)["payload"]["code"] == "RUN_ID_CONFLICT"
+    assert "Drafting" not in answer.get_data(as_text=True)
+
+
+def test_an_attach_to_a_run_of_another_agent_is_one_run_id_conflict_on_ndjson(app_with):
+    client = app_with(transport="http-chunked")
+    client.post("/agents/writer/run", json={"input": {"topic": "x"}, "runId": "alice-1"}, headers=AS_ALICE).get_data()
+    answer = client.post("/pipelines/draft-then-echo/run", json={"input": {"topic": "x"}, "runId": "alice-1"},
+                         headers=AS_ALICE)  # fmt: skip
+    lines = [json.loads(line) for line in answer.get_data(as_text=True).splitlines()]
+    assert answer.status_code == 200 and len(lines) == 1
+    assert lines[0]["seq"] == 0 and lines[0]["crumb"]["type"] == "agent:error"
+    assert lines[0]["crumb"]["error"]["code"] == "RUN_ID_CONFLICT"
+
+
+def test_the_same_caller_retrying_its_run_id_still_attaches(app_with):
+    client = app_with(authorize_run=owns)
+    first = paused_writer(client)
+    again = client.post("/agents/writer/run", json={"input": {"topic": "x"}, "runId": "alice-1"}, headers=AS_ALICE)
+    assert events(again)[-1]["payload"]["checkpointId"] == first["checkpointId"]
+
+
+# -- BREAD_TRANSPORT beside a configured transport ----------------------------------------------
+
+
+def test_bread_transport_never_drops_a_configured_transport_object(monkeypatch):
+    monkeypatch.setenv("BREAD_TRANSPORT", "http-sse")
+    configured = demo_config().model_copy(update={"transport": http_chunked.transport(authorize_stream=owns)})
+    with pytest.raises(ValueError, match=r"BREAD_TRANSPORT=http-sse .*HTTPTransport"):
+        apply_environment(configured)
+
+
+@pytest.mark.parametrize("configured", [None, "http-chunked"])
+def test_bread_transport_picks_the_wire_when_the_config_names_one_or_none(monkeypatch, configured):
+    monkeypatch.setenv("BREAD_TRANSPORT", "http-sse")
+    assert apply_environment(demo_config().model_copy(update={"transport": configured})).transport == "http-sse"
+
+
+# -- unknown routes with auth on -----------------------------------------------------------------
+
+
+def test_an_anonymous_caller_cannot_map_the_routes(app_with):
+    client = app_with()
+    for method, path in [("GET", "/nope"), ("GET", "/agents/echo/run"), ("DELETE", "/agents"), ("GET", "/health/x")]:
+        answer = client.open(path, method=method)
+        assert answer.status_code == 401, (method, path)
+        assert answer.get_json()["error"]["code"] == "UNAUTHENTICATED"
+    assert client.get("/nope", headers=AS_ALICE).status_code == 404
+    assert client.get("/agents/echo/run", headers=AS_ALICE).status_code == 405
+    assert client.get("/health").status_code == 200
+
+
+def test_only_paths_under_the_prefix_are_bread_sync_s(make_bread):
+    app = Flask("host")
+    app.add_url_rule("/mine", "mine", lambda: "mine")
+    plugin = auth_plugin(api_keys={"alice": ALICE})
+    bread = make_bread(transport="http-sse", plugins=[plugin], server=ServerSettings(authorize=lambda *a: True))
+    BreadSync(app, bread, url_prefix="/bread")
+    client = app.test_client()
+    assert client.get("/bread/nope").status_code == 401
+    assert client.get("/breadcrumbs").status_code == 404
+    assert client.get("/elsewhere").status_code == 404
+    assert client.get("/mine").get_data() == b"mine"
+    assert client.get("/bread/nope", headers=AS_ALICE).status_code == 404
+
+
+def test_without_auth_unknown_routes_stay_404(make_bread):
+    client = create_server(make_bread(transport="http-sse")).test_client()
+    assert client.get("/nope").status_code == 404

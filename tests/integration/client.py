@@ -230,8 +230,8 @@ def run(client: httpx.Client, base: str, agent: str, body: dict[str, Any], wire:
     return fetch(client, "POST", f"{base}/agents/{agent}/run", wire, body=body, **options)
 
 
-def resume(client: httpx.Client, base: str, checkpoint_id: str, response: Any, wire: str) -> Stream:
-    return fetch(client, "POST", f"{base}/resume/{checkpoint_id}", wire, body={"response": response})
+def resume(client: httpx.Client, base: str, checkpoint_id: str, response: Any, wire: str, **options: Any) -> Stream:
+    return fetch(client, "POST", f"{base}/resume/{checkpoint_id}", wire, body={"response": response}, **options)
 
 
 def passive_url(base: str, run_id: str, after: int | str | None = None) -> str:

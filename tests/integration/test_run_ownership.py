@@ -1,0 +1,58 @@
+"""Per-run ownership against a real server: the app key cannot reach a run of the ops key's by
+any route that takes a run id, and an anonymous caller cannot map the routes."""
+
+from __future__ import annotations
+
+import pytest
+
+from .client import TRANSPORTS, failure_of, fetch, resume, run
+from .ownership_config import KEYS
+
+CONFIG = "tests.integration.ownership_config:config"
+OPS = {"Authorization": f"Bearer {KEYS['ops']}"}
+APP = {"Authorization": f"Bearer {KEYS['app']}"}
+
+
+@pytest.fixture
+def owned(pool, wire):
+    return pool.primary(TRANSPORTS[wire], CONFIG)
+
+
+def forbidden(answer) -> None:
+    assert (answer.status, answer.json()) == (403, {"error": "Forbidden"})
+
+
+def test_another_callers_run_is_403_on_every_route_and_stays_whole(http, owned, wire):
+    run_id = f"ops-{wire}-1"
+    paused = run(http, owned.url, "writer", {"input": {"topic": "x"}, "runId": run_id}, wire, headers=OPS)
+    pause = paused.last_crumb.data
+    assert pause["type"] == "human:required"
+    base = owned.url
+    forbidden(fetch(http, "GET", f"{base}/runs/{run_id}/stream", wire, headers=APP))
+    forbidden(fetch(http, "POST", f"{base}/runs/{run_id}/cancel", wire, headers=APP))
+    forbidden(fetch(http, "GET", f"{base}/runs/{run_id}", wire, headers=APP))
+    forbidden(run(http, base, "writer", {"input": {"topic": "y"}, "runId": run_id}, wire, headers=APP))
+    forbidden(fetch(http, "POST", f"{base}/resume/{pause['checkpointId']}", wire, headers=APP,
+                    body={"response": {"approved": True}}))  # fmt: skip
+    assert http.get(f"{base}/runs/{run_id}", headers=OPS).json()["status"] == "paused"
+    resumed = resume(http, base, pause["checkpointId"], {"approved": True}, wire, headers=OPS)
+    assert resumed.last_crumb.data["output"] == "Published."
+    log = fetch(http, "GET", f"{base}/runs/{run_id}/stream", wire, headers=OPS)
+    assert [e.type for e in log.crumbs].count("agent:run:start") == 1 and log.last_crumb.type == "agent:run:end"
+
+
+def test_a_run_id_of_its_own_attaches_and_one_of_another_agent_conflicts(http, owned, wire):
+    run_id = f"app-{wire}-1"
+    first = run(http, owned.url, "echo", {"input": "hi", "runId": run_id}, wire, headers=APP)
+    again = run(http, owned.url, "echo", {"input": "other", "runId": run_id}, wire, headers=APP)
+    assert again.last_crumb.data["output"] == first.last_crumb.data["output"] == "hi"
+    conflict = run(http, owned.url, "writer", {"input": {"topic": "x"}, "runId": run_id}, wire, headers=APP)
+    assert failure_of(conflict, wire)["code"] == "RUN_ID_CONFLICT"
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/nope"), ("GET", "/agents/echo/run"), ("PUT", "/agents")])
+def test_an_anonymous_caller_cannot_map_the_routes(http, owned, wire, method, path):
+    anonymous = http.request(method, f"{owned.url}{path}")
+    assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == "UNAUTHENTICATED"
+    assert http.request(method, f"{owned.url}{path}", headers=OPS).status_code in (404, 405)
+    assert http.get(f"{owned.url}/health").status_code == 200

@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .cancel import CancelToken
-from .errors import INPUT_INVALID, OUTPUT_INVALID, BreadError
+from .errors import INPUT_INVALID, INVALID_REQUEST, OUTPUT_INVALID, BreadError
 
 
 @dataclass
@@ -82,9 +82,10 @@ class Tool:
             raise BreadError(INPUT_INVALID, describe_validation(exc, f"tool {self.name!r} input")) from None
 
     def validate_response(self, kind: str, response: Any) -> Any:
-        """The human's answer to this tool's pause of ``kind``, as JSON-safe data, or
-        ``INPUT_INVALID``: an approval is ``{"approved": bool}``; an input answer fits the
-        ``response_schema``, and without one it may be anything but an approval."""
+        """The human's answer to this tool's pause of ``kind``, as JSON-safe data: an approval is
+        ``{"approved": bool}`` (else ``INVALID_REQUEST``); an input answer fits the
+        ``response_schema``, and without one it may be anything but an approval (else
+        ``INPUT_INVALID``)."""
         if kind == "approval" or self.response_schema is None:
             return check_response_kind(kind, response)
         adapter = TypeAdapter(self.response_schema)
@@ -143,7 +144,7 @@ def check_response_kind(kind: str, response: Any) -> Any:
     an input pause is never answered with one (that answer was meant for another pause)."""
     is_approval = isinstance(response, dict) and isinstance(response.get("approved"), bool)
     if kind == "approval" and not is_approval:
-        raise BreadError(INPUT_INVALID, 'an approval needs a response {"approved": true|false}')
+        raise BreadError(INVALID_REQUEST, 'an approval needs a response {"approved": true|false}')
     if kind == "input" and is_approval and len(response) == 1:
         raise BreadError(INPUT_INVALID, "this pause asks for an answer, not an approval")
     return response

@@ -234,7 +234,7 @@ def test_a_response_that_is_not_json_is_a_usage_error(env):
 def test_an_approval_needs_an_approved_flag(env):
     checkpoint_id = pause_line(cli(env, "invoke", "writer", '{"topic": "bread"}'))["checkpointId"]
     refused = cli(env, "resume", checkpoint_id, '{"answer": "yes"}')
-    assert refused.returncode == 1 and "error: INPUT_INVALID:" in refused.stderr
+    assert refused.returncode == 1 and "error: INVALID_REQUEST:" in refused.stderr
     assert cli(env, "resume", checkpoint_id, '{"approved": true}').returncode == 0  # not burnt
 
 

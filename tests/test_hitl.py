@@ -93,7 +93,7 @@ def test_a_malformed_approval_is_rejected_without_burning_the_checkpoint(bread, 
     checkpoint_id = pause_writer(bread).checkpoint["checkpointId"]
     with pytest.raises(BreadError) as caught:
         bread.resume(checkpoint_id, response)
-    assert caught.value.code == "INPUT_INVALID"
+    assert caught.value.code == "INVALID_REQUEST"
     assert bread.resume(checkpoint_id, {"approved": True}, mode="sync").output == "Published."
 
 

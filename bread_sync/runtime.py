@@ -7,8 +7,6 @@ run's :class:`~bread_sync.emitter.Emitter` (the choke point) before the caller s
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import crumbs as c
+from . import owners
 from .agents import Agent
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
@@ -124,7 +123,7 @@ class Bread:
         self.blob_store = self._make_blob_store(config)
         self.sessions = SessionGuard(self)
         self.transport = resolve(config.transport or "http-chunked", TRANSPORTS, "transport")
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._owner_tag = uuid.uuid4().hex[:8]
         self.cancels = registry
         self._listeners: list[Callable[[Frame], None]] = []
         self._publish = fan_out(self._listeners, self.transport)
@@ -133,6 +132,12 @@ class Bread:
         for plugin in config.plugins:
             if callable(getattr(plugin, "on_crumb", None)):
                 self.on("crumb", plugin.on_crumb)
+
+    @property
+    def owner(self) -> str:
+        """What this process's run records name as their owner (see owners.py). Read in the
+        process that runs them: a worker forked after the ``Bread`` was made names itself."""
+        return owners.this_process(self._owner_tag)
 
     @staticmethod
     def _make_store(config: Config) -> Any:

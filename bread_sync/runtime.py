@@ -282,7 +282,7 @@ class Bread:
         if record["status"] == "paused":
             return self._cancel_paused(record)
         if record["status"] == "running":
-            if record["leaseUntil"] < time.time():
+            if self.owner_gone(record):
                 self.interrupt(record)
                 return False
             if not self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True):
@@ -338,12 +338,19 @@ class Bread:
     # -- run records ------------------------------------------------------------------------
 
     def sweep_interrupted(self) -> int:
-        """Mark every run whose owner's lease lapsed as interrupted; how many were."""
-        return sum(self.interrupt(record) for record in self.store.expired_runs(time.time()))
+        """Mark every running run whose owner is gone as interrupted; how many were."""
+        running = self.store.list_runs(status="running")
+        return sum(self.interrupt(record) for record in running if self.owner_gone(record))
+
+    def owner_gone(self, record: dict[str, Any]) -> bool:
+        """Whether a running run's owner is gone: its lease lapsed, or it was a process of this
+        host that no longer exists (known at once, see owners.py)."""
+        return record["leaseUntil"] < time.time() or owners.is_dead_local(record["owner"])
 
     def interrupt(self, record: dict[str, Any]) -> bool:
-        """End a run whose owner died with ``agent:error`` ``RUN_INTERRUPTED``."""
-        expect = {"status": "running", "leaseUntil": record["leaseUntil"]}
+        """End a run whose owner died with ``agent:error`` ``RUN_INTERRUPTED``; False when the
+        record changed since it was read (another process marked it, or its owner renewed)."""
+        expect = {"status": "running", "owner": record["owner"], "leaseUntil": record["leaseUntil"]}
         if not self.store.update_run(record["id"], expect=expect, status="interrupted", owner=None):
             return False
         error = BreadError(RUN_INTERRUPTED, "the process running this run stopped")

@@ -1,4 +1,5 @@
-"""Run owners: what an owner string names, and whether that process is known to be gone.
+"""Run owners: what an owner string names, whether that process is known to be gone, and what a
+Bread does with a run whose owner is gone (start-up, a tail, a cancel, a session claim).
 
 The processes are real (children of this test process), read through the real /proc: only
 another host is made up, by writing its name into an owner string.
@@ -10,12 +11,15 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from bread_sync import owners
+from bread_sync import BreadError, owners
+from bread_sync.crumbs import Frame
+from bread_sync.stores.sqlite import store as sqlite_store
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="owners are told apart through /proc")
 
@@ -156,3 +160,141 @@ def test_a_worker_forked_after_its_bread_was_made_names_itself():
 
     assert owners.parse(before).pid != owners.parse(after).pid == int(child)
     assert before.rpartition(":")[2] == after.rpartition(":")[2]  # the same Bread
+
+
+# -- what a Bread does with a run whose owner is gone ---------------------------------------------
+
+#: Far longer than any test here: only the owner's liveness can end these runs in time.
+LEASE_SECONDS = 600
+ENDED_WITHIN_SECONDS = 10.0
+
+SIBLING = textwrap.dedent(
+    """
+    import sys
+    from bread_sync import create_bread
+    from bread_sync.demo import config
+    from bread_sync.stores import sqlite
+
+    bread = create_bread(config().model_copy(update={"store": sqlite.store(sys.argv[1]), "lease_seconds": 600}))
+    run = bread.run("slow", {"count": 1000, "delayMs": 50}, run_id="sibling-run")
+    next(run)
+    print("running", flush=True)
+    for _ in run:
+        pass
+    """
+)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def bread(request, make_bread, tmp_path):
+    store = sqlite_store(tmp_path / "bread.db") if request.param == "sqlite" else "memory"
+    return make_bread(store=store, lease_seconds=LEASE_SECONDS)
+
+
+def running_run(bread, run_id: str, owner: str, session: str = "s") -> None:
+    """A run record and start crumb as ``owner`` left them, its lease still far from over."""
+    bread.store.create_run({**bread._record(run_id, "echo", session), "owner": owner})
+    bread.store.claim_session(session, run_id)
+    bread.store.append_crumbs(run_id, [Frame(run_id, 1, {"type": "agent:run:start", "runId": run_id,
+                                                         "agentId": "echo", "input": "hi"})])  # fmt: skip
+
+
+def follow(tail, seconds: float = ENDED_WITHIN_SECONDS) -> list:
+    """The crumbs of a tail (made with a heartbeat) up to its end; fails past ``seconds``."""
+    deadline, crumbs = time.monotonic() + seconds, []
+    for item in tail:
+        if item is None:
+            assert time.monotonic() < deadline, f"the tail did not end within {seconds:g} s: {crumbs}"
+        else:
+            crumbs.append(item.crumb)
+    return crumbs
+
+
+def error_code(crumb: dict) -> str:
+    error = crumb["error"]  # a BreadError as this process published it, a dict as the log has it
+    return error.code if isinstance(error, BreadError) else error["code"]
+
+
+def interrupted(bread, run_id: str) -> bool:
+    log = bread.store.get_crumbs(run_id)
+    last = log[-1]
+    return bread.store.get_run(run_id)["status"] == "interrupted" and (
+        last.type == "agent:error" and error_code(last.crumb) == "RUN_INTERRUPTED"
+    )
+
+
+def test_start_up_marks_the_runs_of_a_dead_process_of_this_host_and_no_others(bread, sleeper):
+    running_run(bread, "dead", owner_of(ended_pid(), start=1), session="s1")
+    running_run(bread, "live", owner_of(sleeper.pid), session="s2")
+    running_run(bread, "elsewhere", owner_of(ended_pid(), start=1, host="another-host"), session="s3")
+    running_run(bread, "legacy", f"{me().host}:{ended_pid()}:deadbeef", session="s4")
+
+    bread.start()
+
+    assert interrupted(bread, "dead")
+    assert [bread.store.get_run(r)["status"] for r in ("live", "elsewhere", "legacy")] == ["running"] * 3
+
+
+def test_two_processes_starting_at_once_write_one_terminal_crumb(bread, make_bread):
+    running_run(bread, "dead", owner_of(ended_pid(), start=1))
+    others = [make_bread(store=bread.store, lease_seconds=LEASE_SECONDS) for _ in range(4)]
+    together = threading.Barrier(len(others))
+
+    def start(other):
+        together.wait()
+        other.start()
+
+    threads = [threading.Thread(target=start, args=(other,)) for other in others]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert interrupted(bread, "dead")
+    assert [f.type for f in bread.store.get_crumbs("dead")] == ["agent:run:start", "agent:error"]
+
+
+def test_a_tail_of_a_run_whose_owner_died_ends_at_once(bread):
+    running_run(bread, "dead", owner_of(ended_pid(), start=1))
+
+    crumbs = follow(bread.tail("dead", heartbeat=0.05))
+
+    assert [c["type"] for c in crumbs] == ["agent:run:start", "agent:error"]
+    assert error_code(crumbs[-1]) == "RUN_INTERRUPTED" and interrupted(bread, "dead")
+
+
+def test_a_cancel_of_a_run_whose_owner_died_marks_it_interrupted(bread):
+    running_run(bread, "dead", owner_of(ended_pid(), start=1))
+
+    assert not bread.cancel("dead")  # nothing left to cancel
+    assert interrupted(bread, "dead")
+    assert not bread.store.get_run("dead")["cancelRequested"]
+
+
+def test_a_session_held_by_a_dead_process_is_taken_over(bread):
+    running_run(bread, "dead", owner_of(ended_pid(), start=1), session="shared")
+
+    result = bread.run("echo", "hi", session="shared", mode="sync")
+
+    assert result.output == "hi" and interrupted(bread, "dead")
+
+
+def test_a_siblings_run_is_left_alone_while_it_lives_and_marked_once_it_is_killed(make_bread, tmp_path):
+    path = tmp_path / "bread.db"
+    sibling = subprocess.Popen([sys.executable, "-c", SIBLING, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sibling.stdout.readline() == "running\n"
+        bread = make_bread(store=sqlite_store(path), lease_seconds=LEASE_SECONDS).start()
+        tail = bread.tail("sibling-run", heartbeat=0.05)
+        assert next(tail).type == "agent:run:start"  # the tail looked at the record, and left it
+        assert bread.store.get_run("sibling-run")["status"] == "running"
+
+        sibling.kill()
+        crumbs = follow(tail)
+    finally:
+        sibling.kill()
+        sibling.wait(10)
+        sibling.stdout.close()
+
+    assert crumbs[-1]["type"] == "agent:error" and error_code(crumbs[-1]) == "RUN_INTERRUPTED"
+    assert interrupted(bread, "sibling-run")

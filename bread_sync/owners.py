@@ -68,7 +68,8 @@ def is_dead_local(owner: str | None) -> bool:
 
 
 def _gone(owner: Owner) -> bool:
-    try:  # only reached where /proc exists: on Windows os.kill would end the process
+    # Only reached where this process read its own /proc entry: on Windows, os.kill would end it.
+    try:
         os.kill(owner.pid, 0)  # signal 0 sends nothing: it asks whether the pid exists
     except ProcessLookupError:
         return True
@@ -84,11 +85,16 @@ def _gone(owner: Owner) -> bool:
 @functools.lru_cache(maxsize=1)  # keyed by pid, so a forked child looks itself up again
 def _identity(pid: int) -> Owner | None:
     try:
-        _, start = parse_stat(Path(f"/proc/{pid}/stat").read_text())
+        stat = Path("/proc/self/stat").read_text()
+        _, start = parse_stat(stat)
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
     except (OSError, ValueError, IndexError):
         return None
+    if stat.split(" ", 1)[0] != str(pid):
+        return None  # a /proc of another pid namespace: its pids are not the ones os.kill sees
     kernel = f"{boot.replace('-', '')[:8]}.{re.sub(r'[^0-9]', '', namespace)}"
     host = socket.gethostname()
-    return Owner(host, pid, start, kernel) if _OWNER.fullmatch(f"{host}:{pid}:{start}:{kernel}:") else None
+    if not _OWNER.fullmatch(f"{host}:{pid}:{start}:{kernel}:"):
+        return None  # a host name with a colon: parse() would misread the owner
+    return Owner(host, pid, start, kernel)

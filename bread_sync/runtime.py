@@ -7,8 +7,6 @@ run's :class:`~bread_sync.emitter.Emitter` (the choke point) before the caller s
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import crumbs as c
+from . import owners
 from .agents import Agent, Tool, check_response_kind
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
@@ -125,7 +124,7 @@ class Bread:
         self.blob_store = self._make_blob_store(config)
         self.sessions = SessionGuard(self)
         self.transport = resolve(config.transport or "http-chunked", TRANSPORTS, "transport")
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._owner_tag = uuid.uuid4().hex[:8]
         self.cancels = registry
         self._listeners: list[Callable[[Frame], None]] = []
         self._publish = fan_out(self._listeners, self.transport)
@@ -134,6 +133,12 @@ class Bread:
         for plugin in config.plugins:
             if callable(getattr(plugin, "on_crumb", None)):
                 self.on("crumb", plugin.on_crumb)
+
+    @property
+    def owner(self) -> str:
+        """What this process's run records name as their owner (see owners.py). Read in the
+        process that runs them: a worker forked after the ``Bread`` was made names itself."""
+        return owners.this_process(self._owner_tag)
 
     @staticmethod
     def _make_store(config: Config) -> Any:
@@ -278,7 +283,7 @@ class Bread:
         if record["status"] == "paused":
             return self._cancel_paused(record)
         if record["status"] == "running":
-            if record["leaseUntil"] < time.time():
+            if self.owner_gone(record):
                 self.interrupt(record)
                 return False
             if not self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True):
@@ -334,12 +339,19 @@ class Bread:
     # -- run records ------------------------------------------------------------------------
 
     def sweep_interrupted(self) -> int:
-        """Mark every run whose owner's lease lapsed as interrupted; how many were."""
-        return sum(self.interrupt(record) for record in self.store.expired_runs(time.time()))
+        """Mark every running run whose owner is gone as interrupted; how many were."""
+        running = self.store.list_runs(status="running")
+        return sum(self.interrupt(record) for record in running if self.owner_gone(record))
+
+    def owner_gone(self, record: dict[str, Any]) -> bool:
+        """Whether a running run's owner is gone: its lease lapsed, or it was a process of this
+        host that no longer exists (known at once, see owners.py)."""
+        return record["leaseUntil"] < time.time() or owners.is_dead_local(record["owner"])
 
     def interrupt(self, record: dict[str, Any]) -> bool:
-        """End a run whose owner died with ``agent:error`` ``RUN_INTERRUPTED``."""
-        expect = {"status": "running", "leaseUntil": record["leaseUntil"]}
+        """End a run whose owner died with ``agent:error`` ``RUN_INTERRUPTED``; False when the
+        record changed since it was read (another process marked it, or its owner renewed)."""
+        expect = {"status": "running", "owner": record["owner"], "leaseUntil": record["leaseUntil"]}
         if not self.store.update_run(record["id"], expect=expect, status="interrupted", owner=None):
             return False
         error = BreadError(RUN_INTERRUPTED, "the process running this run stopped")

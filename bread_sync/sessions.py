@@ -9,7 +9,6 @@ or ``interrupt`` (it cancels the holder, then waits). A claim whose holder is no
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from .cancel import CancelToken
@@ -60,7 +59,7 @@ class SessionGuard:
         record = self.bread.store.get_run(holder)
         if record is None or record["status"] != "running":
             return True
-        if record["leaseUntil"] < time.time():
+        if self.bread.owner_gone(record):
             self.bread.interrupt(record)
             return True
         return False

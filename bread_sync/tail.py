@@ -185,9 +185,9 @@ class LogFollower:
             entry.position[0] = frames[-1].seq
 
     def _finished(self, run_id: str) -> bool:
-        """Whether the run has ended; a run whose owner's lease lapsed is interrupted first."""
+        """Whether the run has ended; a run whose owner is gone is interrupted first."""
         record = self.bread.store.get_run(run_id)
-        if record and record["status"] == "running" and record["leaseUntil"] < time.time():
+        if record and record["status"] == "running" and self.bread.owner_gone(record):
             self.bread.interrupt(record)
             return False  # its RUN_INTERRUPTED crumb reaches the tail with the next poll
         return record is None or record["status"] in FINISHED
@@ -353,5 +353,11 @@ class _Follow:
 
 
 def _unfinished(bread: Bread, run_id: str) -> bool:
+    """Whether the run is still going; one whose owner is gone is interrupted first, so the
+    replay that follows ends with its RUN_INTERRUPTED crumb."""
     record = bread.store.get_run(run_id)
-    return record is not None and record["status"] not in FINISHED
+    if record is None:
+        return False
+    if record["status"] == "running" and bread.owner_gone(record) and bread.interrupt(record):
+        return False
+    return record["status"] not in FINISHED

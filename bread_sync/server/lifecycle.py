@@ -2,9 +2,10 @@
 
 gunicorn calls these from the hooks in gunicorn_conf.py, in the worker process.
 
-Once the app is loaded, a worker sweeps again when one lease has passed: the runs of a worker
-that died just before this one started still had a running lease at its start-up sweep
-(``Bread.start``), and are marked interrupted then, with nobody needing to touch them.
+Once the app is loaded, a worker sweeps again when one lease has passed: the start-up sweep
+(``Bread.start``) marks at once only the runs of processes of this host known to be gone
+(owners.py), so the runs of an owner it could not judge (on another host, or of an older
+version) that still had a running lease then are marked now, with nobody needing to touch them.
 
 Told to stop (SIGTERM), gunicorn stops accepting at once and keeps serving the open connections
 up to ``graceful_timeout``; then the master kills the worker. Runs are driven off the request

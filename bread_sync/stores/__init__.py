@@ -68,9 +68,6 @@ class RunStore(Protocol):
         self, status: str | None = None, agent: str | None = None, session: str | None = None
     ) -> list[RunRecord]: ...
 
-    def expired_runs(self, now: float) -> list[RunRecord]:
-        """Runs whose status is ``running`` and whose lease ended before ``now``."""
-
     def cancel_requested(self, owner: str) -> list[str]:
         """Ids of running runs of ``owner`` that another process asked to cancel."""
 

@@ -88,10 +88,6 @@ class MemoryStore:
                 and (session is None or r["sessionId"] == session)
             ]
 
-    def expired_runs(self, now: float) -> list[RunRecord]:
-        with self._lock:
-            return [copy.deepcopy(r) for r in self._runs.values() if r["status"] == "running" and r["leaseUntil"] < now]
-
     def cancel_requested(self, owner: str) -> list[str]:
         with self._lock:
             return [

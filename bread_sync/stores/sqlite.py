@@ -194,9 +194,6 @@ class SQLiteStore:
         where, params = _filters(status=status, agent_id=agent, session_id=session)
         return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY rowid", params)
 
-    def expired_runs(self, now: float) -> list[RunRecord]:
-        return self._runs(f"{SELECT_RUNS} WHERE status = 'running' AND lease_until < ? ORDER BY rowid", [now])
-
     def cancel_requested(self, owner: str) -> list[str]:
         sql = "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND cancel_requested ORDER BY rowid"
         with self.connection() as db:

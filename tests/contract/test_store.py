@@ -240,15 +240,6 @@ def test_list_runs_filters(store):
     assert store.list_runs(status="paused") == [run_record("r2", status="paused")]
 
 
-def test_expired_runs_are_running_runs_whose_lease_ended(store):
-    store.create_run(run_record("lapsed", leaseUntil=99.0))
-    store.create_run(run_record("live", leaseUntil=100.0))
-    store.create_run(run_record("paused", status="paused", leaseUntil=1.0))
-
-    assert store.expired_runs(100.0) == [run_record("lapsed", leaseUntil=99.0)]
-    assert store.expired_runs(1.0) == []
-
-
 def test_cancel_requested_lists_running_runs_of_the_owner(store):
     store.create_run(run_record("asked", cancelRequested=True))
     store.create_run(run_record("not-asked"))

@@ -41,6 +41,12 @@ FAULT_ENV = {"BREAD_CONFIG": FAULTS, "BREAD_LEASE_SECONDS": str(LEASE_SECONDS)}
 STEPPING = {"count": 60, "delayMs": 100}
 TICKING = {"count": 1000, "delayMs": 50}
 NOTICED_SECONDS = LEASE_SECONDS + 8.0
+#: Far beyond a test: a dead owner's runs are marked in time only because it is known dead.
+LONG_LEASE = {"BREAD_LEASE_SECONDS": "300"}
+#: Well under that lease, with room for a busy 2-core machine.
+AT_ONCE_SECONDS = 10.0
+#: A minute of steps: longer than a server takes to be killed or to restart.
+LONG_STEPPING = {"count": 60, "delayMs": 1000}
 
 
 def faulty(start_server, name: str, **settings):
@@ -122,7 +128,7 @@ def test_the_respawned_worker_marks_a_run_nobody_touches(http, start_server):
         os.kill(worker, signal.SIGKILL)
     run_id = stepping.run_id
 
-    # GET /runs/<id> only reads the record: it is the new worker's late sweep that marks it.
+    # GET /runs/<id> only reads the record: the new worker's start-up sweep marks it (its pid is gone).
     def status():
         answer = http.get(f"{victim.url}/runs/{run_id}")
         return answer.json()["status"] if answer.status_code == 200 and answer.json()["status"] != "running" else None
@@ -131,6 +137,26 @@ def test_the_respawned_worker_marks_a_run_nobody_touches(http, start_server):
     log = log_of(http, victim.url, run_id, "sse")
     assert_log(log, run_id)
     assert interrupted(log)
+
+
+def test_a_tail_on_another_server_ends_as_soon_as_the_server_running_the_run_is_killed(http, start_server):
+    victim = faulty(start_server, "owner", env=LONG_LEASE)
+    witness = faulty(start_server, "witness", db=victim.db, env=LONG_LEASE)  # the same host, the same file
+    with new_client() as client, open_stream(client, "POST", f"{victim.url}/agents/stepper/run", "sse",
+                                             body={"input": LONG_STEPPING}) as stepping:  # fmt: skip
+        stepping.until(lambda e: e.type == "tool:result", "the first step")
+        tail = Tail(passive_url(witness.url, stepping.run_id), "sse")
+        tail.start()
+        tail.wait_for(lambda e: e.type == "tool:result", 10, "the replayed first step")
+        victim.kill()  # master and worker at once: no sweep of a respawned worker marks it
+
+    events = tail.finish(AT_ONCE_SECONDS)
+
+    assert interrupted(events), tail.types
+    assert http.get(f"{witness.url}/runs/{stepping.run_id}").json()["status"] == "interrupted"
+    log = log_of(http, witness.url, stepping.run_id, "sse")
+    assert_log(log, stepping.run_id)
+    assert durable_seqs(events) == durable_seqs(log)
 
 
 # -- the SQLite file locked by another process -----------------------------------------------------

@@ -24,7 +24,7 @@ from .client import (
     text_of,
     wait_for,
 )
-from .test_faults import FAULT_ENV, LEASE_SECONDS, STEPPING, faulty, interrupted
+from .test_faults import AT_ONCE_SECONDS, FAULT_ENV, LONG_LEASE, LONG_STEPPING, faulty, interrupted
 
 #: servers.py starts gunicorn with --graceful-timeout 5.
 GRACEFUL_SECONDS = 5.0
@@ -95,21 +95,38 @@ def test_sigterm_lets_short_runs_finish_and_ends_the_rest_interrupted(start_serv
         store.close()
 
 
-def test_a_restarted_server_marks_the_runs_of_the_one_that_died_at_start(http, start_server):
-    first = faulty(start_server, "died")
-    with new_client() as client, open_stream(client, "POST", f"{first.url}/agents/stepper/run", "sse",
-                                             body={"input": STEPPING}) as stepping:  # fmt: skip
-        stepping.until(lambda e: e.type == "tool:result", "the first step")
+def test_a_server_restarted_within_the_lease_marks_the_dead_ones_runs_at_once_not_a_live_siblings(http, start_server):
+    sibling = faulty(start_server, "sibling", env=LONG_LEASE)
+    first = faulty(start_server, "died", db=sibling.db, env=LONG_LEASE)  # two servers on one file
+    with ExitStack() as stack:
+
+        def stepping(server):
+            client = stack.enter_context(new_client())
+            stream = stack.enter_context(open_stream(client, "POST", f"{server.url}/agents/stepper/run", "sse",
+                                                     body={"input": LONG_STEPPING}, seconds=60))  # fmt: skip
+            stream.until(lambda e: e.type == "tool:result", "the first step")
+            return stream
+
+        alive, dead = stepping(sibling), stepping(first)
         first.kill()  # master and worker at once: nobody is left to mark anything
-    time.sleep(LEASE_SECONDS + 0.5)
 
-    second = faulty(start_server, "restarted", db=first.db)
+        second = faulty(start_server, "restarted", db=sibling.db, env=LONG_LEASE)
 
-    # The first request already finds it marked: the new worker swept before it served.
-    assert http.get(f"{second.url}/runs/{stepping.run_id}").json()["status"] == "interrupted"
-    log = log_of(http, second.url, stepping.run_id, "sse")
-    assert_log(log, stepping.run_id)
-    assert interrupted(log)
+        # The first request already finds it marked: the new worker swept before it served.
+        assert http.get(f"{second.url}/runs/{dead.run_id}").json()["status"] == "interrupted"
+        tail = Tail(passive_url(second.url, dead.run_id), "sse")
+        tail.start()
+        assert interrupted(tail.finish(AT_ONCE_SECONDS)), tail.types
+        log = log_of(http, second.url, dead.run_id, "sse")
+        assert_log(log, dead.run_id)
+        assert interrupted(log)
+
+        # The sibling's run went on past the sweep, and a cancel through the new server is its owner's to honour.
+        assert http.get(f"{second.url}/runs/{alive.run_id}").json()["status"] == "running"
+        assert http.post(f"{second.url}/runs/{alive.run_id}/cancel").status_code == 200
+        alive.rest()
+    assert run_error_of(alive, "sse")["code"] == "RUN_CANCELLED"
+    assert http.get(f"{second.url}/runs/{alive.run_id}").json()["status"] == "cancelled"
 
 
 def test_json_log_lines_carry_the_run_id_of_a_failing_tool(http, start_server):

@@ -7,6 +7,7 @@ died, and shuts down gracefully through the hooks at the end (see lifecycle.py).
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 from typing import Any
@@ -67,6 +68,12 @@ def post_worker_init(worker: Any) -> None:
     # frozen, the garbage collector's full passes stop visiting it, which keeps their pauses short.
     gc.collect()  # what is garbage already would otherwise be frozen with the rest, for good
     gc.freeze()
+    # Thawed at exit, so the interpreter's last collection frees it while every module is whole.
+    # Left frozen, it was freed module by module in reverse import order: Flask's log handler
+    # (Flask is imported in the master, before gevent patches the worker) went after gevent's
+    # thread module, and its finalizer took logging's lock through a gevent get_ident with no
+    # globals left ("Exception ignored in: <function _removeHandlerRef>", at every shutdown).
+    atexit.register(gc.unfreeze)
     # Collect the youngest generation every GC_YOUNG_OBJECTS allocations, not every 700: a
     # streaming worker allocates a few container objects per crumb (its frame, its dict), most
     # of which die young by reference counting; at 700 most passes scan frames still in flight

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .cancel import CancelToken
-from .config import load_config
+from .config import LOAD_ERRORS, Config, load_config
 from .errors import AGENT_NOT_FOUND, BreadError
 from .retention import collect_garbage
 from .runtime import Bread, Run, RunResult, create_bread, new_id
@@ -160,13 +160,13 @@ def _json_value(text: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``bread-sync`` command line; returns the exit code (see ``bread-sync --help``)."""
     args = build_parser().parse_args(argv)
-    if args.handler is cmd_serve:
-        return cmd_serve(args)
     try:
         config = load_config(args.config)
-    except (ImportError, ValueError, TypeError) as exc:
+    except LOAD_ERRORS as exc:
         print(f"error: cannot load the config: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.handler is cmd_serve:
+        return cmd_serve(config, args)
     sink = stdout.transport()
     bread = create_bread(config.model_copy(update={"transport": sink})).start()
     try:
@@ -232,14 +232,14 @@ def cmd_gc(bread: Bread, sink: stdout.StdoutTransport, args: argparse.Namespace)
     return EXIT_OK
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     from .server import serve
 
     try:
         if args.command == "dev":
-            serve.dev(args.host, args.port, args.config)
+            serve.dev(config, args.host, args.port, args.config)
         else:
-            serve.start(args.host, args.port, args.workers, args.config)
+            serve.start(config, args.host, args.port, args.workers, args.config)
     except BreadError as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return EXIT_FAILED

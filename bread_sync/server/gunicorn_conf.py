@@ -10,7 +10,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 #: Allocations between two passes of the garbage collector's youngest generation (see
 #: post_worker_init); Python's default is 700.
@@ -41,16 +41,29 @@ def settings(bind: str | None = None, workers: int | None = None, check_bind: bo
 
 
 def on_starting(server: Any) -> None:
+    """In the master, before it listens: the config loads and may listen on every bind, or the
+    master exits with one line, as ``bread-sync start`` does (2, or 1 for a listen rule)."""
+    from ..cli import EXIT_FAILED, EXIT_USAGE
+    from ..config import LOAD_ERRORS, load_config
     from ..errors import BreadError
-    from .serve import checked_config, host_of
+    from .serve import check_listen, host_of
 
     format_logs(server)
     try:
+        config = load_config()
+    except LOAD_ERRORS as exc:
+        _refuse(server, f"cannot load the config: {exc}", EXIT_USAGE)
+    try:
         for bind in server.cfg.bind:
-            checked_config(host_of(bind))
-    except BreadError as exc:  # a refusal is a message and an exit status, not a traceback
-        server.log.error("%s: %s", exc.code, exc.message)
-        raise SystemExit(1) from None
+            check_listen(config, host_of(bind))
+    except BreadError as exc:
+        _refuse(server, f"{exc.code}: {exc.message}", EXIT_FAILED)
+
+
+def _refuse(server: Any, message: str, code: int) -> NoReturn:
+    # A message and an exit status, not a traceback.
+    server.log.error("%s", message)
+    raise SystemExit(code)
 
 
 def format_logs(server: Any) -> None:

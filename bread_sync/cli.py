@@ -313,13 +313,16 @@ def _answer(sink: stdout.StdoutTransport, checkpoint: dict[str, Any]) -> Any:
 
 def _report_pause(sink: stdout.StdoutTransport, checkpoint: dict[str, Any]) -> int:
     keys = ("checkpointId", "kind", "toolName", "input")
-    sink.stream.write(json.dumps({k: checkpoint.get(k) for k in keys}, ensure_ascii=False) + "\n")
-    sink.stream.flush()
     example = '{"approved": true}' if checkpoint.get("kind") == "approval" else '{"answer": "..."}'
+    # The hint first, flushed: the JSON line ends the whole output, as a terminal shows stdout
+    # and stderr together, so whoever reads the last line gets the checkpoint.
     print(
         f"paused: continue with bread-sync resume {checkpoint.get('checkpointId')} '{example}'",
         file=sys.stderr,
+        flush=True,
     )
+    sink.stream.write(json.dumps({k: checkpoint.get(k) for k in keys}, ensure_ascii=False) + "\n")
+    sink.stream.flush()
     return EXIT_PAUSED
 
 

@@ -173,6 +173,16 @@ def test_a_pause_without_a_terminal_ends_with_a_json_line_and_exit_3(env):
     assert f"bread-sync resume {pause['checkpointId']}" in result.stderr
 
 
+def test_a_pause_ends_the_whole_output_with_its_json_line(env):
+    del env["PYTHONUNBUFFERED"]  # as a user runs it: each stream flushed when the CLI says so
+    result = subprocess.run([*CLI, "invoke", "writer", '{"topic": "bread"}'], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=DEADLINE)  # fmt: skip
+    assert result.returncode == 3, result.stdout
+    *_, hint, last = result.stdout.splitlines()
+    checkpoint_id = json.loads(last)["checkpointId"]
+    assert hint == f"paused: continue with bread-sync resume {checkpoint_id} '{{\"approved\": true}}'"
+
+
 def test_resume_in_a_new_process_continues_the_run_once(env):
     checkpoint_id = pause_line(cli(env, "invoke", "writer", '{"topic": "bread"}'))["checkpointId"]
     resumed = cli(env, "resume", checkpoint_id, '{"approved": true}')

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -129,18 +130,31 @@ def terminal(env):
 # -- help --------------------------------------------------------------------------------------
 
 
-def test_help_names_every_command_and_the_exit_codes(env):
+def test_help_names_every_command_and_where_the_exit_codes_are(env):
     result = cli(env, "--help")
     assert result.returncode == 0
-    for word in ("invoke", "resume", "chat", "exit codes", "130"):
+    for word in ("invoke", "resume", "chat", "gc", "dev", "start", "each command's --help lists its own"):
         assert word in result.stdout
 
 
-@pytest.mark.parametrize("command", ["invoke", "resume", "chat"])
-def test_each_command_explains_itself(env, command):
+#: The exit codes each command can end with, and so lists in its --help.
+EXITS = {
+    "invoke": {0, 1, 2, 3, 130},
+    "resume": {0, 1, 2, 3, 130},
+    "chat": {0, 1, 2, 3, 130},
+    "gc": {0, 2},
+    "dev": {0, 1, 2},
+    "start": {0, 1, 2},
+}
+
+
+@pytest.mark.parametrize("command", EXITS)
+def test_each_command_lists_its_own_exit_codes(env, command):
     result = cli(env, command, "--help")
     assert result.returncode == 0
-    assert f"usage: bread-sync {command}" in result.stdout and "exit codes" in result.stdout
+    assert f"usage: bread-sync {command}" in result.stdout
+    table = result.stdout[result.stdout.index("exit codes:") :].split("\n\n")[0]
+    assert {int(code) for code in re.findall(r"^  (\d+) ", table, re.M)} == EXITS[command]
 
 
 def test_no_command_is_a_usage_error(env):

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .cancel import CancelToken
-from .config import load_config
+from .config import LOAD_ERRORS, Config, load_config
 from .errors import AGENT_NOT_FOUND, BreadError
 from .retention import collect_garbage
 from .runtime import Bread, Run, RunResult, create_bread, new_id
@@ -32,24 +32,57 @@ EXIT_CANCELLED = 130  # 128 + SIGINT, what a shell reports for a command stopped
 
 EXIT_CODES = {"completed": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
 
-EXIT_HELP = """\
+# What each command's --help ends with: its own exit codes, then where the config comes from.
+RUN_EXITS = """\
 exit codes:
   0    the run ended with agent:run:end
   1    the run ended with agent:error, or was refused before it started (unknown agent,
        input failing the schema, unknown or already resumed checkpoint, ...); a refusal
        prints "error: CODE: message" on stderr
   2    usage error: bad arguments, a resume response that is not JSON, a config that
-       cannot be loaded
+       cannot be loaded (one line on stderr)
   3    the run paused for a human and stdin is not a terminal (or ended at the prompt):
-       the last stdout line is {"checkpointId", "kind", "toolName", "input"}; continue it
-       with `bread-sync resume CHECKPOINT JSON`
+       the last line of the output is {"checkpointId", "kind", "toolName", "input"};
+       continue it with `bread-sync resume CHECKPOINT JSON`
   130  the run was cancelled: Ctrl-C during a run cancels it (it ends with RUN_CANCELLED),
        Ctrl-C at a human prompt cancels the paused run, a second Ctrl-C stops at once
 
 When a run pauses and stdin is a terminal, the CLI asks there: an approval is answered
 y/N, an input with one line (sent as JSON if it parses, else as {"answer": line}).
+"""
+CHAT_EXITS = """\
+exit codes:
+  0    you left: /exit, or the end of the input (Ctrl-D at the you> prompt)
+  1    refused before the chat began (unknown agent): "error: CODE: message" on stderr;
+       a turn that fails or is refused is reported, and the chat goes on
+  2    usage error: bad arguments, a config that cannot be loaded (one line on stderr)
+  3    a run paused for a human and the input ended at its prompt: the last line of the
+       output is {"checkpointId", "kind", "toolName", "input"}; continue it with
+       `bread-sync resume CHECKPOINT JSON`
+  130  Ctrl-C at the you> prompt, or a second Ctrl-C during an answer; the first one
+       cancels the answer (or, at a human prompt, the paused run) and the chat goes on
+"""
+GC_EXITS = """\
+exit codes:
+  0    done: what was deleted (with --dry-run, what would be) is one JSON line on stdout
+  2    usage error: bad arguments, no --older-than and no BREAD_RETENTION_DAYS or
+       retention_days in the config, a config that cannot be loaded (one line on stderr)
+"""
+SERVE_EXITS = """\
+exit codes:
+  0    the server stopped: Ctrl-C, or SIGTERM (start: after its graceful shutdown)
+  1    it did not start: the listen rules refuse the address ("error: AUTH_NOT_CONFIGURED:
+       ..." on stderr), or the port is in use
+  2    usage error: bad arguments, a config that cannot be loaded (one line on stderr)
+"""
+MAIN_EXITS = """\
+exit codes: each command's --help lists its own; for every command 2 is a usage error
+(bad arguments, a config that cannot be loaded).
+"""
+CONFIG_HELP = """
 BREAD_CONFIG=module:attribute (or --config) names the config, the demo agents by default;
-BREAD_DB names the SQLite file that keeps runs and checkpoints across processes.
+its module may be in the current folder. BREAD_DB names the SQLite file that keeps runs
+and checkpoints across processes.
 """
 
 Begin = Callable[[CancelToken], Run]
@@ -61,6 +94,7 @@ Begin = Callable[[CancelToken], Run]
 def build_parser() -> argparse.ArgumentParser:
     parser = _parser(
         argparse.ArgumentParser,
+        MAIN_EXITS,
         prog="bread-sync",
         description="Run bread_sync agents from a terminal: their text streams live, tool calls "
         "are marked, and pauses for a human are answered at the prompt.",
@@ -73,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     invoke = _command(
-        commands, "invoke", cmd_invoke, "run an agent once and stream its output",
+        commands, "invoke", cmd_invoke, RUN_EXITS, "run an agent once and stream its output",
         "A pause for a human is asked at the terminal, or reported as a JSON line (exit 3).",
     )  # fmt: skip
     invoke.add_argument("agent", metavar="AGENT", help="the agent's id, e.g. echo or writer")
@@ -82,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the run's input: JSON when it parses, else a plain string (default: null)",
     )  # fmt: skip
     resume = _command(
-        commands, "resume", cmd_resume, "continue a paused run from its checkpoint",
+        commands, "resume", cmd_resume, RUN_EXITS, "continue a paused run from its checkpoint",
         "Works in any process sharing the store (BREAD_DB); a checkpoint resumes once.",
     )  # fmt: skip
     resume.add_argument("checkpoint", metavar="CHECKPOINT", help="the checkpointId a pause printed")
@@ -91,13 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         help='the human\'s response, e.g. \'{"approved": true}\' or \'{"answer": "Ada"}\'',
     )  # fmt: skip
     chat = _command(
-        commands, "chat", cmd_chat, "talk with an agent in one session, line by line",
+        commands, "chat", cmd_chat, CHAT_EXITS, "talk with an agent in one session, line by line",
         "Each line you type is one run (JSON if it parses, else text), and the session keeps "
         "the history. /exit or Ctrl-D leaves; Ctrl-C cancels the answer in progress.",
     )  # fmt: skip
     chat.add_argument("agent", metavar="AGENT", help="the agent's id")
     gc = _command(
-        commands, "gc", cmd_gc, "delete finished runs and stored files older than some days",
+        commands, "gc", cmd_gc, GC_EXITS, "delete finished runs and stored files older than some days",
         "Finished runs go with their crumb logs, checkpoints, loops and task runs; a running or "
         "paused run is never deleted. Prints what it deleted (or would) as JSON.",
     )  # fmt: skip
@@ -107,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     gc.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
     for name, summary, more in SERVE_COMMANDS:
-        serve = _command(commands, name, cmd_serve, summary, more)
+        serve = _command(commands, name, cmd_serve, SERVE_EXITS, summary, more)
         serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
         serve.add_argument("--port", type=int, default=3000, help="the port (default: 3000)")
         if name == "start":
@@ -126,18 +160,19 @@ SERVE_COMMANDS = [
 
 
 def _command(
-    commands: Any, name: str, handler: Callable[..., int], summary: str, more: str = ""
+    commands: Any, name: str, handler: Callable[..., int], exits: str, summary: str, more: str = ""
 ) -> argparse.ArgumentParser:
     description = f"{summary[0].upper()}{summary[1:]}. {more}".strip()
-    sub = _parser(commands.add_parser, name, help=summary, description=description)
+    sub = _parser(commands.add_parser, exits, name, help=summary, description=description)
     sub.set_defaults(handler=handler, command=name)
     return sub
 
 
-def _parser(factory: Callable[..., argparse.ArgumentParser], *args: Any, **kwargs: Any) -> Any:
+def _parser(factory: Callable[..., argparse.ArgumentParser], exits: str, *args: Any, **kwargs: Any) -> Any:
     # Raw, so the exit-code table keeps its layout; so the description is wrapped here.
     kwargs["description"] = textwrap.fill(kwargs["description"], 88)
-    return factory(*args, epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+    epilog = exits + CONFIG_HELP
+    return factory(*args, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
 
 
 def _json_or_text(text: str) -> Any:
@@ -160,13 +195,13 @@ def _json_value(text: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``bread-sync`` command line; returns the exit code (see ``bread-sync --help``)."""
     args = build_parser().parse_args(argv)
-    if args.handler is cmd_serve:
-        return cmd_serve(args)
     try:
         config = load_config(args.config)
-    except (ImportError, ValueError, TypeError) as exc:
+    except LOAD_ERRORS as exc:
         print(f"error: cannot load the config: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.handler is cmd_serve:
+        return cmd_serve(config, args)
     sink = stdout.transport()
     bread = create_bread(config.model_copy(update={"transport": sink})).start()
     try:
@@ -232,14 +267,14 @@ def cmd_gc(bread: Bread, sink: stdout.StdoutTransport, args: argparse.Namespace)
     return EXIT_OK
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(config: Config, args: argparse.Namespace) -> int:
     from .server import serve
 
     try:
         if args.command == "dev":
-            serve.dev(args.host, args.port, args.config)
+            serve.dev(config, args.host, args.port, args.config)
         else:
-            serve.start(args.host, args.port, args.workers, args.config)
+            serve.start(config, args.host, args.port, args.workers, args.config)
     except BreadError as exc:
         print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
         return EXIT_FAILED
@@ -313,13 +348,16 @@ def _answer(sink: stdout.StdoutTransport, checkpoint: dict[str, Any]) -> Any:
 
 def _report_pause(sink: stdout.StdoutTransport, checkpoint: dict[str, Any]) -> int:
     keys = ("checkpointId", "kind", "toolName", "input")
-    sink.stream.write(json.dumps({k: checkpoint.get(k) for k in keys}, ensure_ascii=False) + "\n")
-    sink.stream.flush()
     example = '{"approved": true}' if checkpoint.get("kind") == "approval" else '{"answer": "..."}'
+    # The hint first, flushed: the JSON line ends the whole output, as a terminal shows stdout
+    # and stderr together, so whoever reads the last line gets the checkpoint.
     print(
         f"paused: continue with bread-sync resume {checkpoint.get('checkpointId')} '{example}'",
         file=sys.stderr,
+        flush=True,
     )
+    sink.stream.write(json.dumps({k: checkpoint.get(k) for k in keys}, ensure_ascii=False) + "\n")
+    sink.stream.flush()
     return EXIT_PAUSED
 
 

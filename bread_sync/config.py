@@ -10,6 +10,7 @@ the demo config. The environment then overrides what it names: ``BREAD_DB`` (the
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ DEFAULT_CONFIG = "bread_sync.demo:config"
 DEFAULT_DB_NAME = "bread.db"
 #: The transports ``REDIS_URL`` composes with: they serve HTTP and carry frames on Redis.
 HTTP_TRANSPORTS = ("http-chunked", "http-sse")
+#: What :func:`load_config` raises for a config that cannot be loaded, each with a message that
+#: names what to fix: no such module, no such attribute, not a Config, a bad environment value.
+LOAD_ERRORS = (ImportError, ValueError, TypeError)
 
 
 class ServerSettings(BaseModel):
@@ -80,10 +84,23 @@ def default_db_path(config: Config) -> Path:
     return Path(os.environ.get("BREAD_DB") or config.instance_path / DEFAULT_DB_NAME)
 
 
+def _import_from_cwd() -> None:
+    # As the flask command does for its app: `bread-sync`, a console script, starts with its own
+    # bin folder on sys.path, not the current one, so `myapp.agents:config` would need
+    # PYTHONPATH=. there. It stays on the path: the config may name parts that import later, and
+    # gunicorn workers forked from the CLI inherit it.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
 def load_config(name: str | None = None) -> Config:
-    """The config ``name`` (else ``BREAD_CONFIG``, else the demo) with the environment applied."""
+    """The config ``name`` (else ``BREAD_CONFIG``, else the demo) with the environment applied.
+
+    Its module may be in the current folder; one of :data:`LOAD_ERRORS` says why it cannot load.
+    """
     from .loading import import_string
 
+    _import_from_cwd()
     target = import_string(name or os.environ.get("BREAD_CONFIG") or DEFAULT_CONFIG)
     config = target() if callable(target) else target
     if not isinstance(config, Config):

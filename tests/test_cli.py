@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import httpx2 as httpx
 import pytest
 
 from bread_sync import Agent, BreadError, Config
@@ -17,8 +20,14 @@ from bread_sync.errors import MODEL_ERROR
 from bread_sync.models import script
 from bread_sync.models.script import say
 from bread_sync.stores.sqlite import store
+from tests.integration.servers import free_port, wait_until_serving
 
 CLI = [sys.executable, "-m", "bread_sync.cli"]
+#: The console script, as a user runs it: unlike ``python -m``, it does not put the current
+#: folder on sys.path.
+BREAD_SYNC = str(Path(sys.executable).parent / "bread-sync")
+GUNICORN = str(Path(sys.executable).parent / "gunicorn")
+ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = 20.0  # seconds any one process may take; generous for a loaded CI machine
 
 
@@ -121,18 +130,31 @@ def terminal(env):
 # -- help --------------------------------------------------------------------------------------
 
 
-def test_help_names_every_command_and_the_exit_codes(env):
+def test_help_names_every_command_and_where_the_exit_codes_are(env):
     result = cli(env, "--help")
     assert result.returncode == 0
-    for word in ("invoke", "resume", "chat", "exit codes", "130"):
+    for word in ("invoke", "resume", "chat", "gc", "dev", "start", "each command's --help lists its own"):
         assert word in result.stdout
 
 
-@pytest.mark.parametrize("command", ["invoke", "resume", "chat"])
-def test_each_command_explains_itself(env, command):
+#: The exit codes each command can end with, and so lists in its --help.
+EXITS = {
+    "invoke": {0, 1, 2, 3, 130},
+    "resume": {0, 1, 2, 3, 130},
+    "chat": {0, 1, 2, 3, 130},
+    "gc": {0, 2},
+    "dev": {0, 1, 2},
+    "start": {0, 1, 2},
+}
+
+
+@pytest.mark.parametrize("command", EXITS)
+def test_each_command_lists_its_own_exit_codes(env, command):
     result = cli(env, command, "--help")
     assert result.returncode == 0
-    assert f"usage: bread-sync {command}" in result.stdout and "exit codes" in result.stdout
+    assert f"usage: bread-sync {command}" in result.stdout
+    table = result.stdout[result.stdout.index("exit codes:") :].split("\n\n")[0]
+    assert {int(code) for code in re.findall(r"^  (\d+) ", table, re.M)} == EXITS[command]
 
 
 def test_no_command_is_a_usage_error(env):
@@ -163,6 +185,16 @@ def test_a_pause_without_a_terminal_ends_with_a_json_line_and_exit_3(env):
     assert pause["checkpointId"].startswith("cp_")
     assert (pause["kind"], pause["toolName"], pause["input"]) == ("approval", "publish", {"title": "bread"})
     assert f"bread-sync resume {pause['checkpointId']}" in result.stderr
+
+
+def test_a_pause_ends_the_whole_output_with_its_json_line(env):
+    del env["PYTHONUNBUFFERED"]  # as a user runs it: each stream flushed when the CLI says so
+    result = subprocess.run([*CLI, "invoke", "writer", '{"topic": "bread"}'], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=DEADLINE)  # fmt: skip
+    assert result.returncode == 3, result.stdout
+    *_, hint, last = result.stdout.splitlines()
+    checkpoint_id = json.loads(last)["checkpointId"]
+    assert hint == f"paused: continue with bread-sync resume {checkpoint_id} '{{\"approved\": true}}'"
 
 
 def test_resume_in_a_new_process_continues_the_run_once(env):
@@ -238,9 +270,109 @@ def test_an_approval_needs_an_approved_flag(env):
     assert cli(env, "resume", checkpoint_id, '{"approved": true}').returncode == 0  # not burnt
 
 
-def test_a_config_that_cannot_load_is_a_usage_error(env):
-    result = cli(env, "--config", "no_such_module:config", "invoke", "echo")
-    assert result.returncode == 2 and "error: cannot load the config" in result.stderr
+# -- the config --------------------------------------------------------------------------------
+
+MYAPP_AGENTS = """
+from bread_sync import Agent, Config
+
+config = Config(agents=[Agent(id="hello", model="echo")])
+"""
+
+
+@pytest.fixture
+def project(tmp_path, env):
+    """A folder holding the package ``myapp`` with ``myapp.agents:config``; no PYTHONPATH."""
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "agents.py").write_text(MYAPP_AGENTS)
+    env.pop("PYTHONPATH", None)
+    env["BREAD_CONFIG"] = "myapp.agents:config"
+    return tmp_path
+
+
+def test_a_config_in_the_current_folder_loads_without_pythonpath(project, env):
+    result = subprocess.run([BREAD_SYNC, "invoke", "hello", "hi"], cwd=project, env=env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hi\n"
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    """Start a server process in its own process group, its output in a log file; the group
+    is killed when the test ends."""
+    started = []
+
+    def start(args, cwd, env):
+        log = tmp_path / f"server-{len(started)}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        started.append(proc)
+        return proc, log
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the group this test started, nothing else
+            proc.wait(DEADLINE)
+
+
+@pytest.mark.parametrize("command", ["start", "dev"])
+def test_the_servers_load_a_config_in_the_current_folder(project, env, spawn, command):
+    port = free_port()
+    proc, log = spawn([BREAD_SYNC, command, "--port", str(port)], project, env)
+    wait_until_serving(proc, port, log)
+    agents = httpx.get(f"http://127.0.0.1:{port}/agents", timeout=DEADLINE).json()  # a worker's answer
+    assert [agent["id"] for agent in agents] == ["hello"]
+
+
+#: Configs that cannot be loaded, and what the one line says.
+UNLOADABLE = {
+    "no module": ({"BREAD_CONFIG": "no_such_module:config"}, "No module named 'no_such_module'"),
+    "no attribute": ({"BREAD_CONFIG": "bread_sync.demo:nope"}, "'bread_sync.demo' has no attribute 'nope'"),
+    "not a Config": ({"BREAD_CONFIG": "bread_sync.config:DEFAULT_CONFIG"}, "must name a bread_sync Config"),
+    "bad environment": ({"BREAD_LEASE_SECONDS": "soon"}, "BREAD_LEASE_SECONDS must be a number"),
+}
+COMMANDS = {
+    "invoke": ["invoke", "echo", "hi"],
+    "resume": ["resume", "cp_x", "true"],
+    "chat": ["chat", "echo"],
+    "gc": ["gc", "--older-than", "1"],
+    "dev": ["dev", "--port", "0"],
+    "start": ["start", "--port", "0"],
+}
+CASES = [(command, "no module") for command in COMMANDS] + [("start", cause) for cause in list(UNLOADABLE)[1:]]
+
+
+@pytest.mark.parametrize(("command", "cause"), CASES)
+def test_a_config_that_cannot_load_is_one_line_and_exit_2(env, command, cause):
+    settings, said = UNLOADABLE[cause]
+    result = subprocess.run([BREAD_SYNC, *COMMANDS[command]], env={**env, **settings}, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("error: cannot load the config: ") and said in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_refused_bind_keeps_exit_1(env):
+    result = subprocess.run([BREAD_SYNC, "start", "--host", "0.0.0.0", "--port", "0"], env=env,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: AUTH_NOT_CONFIGURED: refusing to listen on 0.0.0.0 without auth")
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("cause", UNLOADABLE)
+def test_gunicorn_with_the_shipped_conf_says_it_in_one_line_and_exits_2(env, cause):
+    settings, said = UNLOADABLE[cause]
+    env = {**env, **settings, "BREAD_BIND": f"127.0.0.1:{free_port()}"}
+    result = subprocess.run([GUNICORN, "-c", "gunicorn.conf.py", "wsgi:app"], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "[ERROR]" in line]
+    assert len(errors) == 1 and "[ERROR] cannot load the config: " in errors[0] and said in errors[0]
+    assert "Traceback" not in result.stderr and "Listening at" not in result.stderr
 
 
 # -- at a terminal -----------------------------------------------------------------------------

@@ -1,12 +1,19 @@
 """A worker's graceful stop, in process: the runner closes, runs that finish in time finish, the
 rest stop at a step boundary with RUN_INTERRUPTED, and one stuck in a step is marked from outside.
-(tests/integration/test_lifecycle.py does the same to a real gunicorn server with SIGTERM.)"""
+(tests/integration/test_lifecycle.py does the same to a real gunicorn server with SIGTERM.)
+Last, real servers stopped by SIGTERM and SIGINT say nothing alarming as they exit."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
+import httpx2 as httpx
 import pytest
 
 from bread_sync import Agent, Config
@@ -17,6 +24,16 @@ from bread_sync.models.script import call, say
 from bread_sync.server.lifecycle import Lifecycle
 from bread_sync.server.runner import Runner
 from tests.integration.fault_config import config as fault_config
+from tests.integration.servers import free_port, wait_until_serving
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+#: The two ways to serve with bread_sync's gunicorn settings; ``{port}`` is filled in.
+SERVERS = {
+    "gunicorn": [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "-w", "1", "-b", "127.0.0.1:{port}", "wsgi:app"],
+    "bread-sync start": [str(BIN / "bread-sync"), "start", "--port", "{port}", "--workers", "1"],
+}
+DEADLINE = 30.0  # seconds for a server to exit; generous for a loaded CI machine
 
 
 @pytest.fixture
@@ -133,3 +150,43 @@ def test_a_run_stopped_inside_a_subagent_ends_without_a_tool_error(make_bread):
     types = [f.type for f in bread.store.get_crumbs(run_id)]
     assert status(bread, run_id) == "interrupted" and types[-1] == "agent:error"
     assert "tool:error" not in types and "subagent:run:end" not in types, types
+
+
+@pytest.fixture
+def serve(tmp_path):
+    """Start a server (a key of SERVERS) on a free port; its output goes to a log file. Every
+    process still running is killed, with its workers, when the test ends."""
+    started = []
+
+    def start(command: str) -> tuple[subprocess.Popen, int, Path]:
+        port, log = free_port(), tmp_path / f"server-{len(started)}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("BREAD_", "GUNICORN_", "WEB_"))}
+        env.update(BREAD_DB=str(tmp_path / "bread.db"), BREAD_INSTANCE=str(tmp_path), PYTHONUNBUFFERED="1")
+        args = [arg.format(port=port) for arg in SERVERS[command]]
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(args, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        started.append(proc)
+        wait_until_serving(proc, port, log)
+        return proc, port, log
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the group this test started, nothing else
+            proc.wait(DEADLINE)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("command", SERVERS)
+def test_a_server_stops_without_a_traceback(serve, command, signum):
+    proc, port, log = serve(command)
+    answer = httpx.post(f"http://127.0.0.1:{port}/agents/echo/run", json={"input": "hi"}, timeout=DEADLINE)
+    assert answer.status_code == 200 and '"agent:run:end"' in answer.text
+
+    proc.send_signal(signum)
+
+    assert proc.wait(DEADLINE) == 0
+    text = log.read_text()
+    assert "Worker exiting" in text  # gunicorn waits for its workers: what they printed is in
+    assert "Exception ignored" not in text and "Traceback" not in text, text

@@ -7,9 +7,10 @@ died, and shuts down gracefully through the hooks at the end (see lifecycle.py).
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 #: Allocations between two passes of the garbage collector's youngest generation (see
 #: post_worker_init); Python's default is 700.
@@ -40,16 +41,29 @@ def settings(bind: str | None = None, workers: int | None = None, check_bind: bo
 
 
 def on_starting(server: Any) -> None:
+    """In the master, before it listens: the config loads and may listen on every bind, or the
+    master exits with one line, as ``bread-sync start`` does (2, or 1 for a listen rule)."""
+    from ..cli import EXIT_FAILED, EXIT_USAGE
+    from ..config import LOAD_ERRORS, load_config
     from ..errors import BreadError
-    from .serve import checked_config, host_of
+    from .serve import check_listen, host_of
 
     format_logs(server)
     try:
+        config = load_config()
+    except LOAD_ERRORS as exc:
+        _refuse(server, f"cannot load the config: {exc}", EXIT_USAGE)
+    try:
         for bind in server.cfg.bind:
-            checked_config(host_of(bind))
-    except BreadError as exc:  # a refusal is a message and an exit status, not a traceback
-        server.log.error("%s: %s", exc.code, exc.message)
-        raise SystemExit(1) from None
+            check_listen(config, host_of(bind))
+    except BreadError as exc:
+        _refuse(server, f"{exc.code}: {exc.message}", EXIT_FAILED)
+
+
+def _refuse(server: Any, message: str, code: int) -> NoReturn:
+    # A message and an exit status, not a traceback.
+    server.log.error("%s", message)
+    raise SystemExit(code)
 
 
 def format_logs(server: Any) -> None:
@@ -67,6 +81,12 @@ def post_worker_init(worker: Any) -> None:
     # frozen, the garbage collector's full passes stop visiting it, which keeps their pauses short.
     gc.collect()  # what is garbage already would otherwise be frozen with the rest, for good
     gc.freeze()
+    # Thawed at exit, so the interpreter's last collection frees it while every module is whole.
+    # Left frozen, it was freed module by module in reverse import order: Flask's log handler
+    # (Flask is imported in the master, before gevent patches the worker) went after gevent's
+    # thread module, and its finalizer took logging's lock through a gevent get_ident with no
+    # globals left ("Exception ignored in: <function _removeHandlerRef>", at every shutdown).
+    atexit.register(gc.unfreeze)
     # Collect the youngest generation every GC_YOUNG_OBJECTS allocations, not every 700: a
     # streaming worker allocates a few container objects per crumb (its frame, its dict), most
     # of which die young by reference counting; at 700 most passes scan frames still in flight

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from .. import logs
-from ..config import Config, load_config
+from ..config import Config
 from ..errors import AUTH_NOT_CONFIGURED, BreadError
 from .guard import LOOPBACK_BINDS, has_auth
 
@@ -40,36 +40,37 @@ def host_of(bind: str) -> str:
     return bind.rsplit(":", 1)[0] if bind.count(":") == 1 else bind
 
 
-def checked_config(host: str, config_name: str | None = None) -> Config:
-    config = load_config(config_name)
+def check_listen(config: Config, host: str) -> None:
+    """:func:`check_bind`, its warning logged."""
     warning = check_bind(config, host)
     if warning:
         log.warning(warning)
-    return config
 
 
-def dev(host: str, port: int, config_name: str | None = None) -> None:
-    """Serve with werkzeug's reloading development server (threads, so streams stream)."""
+def dev(config: Config, host: str, port: int, config_name: str | None = None) -> None:
+    """Serve ``config`` (loaded from ``config_name``) with werkzeug's reloading development
+    server (threads, so streams stream)."""
     from werkzeug.serving import run_simple
 
     from .. import create_bread
     from .extension import create_server
 
-    checked_config(host, config_name)
+    check_listen(config, host)
     if config_name:
         os.environ["BREAD_CONFIG"] = config_name  # the reloader's child process loads it again
     logs.configure()
-    app = create_server(create_bread(load_config(config_name)).start())
+    app = create_server(create_bread(config).start())
     run_simple(host, port, app, use_reloader=True, threaded=True)
 
 
-def start(host: str, port: int, workers: int, config_name: str | None = None) -> None:
-    """Serve with gunicorn and gevent workers; each worker builds its own ``Bread`` after the fork."""
+def start(config: Config, host: str, port: int, workers: int, config_name: str | None = None) -> None:
+    """Serve with gunicorn and gevent workers once ``config`` (loaded from ``config_name``) may
+    listen on ``host``; each worker loads it again and builds its own ``Bread`` after the fork."""
     from gunicorn.app.base import BaseApplication
 
     from . import gunicorn_conf
 
-    checked_config(host, config_name)
+    check_listen(config, host)
     if config_name:
         os.environ["BREAD_CONFIG"] = config_name
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

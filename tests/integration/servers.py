@@ -42,6 +42,25 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_until_serving(proc: subprocess.Popen, port: int, log: Path) -> None:
+    """Return once ``GET /health`` on 127.0.0.1:``port`` answers 200; ServerFailed, with the
+    log, if ``proc`` exits first or READY_SECONDS pass. For servers these tests start otherwise
+    than as a :class:`Server` (``bread-sync start``, ``bread-sync dev``)."""
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        try:  # the pause between polls doubles as the watch for an early exit
+            code = proc.wait(timeout=POLL_SECONDS)
+        except subprocess.TimeoutExpired:
+            continue
+        raise ServerFailed(f"exited with {code} before it served:\n{log.read_text()}")
+    raise ServerFailed(f"not serving within {READY_SECONDS:g} s:\n{log.read_text()}")
+
+
 @dataclass(eq=False)
 class Server:
     """One gunicorn master (and its workers) on one port."""

@@ -16,6 +16,7 @@ import httpx2 as httpx
 import pytest
 
 from bread_sync import Agent, BreadError, Config
+from bread_sync.demo import config as demo_config
 from bread_sync.errors import MODEL_ERROR
 from bread_sync.models import script
 from bread_sync.models.script import say
@@ -333,7 +334,19 @@ UNLOADABLE = {
     "no attribute": ({"BREAD_CONFIG": "bread_sync.demo:nope"}, "'bread_sync.demo' has no attribute 'nope'"),
     "not a Config": ({"BREAD_CONFIG": "bread_sync.config:DEFAULT_CONFIG"}, "must name a bread_sync Config"),
     "bad environment": ({"BREAD_LEASE_SECONDS": "soon"}, "BREAD_LEASE_SECONDS must be a number"),
+    "BREAD_TRANSPORT beside a transport object": (
+        {"BREAD_CONFIG": "tests.test_cli:guarded_transport_config", "BREAD_TRANSPORT": "http-sse"},
+        "BREAD_TRANSPORT=http-sse would replace the config's transport object (HTTPTransport)",
+    ),
 }
+
+
+def guarded_transport_config():
+    """A config whose transport carries an option a plain ``BREAD_TRANSPORT`` would drop."""
+    from bread_sync.transports import http_sse
+
+    only_ops = http_sse.transport(authorize_stream=lambda identity, run_id: identity == {"sub": "ops"})
+    return demo_config().model_copy(update={"transport": only_ops})
 COMMANDS = {
     "invoke": ["invoke", "echo", "hi"],
     "resume": ["resume", "cp_x", "true"],

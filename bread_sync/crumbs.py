@@ -56,14 +56,6 @@ dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 json_string = json.encoder.encode_basestring
 
 
-def is_durable(crumb: dict[str, Any]) -> bool:
-    return crumb["type"] not in NOT_DURABLE
-
-
-def is_terminal(crumb: dict[str, Any]) -> bool:
-    return crumb["type"] in TERMINAL
-
-
 class Frame:
     """One entry of a run's crumb stream: what listeners get and what a transport carries.
 

@@ -16,16 +16,6 @@ from .errors import PROTOCOL_DECODE_ERROR, BreadError
 BREAD_PROTOCOL_VERSION = 1
 
 
-def crumb_frame(frame: Frame) -> dict[str, Any]:
-    return {
-        "v": BREAD_PROTOCOL_VERSION,
-        "type": "crumb",
-        "runId": frame.run_id,
-        "seq": frame.seq,
-        "crumb": to_wire_crumb(frame.crumb),
-    }
-
-
 def subscribe_frame(run_id: str, after_seq: int) -> dict[str, Any]:
     return {"v": BREAD_PROTOCOL_VERSION, "type": "subscribe", "runId": run_id, "afterSeq": after_seq}
 

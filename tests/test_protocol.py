@@ -38,7 +38,7 @@ def test_wire_crumb_flattens_and_rebuilds_errors():
     }
 
 
-def test_a_foreign_exception_on_the_wire_says_only_its_class():
+def test_a_foreign_exception_on_the_wire_says_nothing_of_its_text():
     flat = to_wire_crumb({"type": "tool:error", "runId": "r", "error": OSError("/etc/secret missing")})
     assert flat["error"]["code"] == "INTERNAL" and "/etc" not in flat["error"]["message"]
 

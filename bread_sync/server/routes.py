@@ -20,7 +20,7 @@ from ..errors import (
     TASK_RUN_NOT_FOUND,
     BreadError,
 )
-from ..stores import iso_from_epoch, records_task_runs
+from ..stores import RunRecord, records_task_runs
 from . import openapi
 from .actions import HEALTH_PATH, HTTP_ACTIONS, register_http_route
 from .guard import authorize_run, valid_body, valid_query
@@ -96,9 +96,8 @@ def read_run(runId: str) -> Any:  # noqa: N803 - the name http-api.md gives args
 
 
 def run_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A run record as routes answer it: the store keeps ``leaseUntil`` in epoch seconds, for its
-    comparisons; a client reads every timestamp in one ISO-8601 form."""
-    return {**record, "leaseUntil": iso_from_epoch(record["leaseUntil"])}
+    """A run record as routes answer it, every timestamp in one ISO-8601 form."""
+    return RunRecord.model_validate(record).model_dump(mode="json")
 
 
 def list_sessions() -> Any:

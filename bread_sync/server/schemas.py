@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from ..errors import ALL_CODES, INVALID_REQUEST, BreadError
-from ..stores import RUN_STATUSES
+from ..stores import RUN_STATUSES, RunRecord
 
 #: A caller-chosen run id. It goes into a response header and into /runs/<runId> paths: ASCII,
 #: no slash, no space.
@@ -128,19 +128,6 @@ class AgentSummary(BaseModel):
 class AgentDetail(AgentSummary):
     inputSchema: dict[str, Any]
     skills: list[str]
-
-
-class RunRecord(BaseModel):
-    id: str
-    agentId: str
-    sessionId: str
-    status: Status
-    checkpointId: str | None
-    owner: str | None
-    leaseUntil: str = Field(description="ISO-8601 UTC: until when the owner's lease holds.")
-    cancelRequested: bool
-    createdAt: str
-    updatedAt: str
 
 
 class CheckpointSummary(BaseModel):

@@ -2,14 +2,16 @@
 
 A store module ``stores/<name>.py`` exports ``store(**opts)``. Records are plain dicts with the
 camelCase keys the HTTP API serves. Timestamps are ISO-8601 UTC strings, except a run's
-``leaseUntil``, which is epoch seconds.
+``leaseUntil``, which is epoch seconds in the store (:class:`RunRecord` serves it in ISO-8601).
 """
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
 from ..crumbs import Frame
 
@@ -19,17 +21,39 @@ RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interr
 FINISHED = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
 
-class RunRecord(TypedDict):
+def iso_from_epoch(seconds: float) -> str:
+    """Epoch seconds (a run's ``leaseUntil``) in the ISO-8601 UTC form of every other timestamp."""
+    return _iso(datetime.fromtimestamp(seconds, UTC))
+
+
+def _epoch(value: Any) -> Any:
+    return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else value
+
+
+class RunRecord(BaseModel):
+    """A run's record. A store keeps it as a plain dict of these keys (``Run`` below); the routes
+    answer it through this model, which writes ``leaseUntil`` in ISO-8601 like every other
+    timestamp (the store keeps epoch seconds, to compare with the clock)."""
+
     id: str
     agentId: str
     sessionId: str
-    status: str
+    status: Literal[RUN_STATUSES]  # type: ignore[valid-type]
     checkpointId: str | None
     owner: str | None
-    leaseUntil: float
+    leaseUntil: Annotated[
+        float,
+        BeforeValidator(_epoch),
+        PlainSerializer(iso_from_epoch, return_type=str, when_used="json"),
+        Field(description="Until when the owner's lease holds: ISO-8601 UTC on the wire."),
+    ]
     cancelRequested: bool
     createdAt: str
     updatedAt: str
+
+
+#: A run record as a store holds and returns it: a dict of :class:`RunRecord`'s keys.
+Run = dict[str, Any]
 
 
 @runtime_checkable
@@ -56,17 +80,17 @@ class CrumbLog(Protocol):
 
 
 class RunStore(Protocol):
-    def create_run(self, record: RunRecord) -> bool:
+    def create_run(self, record: Run) -> bool:
         """Insert a run record; False (and no change) when the id exists."""
 
-    def get_run(self, run_id: str) -> RunRecord | None: ...
+    def get_run(self, run_id: str) -> Run | None: ...
 
     def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
         """Set fields (and ``updatedAt``) if every ``expect`` field matches; True if it did."""
 
     def list_runs(
         self, status: str | None = None, agent: str | None = None, session: str | None = None
-    ) -> list[RunRecord]: ...
+    ) -> list[Run]: ...
 
     def cancel_requested(self, owner: str) -> list[str]:
         """Ids of running runs of ``owner`` that another process asked to cancel."""
@@ -189,11 +213,6 @@ def last_seqs(store: Any, run_ids: list[str]) -> dict[str, int]:
 
 def now_iso() -> str:
     return _iso(datetime.now(UTC))
-
-
-def iso_from_epoch(seconds: float) -> str:
-    """Epoch seconds (a run's ``leaseUntil``) in the ISO-8601 UTC form of every other timestamp."""
-    return _iso(datetime.fromtimestamp(seconds, UTC))
 
 
 def iso_days_ago(days: float) -> str:

@@ -10,14 +10,14 @@ from typing import Any
 
 from ..crumbs import Frame, to_wire_crumb
 from ..errors import SEQ_CONFLICT, BreadError
-from . import FINISHED, PURGED, RunRecord, iso_days_ago, now_iso, tags_match
+from . import FINISHED, PURGED, Run, RunRecord, iso_days_ago, now_iso, tags_match
 
 
 class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.RLock()  # reentrant: a batch holds it around the calls it makes
         self._logs: dict[str, list[Frame]] = {}
-        self._runs: dict[str, RunRecord] = {}
+        self._runs: dict[str, Run] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
         self._sessions: dict[str, dict[str, Any]] = {}
         self._claims: dict[str, str] = {}
@@ -54,19 +54,19 @@ class MemoryStore:
         return self._lock
 
     # runs
-    def create_run(self, record: RunRecord) -> bool:
+    def create_run(self, record: Run) -> bool:
         with self._lock:
             if record["id"] in self._runs:
                 return False
             self._runs[record["id"]] = copy.deepcopy(record)
             return True
 
-    def get_run(self, run_id: str) -> RunRecord | None:
+    def get_run(self, run_id: str) -> Run | None:
         with self._lock:
             return copy.deepcopy(self._runs.get(run_id))
 
     def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
-        unknown = set(fields) - set(RunRecord.__annotations__)
+        unknown = set(fields) - set(RunRecord.model_fields)
         if unknown:
             raise TypeError(f"update_run: unknown run fields {sorted(unknown)}")
         with self._lock:
@@ -76,9 +76,7 @@ class MemoryStore:
             record.update(fields, updatedAt=now_iso())
             return True
 
-    def list_runs(
-        self, status: str | None = None, agent: str | None = None, session: str | None = None
-    ) -> list[RunRecord]:
+    def list_runs(self, status: str | None = None, agent: str | None = None, session: str | None = None) -> list[Run]:
         with self._lock:
             return [
                 copy.deepcopy(r)

@@ -23,7 +23,7 @@ from sqlite_utils import Database
 
 from ..crumbs import Frame, dumps
 from ..errors import SEQ_CONFLICT, BreadError
-from . import RunRecord, iso_days_ago, now_iso, tags_match, wal
+from . import Run, iso_days_ago, now_iso, tags_match, wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection
 from .migrations import immediate, migrate
 from .purge import purge
@@ -166,12 +166,12 @@ class SQLiteStore:
         return found
 
     # runs
-    def create_run(self, record: RunRecord) -> bool:
+    def create_run(self, record: Run) -> bool:
         values = [record[key] for key in RUN_COLUMNS]
         with self.connection() as db:
             return db.execute(INSERT_RUN, values).rowcount == 1
 
-    def get_run(self, run_id: str) -> RunRecord | None:
+    def get_run(self, run_id: str) -> Run | None:
         with self.connection() as db:
             row = db.execute(f"{SELECT_RUNS} WHERE id = ?", (run_id,)).fetchone()
         return None if row is None else _run(row)
@@ -188,9 +188,7 @@ class SQLiteStore:
             )
             return cursor.rowcount == 1
 
-    def list_runs(
-        self, status: str | None = None, agent: str | None = None, session: str | None = None
-    ) -> list[RunRecord]:
+    def list_runs(self, status: str | None = None, agent: str | None = None, session: str | None = None) -> list[Run]:
         where, params = _filters(status=status, agent_id=agent, session_id=session)
         return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY rowid", params)
 
@@ -199,7 +197,7 @@ class SQLiteStore:
         with self.connection() as db:
             return [run_id for (run_id,) in db.execute(sql, (owner,)).fetchall()]
 
-    def _runs(self, sql: str, params: list[Any]) -> list[RunRecord]:
+    def _runs(self, sql: str, params: list[Any]) -> list[Run]:
         with self.connection() as db:
             rows = db.execute(sql, params).fetchall()
         return [_run(row) for row in rows]
@@ -350,7 +348,7 @@ def _seq_conflict(run_id: str, seqs: list[int]) -> Iterator[None]:
         raise BreadError(SEQ_CONFLICT, f"run {run_id}: a seq in {seqs} is already written") from exc
 
 
-def _run(row: tuple[Any, ...]) -> RunRecord:
+def _run(row: tuple[Any, ...]) -> Run:
     record = dict(zip(RUN_COLUMNS, row, strict=True))
     record["cancelRequested"] = bool(record["cancelRequested"])
     return record

@@ -347,6 +347,8 @@ def guarded_transport_config():
 
     only_ops = http_sse.transport(authorize_stream=lambda identity, run_id: identity == {"sub": "ops"})
     return demo_config().model_copy(update={"transport": only_ops})
+
+
 COMMANDS = {
     "invoke": ["invoke", "echo", "hi"],
     "resume": ["resume", "cp_x", "true"],

@@ -12,7 +12,8 @@ from sqlite_utils import Database
 
 from bread_sync.crumbs import Frame
 from bread_sync.errors import SEQ_CONFLICT, BreadError
-from bread_sync.stores import migrations, sqlite
+from bread_sync.stores import sqlite
+from bread_sync.stores.sqlite import migrations
 
 #: Every migration the code ships, in order.
 SHIPPED = [fn.__name__ for fn in migrations.MIGRATIONS]
@@ -138,7 +139,7 @@ def test_the_file_is_in_wal_mode_and_waits_for_a_lock_in_python(open_store):
     with store.connection() as db:
         assert db.journal_mode == "wal"
         assert db.execute("PRAGMA synchronous").fetchone() == (1,)  # NORMAL
-        # SQLite's busy handler would sleep in C, stalling a gevent worker: see stores/busy.py.
+        # SQLite's busy handler would sleep in C, stalling a gevent worker: see stores/sqlite/busy.py.
         assert db.execute("PRAGMA busy_timeout").fetchone() == (0,)
         assert db.conn.busy_seconds == 5.0
 

@@ -10,7 +10,8 @@ import threading
 import time
 
 from bread_sync.crumbs import Frame
-from bread_sync.stores import sqlite, wal
+from bread_sync.stores import sqlite
+from bread_sync.stores.sqlite import wal
 
 PAGE = 4096
 #: Crumbs of about a page each: past SQLite's own checkpoint mark (1,000 pages) in all.
@@ -130,7 +131,8 @@ GEVENT_STORE_SCRIPT = textwrap.dedent(
     import json, sys, time
     import gevent
     from bread_sync.crumbs import Frame
-    from bread_sync.stores import sqlite, wal
+    from bread_sync.stores import sqlite
+    from bread_sync.stores.sqlite import wal
 
     get_ident = monkey.get_original("_thread", "get_ident")
     threads = []

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from .. import greenlets
+from ... import greenlets
 
 log = logging.getLogger("bread_sync")
 

@@ -3,15 +3,14 @@ each batch one short transaction, so a purge beside a live server never holds th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 from sqlite_utils import Database
 
-from . import FINISHED, PURGED
+from .. import FINISHED, PURGED
 from .migrations import immediate
-
-if TYPE_CHECKING:
-    from .sqlite import SQLiteStore
 
 #: Finished runs, as a WHERE clause over ``runs`` and its parameters after the cutoff.
 PURGEABLE_RUNS = f"status IN ({', '.join('?' * len(FINISHED))}) AND updated_at < ?"
@@ -35,15 +34,18 @@ SPENT_CHECKPOINTS = (
 ORPHAN_TASK_RUNS = "json_extract(data, '$.runId') IS NULL AND status != 'running' AND created_at < ?"
 
 
-def purge(store: SQLiteStore, before: str, dry_run: bool = False) -> dict[str, int]:
+def purge(
+    connection: Callable[[], AbstractContextManager[Database]], before: str, dry_run: bool = False
+) -> dict[str, int]:
+    """Purge through ``connection()``, the store's way to borrow a pooled connection."""
     counts = dict.fromkeys(PURGED, 0)
-    with store.connection() as db:
+    with connection() as db:
         sql = f"SELECT id FROM runs WHERE {PURGEABLE_RUNS} ORDER BY rowid"
         run_ids = [run_id for (run_id,) in db.execute(sql, [*sorted(FINISHED), before])]
     for start in range(0, len(run_ids), PURGE_BATCH):
-        with store.connection() as db, immediate(db):
+        with connection() as db, immediate(db):
             _purge_runs(db, run_ids[start : start + PURGE_BATCH], counts, dry_run)
-    with store.connection() as db, immediate(db):
+    with connection() as db, immediate(db):
         spent = [before, *sorted(FINISHED), before]
         counts["checkpoints"] += _remove(db, "checkpoints", SPENT_CHECKPOINTS, spent, dry_run)
         counts["taskRuns"] += _remove(db, "task_runs", ORPHAN_TASK_RUNS, [before], dry_run)

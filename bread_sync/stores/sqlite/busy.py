@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import STORE_BUSY, BreadError
+from ...errors import STORE_BUSY, BreadError
 
 BUSY_TIMEOUT_SECONDS = 5.0
 #: The pauses between attempts on a locked file: SQLite's own busy handler's, then its longest.

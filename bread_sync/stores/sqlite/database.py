@@ -21,9 +21,10 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from ..crumbs import Frame, dumps
-from ..errors import SEQ_CONFLICT, BreadError
-from . import Run, iso_days_ago, now_iso, tags_match, wal
+from ...crumbs import Frame, dumps
+from ...errors import SEQ_CONFLICT, BreadError
+from .. import Run, iso_days_ago, now_iso, tags_match
+from . import wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection
 from .migrations import immediate, migrate
 from .purge import purge
@@ -326,7 +327,7 @@ class SQLiteStore:
 
     # retention
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
-        return purge(self, before, dry_run)
+        return purge(self.connection, before, dry_run)
 
     def _records(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         with self.connection() as db:

@@ -19,7 +19,7 @@ import pytest
 from bread_sync import ServerSettings
 from bread_sync.demo import config as demo_config
 from bread_sync.server import auth_plugin
-from bread_sync.server.serve import LOOPBACK_WARNING
+from bread_sync.server.listen import LOOPBACK_WARNING
 
 ROOT = Path(__file__).resolve().parent.parent
 BREAD_SYNC = Path(sys.executable).parent / "bread-sync"

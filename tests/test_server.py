@@ -13,7 +13,7 @@ from bread_sync import BreadError, Config
 from bread_sync.demo import config as demo_config
 from bread_sync.server import HTTP_ACTIONS, BreadSync, create_server, register_http_route
 from bread_sync.server.guard import is_loopback_host
-from bread_sync.server.serve import LOOPBACK_WARNING, check_bind
+from bread_sync.server.listen import LOOPBACK_WARNING, check_bind
 from bread_sync.wire import NDJSONDecoder, SSEDecoder
 
 from .test_listen_rules import COMBINATIONS

@@ -43,21 +43,20 @@ def settings(bind: str | None = None, workers: int | None = None, check_bind: bo
 def on_starting(server: Any) -> None:
     """In the master, before it listens: the config loads and may listen on every bind, or the
     master exits with one line, as ``bread-sync start`` does (2, or 1 for a listen rule)."""
-    from ..cli import EXIT_FAILED, EXIT_USAGE
     from ..config import LOAD_ERRORS, load_config
     from ..errors import BreadError
-    from .serve import check_listen, host_of
+    from .listen import EXIT_REFUSED, EXIT_UNLOADABLE, check_listen, host_of
 
     format_logs(server)
     try:
         config = load_config()
     except LOAD_ERRORS as exc:
-        _refuse(server, f"cannot load the config: {exc}", EXIT_USAGE)
+        _refuse(server, f"cannot load the config: {exc}", EXIT_UNLOADABLE)
     try:
         for bind in server.cfg.bind:
             check_listen(config, host_of(bind))
     except BreadError as exc:
-        _refuse(server, f"{exc.code}: {exc.message}", EXIT_FAILED)
+        _refuse(server, f"{exc.code}: {exc.message}", EXIT_REFUSED)
 
 
 def _refuse(server: Any, message: str, code: int) -> NoReturn:

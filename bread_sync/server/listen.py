@@ -1,0 +1,48 @@
+"""The listen rules: where a server may listen, checked before any socket opens."""
+
+from __future__ import annotations
+
+import logging
+
+from ..config import Config
+from ..errors import AUTH_NOT_CONFIGURED, BreadError
+from .guard import LOOPBACK_BINDS, has_auth
+
+log = logging.getLogger("bread_sync.server")
+
+#: How a server that does not start exits: a listen rule refused its bind, or its config did not load.
+EXIT_REFUSED = 1
+EXIT_UNLOADABLE = 2
+
+LOOPBACK_WARNING = (
+    "serving without auth on a loopback address: any process on this machine, including a "
+    "reverse proxy, can present a loopback Host and reach every route"
+)
+
+
+def check_bind(config: Config, host: str) -> str | None:
+    """Refuse (``AUTH_NOT_CONFIGURED``) a bind the listen rules forbid; a warning, if any."""
+    auth = has_auth(config.plugins)
+    authorize = config.server.authorize is not None
+    loopback = host in LOOPBACK_BINDS
+    if auth and authorize:
+        return None
+    if not auth and loopback:
+        return LOOPBACK_WARNING
+    if auth:
+        raise BreadError(AUTH_NOT_CONFIGURED, "the auth plugin is on but config.server.authorize is not set")
+    raise BreadError(AUTH_NOT_CONFIGURED, f"refusing to listen on {host} without auth: add the auth plugin")
+
+
+def host_of(bind: str) -> str:
+    """``127.0.0.1:3000`` -> ``127.0.0.1``; ``[::1]:3000`` -> ``::1``."""
+    if bind.startswith("["):
+        return bind[1 : bind.index("]")]
+    return bind.rsplit(":", 1)[0] if bind.count(":") == 1 else bind
+
+
+def check_listen(config: Config, host: str) -> None:
+    """:func:`check_bind`, its warning logged."""
+    warning = check_bind(config, host)
+    if warning:
+        log.warning(warning)

@@ -9,6 +9,7 @@ it ends unless it gives way now and then (:class:`Pacer`).
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from collections.abc import Callable
@@ -67,15 +68,31 @@ def give_way() -> None:
 
 
 class Pacer:
-    """Gives way once SLICE_SECONDS have passed since it last did: call :meth:`pace` on each
-    turn of a loop that may never block. The usual call costs a clock read."""
+    """Under gevent, makes sure the event loop turns at least every SLICE_SECONDS while a loop
+    that may never block runs: call :meth:`pace` on each of its turns. The usual call costs a
+    clock read; once a slice is over it gives way, unless the event loop turned meanwhile (this
+    greenlet was away, or another one gave way), which starts a new slice instead: under load a
+    loop that keeps being switched out adds no turns of its own. Outside gevent it does nothing."""
 
-    __slots__ = ("_due",)
+    __slots__ = ("_due", "_loop", "_turned")
 
     def __init__(self) -> None:
-        self._due = perf_counter() + SLICE_SECONDS
+        self._loop = _gevent_loop()
+        self._due = perf_counter() + SLICE_SECONDS if self._loop is not None else math.inf
+        self._turned = self._loop.now() if self._loop is not None else 0.0
 
     def pace(self) -> None:
-        if perf_counter() >= self._due:
+        if perf_counter() < self._due:
+            return
+        if self._loop.now() == self._turned:  # the loop's clock moves only when the loop turns
             give_way()
-            self._due = perf_counter() + SLICE_SECONDS
+        self._turned = self._loop.now()
+        self._due = perf_counter() + SLICE_SECONDS
+
+
+def _gevent_loop() -> Any:
+    if not patched():
+        return None
+    from gevent import get_hub
+
+    return get_hub().loop

@@ -28,6 +28,7 @@ from .errors import (
     BreadError,
     internal_error,
 )
+from .greenlets import Pacer
 from .stores import now_iso
 
 if TYPE_CHECKING:
@@ -131,6 +132,9 @@ class Execution:
         self.bread._keeper.watch(run_id)
         steps = self._steps(resume)
         emit, token = self.emitter.emit, self.ctx.token
+        # A model that never blocks (echo, a fast provider's buffered stream) would otherwise keep
+        # a gevent worker from everyone else until the run ends, whoever pulls the crumbs.
+        pace = Pacer().pace
         try:
             for item in steps:
                 if isinstance(item, Pause):
@@ -146,6 +150,7 @@ class Execution:
                 yield crumb
                 if final is not None:
                     return
+                pace()
                 token.raise_if_cancelled()
         except BreadError as exc:
             if exc.code == SEQ_CONFLICT:  # another process declared this run dead and ended it

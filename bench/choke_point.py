@@ -47,7 +47,7 @@ import harness  # noqa: E402
 
 from bread_sync import Agent, Config, create_bread, tool  # noqa: E402
 from bread_sync.crumbs import TEXT_DELTA  # noqa: E402
-from bread_sync.emitter import Emitter, fan_out  # noqa: E402
+from bread_sync.engine.emitter import Emitter, fan_out  # noqa: E402
 from bread_sync.models import script  # noqa: E402
 from bread_sync.stores import sqlite  # noqa: E402
 from bread_sync.transports import stream  # noqa: E402
@@ -230,7 +230,7 @@ def profile_choke_point(folder: Path, run: dict[str, Any]) -> list[tuple[str, st
 
 
 def module_of(file: str, name: str) -> str:
-    """Where a profiled function lives, short: ``bread_sync/emitter.py``, ``stdlib queue.py``."""
+    """Where a profiled function lives, short: ``bread_sync/engine/emitter.py``, ``stdlib queue.py``."""
     if file == "~":
         return "sqlite3 (C)" if "sqlite3." in name else "built-ins (C)"
     path = Path(file)

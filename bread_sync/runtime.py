@@ -1,7 +1,7 @@
 """The ``Bread`` object: runs agents, resumes them, cancels them.
 
 A run is a plain iterator of crumbs. Pulling it drives the run; every crumb goes through the
-run's :class:`~bread_sync.emitter.Emitter` (the choke point) before the caller sees it.
+run's :class:`~bread_sync.engine.emitter.Emitter` (the choke point) before the caller sees it.
 """
 
 from __future__ import annotations
@@ -14,13 +14,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import crumbs as c
-from . import owners
 from .agents import Agent, Tool, check_response_kind
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
 from .config import Config, default_db_path
 from .crumbs import Frame
-from .emitter import Emitter, fan_out
+from .engine import owners
+from .engine.context import RunContext
+from .engine.emitter import Emitter, fan_out
+from .engine.execution import Execution, open_agent_run
+from .engine.kinds import KINDS
+from .engine.lease import LeaseKeeper
+from .engine.loops import close_loops
+from .engine.pipelines import PipelineRun
+from .engine.sessions import SessionGuard
+from .engine.tasks import run_task
 from .errors import (
     AGENT_NOT_FOUND,
     CHECKPOINT_ALREADY_RESUMED,
@@ -36,17 +44,13 @@ from .errors import (
     BreadError,
     internal_error,
 )
-from .execution import Execution, RunContext, open_agent_run, restore
-from .lease import LeaseKeeper
 from .loading import resolve
 from .logs import BoundRun, run_context
-from .loops import close_loops
 from .models import resolve_provider
-from .pipelines import Pipeline, PipelineRun
-from .sessions import SessionGuard
+from .pipelines import Pipeline
 from .stores import STORES, now_iso
-from .tail import LogFollower, tail
-from .tasks import Task, run_task
+from .tails import LogFollower, tail
+from .tasks import Task
 from .transports import TRANSPORTS
 
 log = logging.getLogger("bread_sync")
@@ -129,7 +133,7 @@ class Bread:
         self.cancels = registry
         self._listeners: list[Callable[[Frame], None]] = []
         self._publish = fan_out(self._listeners, self.transport)
-        self._keeper = LeaseKeeper(self)
+        self.leases = LeaseKeeper(self)
         self.follower = LogFollower(self)
         for plugin in config.plugins:
             if callable(getattr(plugin, "on_crumb", None)):
@@ -137,7 +141,7 @@ class Bread:
 
     @property
     def owner(self) -> str:
-        """What this process's run records name as their owner (see owners.py). Read in the
+        """What this process's run records name as their owner (see engine/owners.py). Read in the
         process that runs them: a worker forked after the ``Bread`` was made names itself."""
         return owners.this_process(self._owner_tag)
 
@@ -173,7 +177,7 @@ class Bread:
 
     def close(self) -> None:
         """Stop this instance's background work and close its store's connections."""
-        self._keeper.stop()
+        self.leases.stop()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
@@ -237,7 +241,7 @@ class Bread:
     def run_task(self, task_id: str, args: Any, *, signal: CancelToken | None = None) -> Any:
         """Call a task once; its validated output. Bad args are ``INPUT_INVALID``, a model
         answer that fails the output schema ``OUTPUT_INVALID``."""
-        return run_task(self, self.task(task_id), args, signal)
+        return run_task(self.store, self.task(task_id), args, signal)
 
     def resume(
         self,
@@ -258,10 +262,9 @@ class Bread:
             raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
         run_id, session_id = checkpoint["runId"], checkpoint["sessionId"]
         ctx = self._context(run_id, session_id, signal, next_seq=checkpoint["nextSeq"])
-        root = restore(ctx, checkpoint["stack"])  # an agent or pipeline no longer configured fails here
+        root = ctx.restore(checkpoint["stack"])  # an agent or pipeline no longer configured fails here
         response = _validate_response(checkpoint["kind"], root.pending_tool(), response)
-        policy = root.agent.session_policy if hasattr(root, "agent") else "reject"
-        claimed = self.sessions.claim(session_id, run_id, policy)
+        claimed = self.sessions.claim(session_id, run_id, root.session_policy)
         if not self.store.claim_checkpoint(checkpoint_id):
             self.sessions.release(session_id, run_id)
             raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
@@ -289,13 +292,13 @@ class Bread:
                 return False
             if not self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True):
                 return False
-            self._keeper.announce_cancel(run_id)
+            self.leases.announce_cancel(run_id)
             return True
         return False
 
     def tail(self, run_id: str, after: int = 0, **opts: Any) -> Iterator[Any]:
         """Follow a run from any process sharing the store: its log past ``after``, then live
-        frames, to its terminal crumb. See :func:`bread_sync.tail.tail` for the options."""
+        frames, to its terminal crumb. See :func:`bread_sync.tails.tail` for the options."""
         return tail(self, run_id, after, **opts)
 
     def _attach(self, run_id: str, agent_id: str) -> Run:
@@ -312,7 +315,7 @@ class Bread:
 
     def _context(self, run_id: str, session_id: str, signal: CancelToken | None, next_seq: int = 1) -> RunContext:
         emitter = Emitter(run_id, self.store, self._publish, next_seq=next_seq)
-        return RunContext(self, run_id, session_id, signal or CancelToken(), emitter)
+        return RunContext(self, run_id, session_id, signal or CancelToken(), emitter, KINDS)
 
     def _wait_for_session(self, ctx: RunContext) -> Iterator[Any]:
         # A continuation whose session another run holds waits for it before its first crumb.
@@ -346,7 +349,7 @@ class Bread:
 
     def owner_gone(self, record: dict[str, Any]) -> bool:
         """Whether a running run's owner is gone: its lease lapsed, or it was a process of this
-        host that no longer exists (known at once, see owners.py)."""
+        host that no longer exists (known at once, see engine/owners.py)."""
         return record["leaseUntil"] < time.time() or owners.is_dead_local(record["owner"])
 
     def interrupt(self, record: dict[str, Any]) -> bool:

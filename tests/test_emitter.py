@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bread_sync.crumbs import TEXT_DELTA, dumps
-from bread_sync.emitter import Emitter
+from bread_sync.engine.emitter import Emitter
 from bread_sync.stores import has_crumb_log, last_seqs, memory
 
 ANY_TEXT = st.text(st.characters(codec=None, exclude_categories=()))  # lone surrogates and controls too

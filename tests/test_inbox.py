@@ -6,7 +6,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bread_sync.inbox import Inbox
+from bread_sync.tails.inbox import Inbox
 
 
 @given(st.lists(st.lists(st.integers(), max_size=5), max_size=10))

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bread_sync import BreadError, owners
+from bread_sync import BreadError
 from bread_sync.crumbs import Frame
+from bread_sync.engine import owners
 from bread_sync.stores.sqlite import store as sqlite_store
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="owners are told apart through /proc")

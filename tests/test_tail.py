@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bread_sync import BreadError
-from bread_sync import tail as tail_module
 from bread_sync.crumbs import TEXT_DELTA, Frame
 from bread_sync.stores import memory
-from bread_sync.tail import LIVE, LOG, Dedup
+from bread_sync.tails import follower as follower_module
+from bread_sync.tails.dedup import LIVE, LOG, Dedup
 from bread_sync.transports import stream
 
 
@@ -43,7 +43,7 @@ def test_an_unknown_run_is_not_found_before_iteration(bread):
 
 def test_a_transport_only_tail_of_an_unknown_run_is_not_looked_up_and_ends_at_the_safety_net(bread, monkeypatch):
     """A run route tails the run it just made with replay=False: no store read for it there."""
-    monkeypatch.setattr(tail_module, "SAFETY_NET_SECONDS", 0.05)
+    monkeypatch.setattr(follower_module, "SAFETY_NET_SECONDS", 0.05)
     bread.follower.interval = 0.01
     looked_up = []
     get_run = bread.store.get_run
@@ -169,7 +169,7 @@ def test_a_live_frame_past_a_hole_is_preceded_by_what_the_log_has_in_between(bre
 
 
 def test_a_long_catch_up_is_read_in_pages_and_misses_nothing(bread):
-    from bread_sync.tail import REPLAY_PAGE
+    from bread_sync.tails.tail import REPLAY_PAGE
 
     total = 2 * REPLAY_PAGE + 3
     bread.store.create_run({**bread._record("long", "echo", "s"), "status": "completed"})
@@ -226,7 +226,7 @@ def test_the_follower_looks_at_a_run_that_no_process_here_runs_every_interval_in
 def test_the_tail_of_a_run_started_here_that_another_process_took_over_ends_with_its_interruption(
     make_bread, monkeypatch
 ):
-    monkeypatch.setattr(tail_module, "SAFETY_NET_SECONDS", 0.05)
+    monkeypatch.setattr(follower_module, "SAFETY_NET_SECONDS", 0.05)
     store = memory.store()
     here = make_bread(store=store, transport=stream.transport())
     there = make_bread(store=store, transport=stream.transport())  # another process

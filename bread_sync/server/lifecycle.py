@@ -4,7 +4,7 @@ gunicorn calls these from the hooks in gunicorn_conf.py, in the worker process.
 
 Once the app is loaded, a worker sweeps again when one lease has passed: the start-up sweep
 (``Bread.start``) marks at once only the runs of processes of this host known to be gone
-(owners.py), so the runs of an owner it could not judge (on another host, or of an older
+(engine/owners.py), so the runs of an owner it could not judge (on another host, or of an older
 version) that still had a running lease then are marked now, with nobody needing to touch them.
 
 Told to stop (SIGTERM), gunicorn stops accepting at once and keeps serving the open connections

@@ -17,7 +17,7 @@ from ..errors import INVALID_REQUEST, RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
 from ..greenlets import Pacer
 from ..runtime import Bread, new_id
 from ..stores import FINISHED
-from ..tail import Gap
+from ..tails import Gap
 from ..transports import stream
 from ..wire import Wire
 from .actions import HTTP_ACTIONS, register_http_route

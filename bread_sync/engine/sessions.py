@@ -9,20 +9,29 @@ or ``interrupt`` (it cancels the holder, then waits). A claim whose holder is no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from .cancel import CancelToken
-from .errors import INVALID_REQUEST, SESSION_BUSY, BreadError
-
-if TYPE_CHECKING:
-    from .runtime import Bread
+from ..cancel import CancelToken
+from ..errors import INVALID_REQUEST, SESSION_BUSY, BreadError
 
 POLICIES = ("reject", "enqueue", "interrupt")
 WAIT_POLL_SECONDS = 0.05
 
 
+class Guarded(Protocol):
+    """What the session guard needs of its runtime (a ``Bread``)."""
+
+    store: Any
+
+    def cancel(self, run_id: str) -> bool: ...
+
+    def owner_gone(self, record: dict[str, Any]) -> bool: ...
+
+    def interrupt(self, record: dict[str, Any]) -> bool: ...
+
+
 class SessionGuard:
-    def __init__(self, bread: Bread):
+    def __init__(self, bread: Guarded):
         self.bread = bread
 
     def claim(self, session_id: str, run_id: str, policy: str) -> bool:

@@ -1,8 +1,8 @@
 """One run's execution: the driver that takes a run from its first crumb to its end or pause.
 
 The driver pulls crumbs from the run's root activity (an agent, a loop or a pipeline; see
-:mod:`bread_sync.agent_loop`), passes each through the choke point and on to the caller, checks
-the cancel token between them, turns a :class:`~bread_sync.agent_loop.Pause` into a checkpoint
+:mod:`bread_sync.engine`), passes each through the choke point and on to the caller, checks
+the cancel token between them, turns a :class:`~bread_sync.engine.Pause` into a checkpoint
 and a ``human:required`` crumb, and makes sure the run ends with exactly one terminal crumb.
 """
 
@@ -11,107 +11,21 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import crumbs as c
-from .agent_loop import RUN_ENDING, AgentLoop, Pause, Steps
-from .agents import Agent, Tool, ToolContext
-from .cancel import CancelToken
-from .emitter import Emitter
-from .errors import (
-    BLOB_STORE_NOT_CONFIGURED,
-    RUN_CANCELLED,
-    RUN_INTERRUPTED,
-    RUN_TIMEOUT,
-    SEQ_CONFLICT,
-    BreadError,
-    internal_error,
-)
-from .greenlets import Pacer
-from .stores import now_iso
-
-if TYPE_CHECKING:
-    from .runtime import Bread
+from .. import crumbs as c
+from ..agents import Agent
+from ..errors import RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT, SEQ_CONFLICT, BreadError, internal_error
+from ..greenlets import Pacer
+from ..stores import now_iso
+from . import Pause, Steps
+from .agent_loop import AgentLoop, for_model
+from .context import RunContext
 
 log = logging.getLogger("bread_sync")
 
 CHECKPOINT_VERSION = 1
 STATUS_OF_ERROR = {RUN_CANCELLED: "cancelled", RUN_TIMEOUT: "cancelled", RUN_INTERRUPTED: "interrupted"}
-
-
-@dataclass
-class RunContext:
-    """What every activity of one run shares: the runtime, the run's ids and its cancel token."""
-
-    bread: Bread
-    run_id: str
-    session_id: str
-    token: CancelToken
-    emitter: Emitter
-
-    def activity_for(self, agent: Agent, input: Any, skill: str | None = None, record: bool = False) -> Any:
-        if agent.loop is not None:
-            from .loops import LoopRun
-
-            return LoopRun(self, agent, input, skill, record)
-        return AgentLoop(self, agent, input, skill, record)
-
-    def tool_context(self, agent_id: str) -> ToolContext:
-        return ToolContext(
-            run_id=self.run_id, session_id=self.session_id, agent_id=agent_id, signal=self.token,
-            logger=log.getChild("tools"), blob_store=self.bread.blob_store,
-        )  # fmt: skip
-
-    def tool_parameters(self, tool: Tool) -> dict[str, Any]:
-        if tool.kind == "task":
-            return self.bread.task(tool.target).input_schema.model_json_schema()
-        if tool.kind == "subagent":
-            child = self.bread.agent(tool.target)
-            if child.input_schema is not None:
-                return child.input_schema.model_json_schema()
-            return {"type": "object", "properties": {"input": {}}, "required": ["input"]}
-        return tool.parameters()
-
-    def store_file(self, event: Any) -> dict[str, Any]:
-        """Keep a model-generated file in the blob store; the ``file:generated`` crumb."""
-        blobs = self.bread.blob_store
-        if blobs is None:
-            raise BreadError(BLOB_STORE_NOT_CONFIGURED, "the model generated a file and no blob store is configured")
-        stored = blobs.put(event.data, event.mime_type, event.name)
-        crumb = {"type": c.FILE_GENERATED, "runId": self.run_id, "uri": stored["url"], "mimeType": event.mime_type}
-        if event.name:
-            crumb["name"] = event.name
-        return crumb
-
-    def call_task(self, task_id: str, args: Any, agent_id: str | None) -> Steps:
-        from .tasks import framed_task
-
-        return (yield from framed_task(self, self.bread.task(task_id), args, agent_id))
-
-    def framed_subagent(self, parent_id: str, child: Any, steps: Steps, resumed: bool = False) -> Steps:
-        """A child agent's crumbs between ``subagent:run:start`` and ``subagent:run:end``."""
-        frame = {"runId": self.run_id, "parentAgentId": parent_id, "subagentId": child.agent.id}
-        if not resumed:
-            yield {"type": c.SUBAGENT_RUN_START, **frame, "status": "running"}
-        try:
-            output = yield from steps
-        except BreadError as exc:
-            if exc.code not in RUN_ENDING:
-                error = {"code": exc.code, "message": exc.message}
-                yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "failed", "error": error}
-            raise
-        yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "completed", "output": output}
-        return output
-
-
-def restore(ctx: RunContext, snap: dict[str, Any]) -> Any:
-    """Rebuild an activity (and its children) from its checkpoint snapshot."""
-    from .loops import LoopRun
-    from .pipelines import PipelineRun
-
-    kinds = {AgentLoop.kind: AgentLoop, LoopRun.kind: LoopRun, PipelineRun.kind: PipelineRun}
-    return kinds[snap["kind"]].restore(ctx, snap)
 
 
 class Execution:
@@ -121,15 +35,15 @@ class Execution:
         self.ctx = ctx
         self.root = root
         self.opening = opening
-        self.bread = ctx.bread
-        self.store = ctx.bread.store
+        self.runtime = ctx.runtime
+        self.store = ctx.runtime.store
         self.emitter = ctx.emitter
         self._final: str | None = None
 
     def start(self, resume: tuple[dict[str, Any], Any] | None = None) -> Iterator[dict[str, Any]]:
         run_id = self.ctx.run_id
-        self.bread.cancels.register(run_id, self.ctx.token)
-        self.bread._keeper.watch(run_id)
+        self.runtime.cancels.register(run_id, self.ctx.token)
+        self.runtime.leases.watch(run_id)
         steps = self._steps(resume)
         emit, token = self.emitter.emit, self.ctx.token
         # A model that never blocks (echo, a fast provider's buffered stream) would otherwise keep
@@ -187,8 +101,8 @@ class Execution:
 
     def _unregister(self) -> None:
         """No longer a live run of this process: not cancelled here, its lease not renewed."""
-        self.bread.cancels.unregister(self.ctx.run_id, self.ctx.token)
-        self.bread._keeper.unwatch(self.ctx.run_id)
+        self.runtime.cancels.unregister(self.ctx.run_id, self.ctx.token)
+        self.runtime.leases.unwatch(self.ctx.run_id)
 
     def _pause(self, pause: Pause) -> dict[str, Any]:
         ctx, call = self.ctx, pause.call
@@ -220,20 +134,20 @@ class Execution:
         crumb that ends (or pauses) it: a client that sees that crumb finds the run settled.
         Only while this process still owns the run: if another declared it dead meanwhile, the
         whole transaction fails as a seq conflict would, and this process stops driving it."""
-        store, run_id, session_id, owner = self.store, self.ctx.run_id, self.ctx.session_id, self.bread.owner
+        store, run_id, session_id, owner = self.store, self.ctx.run_id, self.ctx.session_id, self.runtime.owner
 
         def record_status() -> None:
             if not store.update_run(run_id, expect={"owner": owner}, status=status, owner=None, **fields):
                 raise BreadError(SEQ_CONFLICT, f"run {run_id} is no longer this process's to end")
 
         self.emitter.defer(record_status)
-        self.emitter.defer(lambda: self.bread.sessions.release(session_id, run_id))
+        self.emitter.defer(lambda: self.runtime.sessions.release(session_id, run_id))
 
     def _abandon(self) -> None:
         # Only while this process still owns the run: another may have ended it meanwhile.
         self._final = "interrupted"
-        self.bread.sessions.release(self.ctx.session_id, self.ctx.run_id)
-        owned = {"status": "running", "owner": self.bread.owner}
+        self.runtime.sessions.release(self.ctx.session_id, self.ctx.run_id)
+        owned = {"status": "running", "owner": self.runtime.owner}
         if self.store.update_run(self.ctx.run_id, expect=owned, status="interrupted", owner=None):
             error = BreadError(RUN_INTERRUPTED, "the run was abandoned before it ended")
             try:
@@ -262,11 +176,9 @@ def open_agent_run(
     except Exception:
         yield start  # the run exists: its log opens before it records the failure
         raise
-    store = ctx.bread.store
+    store = ctx.runtime.store
     ctx.emitter.defer(lambda: store.touch_session(ctx.session_id, tags))
     if isinstance(root, AgentLoop):
-        from .agent_loop import for_model
-
         history = store.get_session(ctx.session_id) or {"messages": []}
         root.messages = [for_model(m) for m in history["messages"]]
     yield start

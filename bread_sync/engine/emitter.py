@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .crumbs import TEXT_DELTA, Frame, json_string, text_delta_wire_head
-from .stores import batch
+from ..crumbs import TEXT_DELTA, Frame, json_string, text_delta_wire_head
+from ..stores import batch
 
 log = logging.getLogger("bread_sync")
 

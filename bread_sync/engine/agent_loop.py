@@ -1,23 +1,20 @@
 """One agent's turn-taking: model turns, tool calls, and pauses for a human.
 
-An activity is a generator that yields crumbs (and, to pause, a :class:`Pause`), and returns
-its output. Activities nest: a pipeline runs agents, an agent runs a subagent or a task as a
-tool. Each can :meth:`snapshot` itself (its child included) into a checkpoint and be rebuilt
-from one by :func:`bread_sync.execution.restore`, then ``resume`` where it paused.
+An activity is a generator that yields crumbs (and, to pause, a :class:`~bread_sync.engine.Pause`),
+and returns its output. Activities nest: a pipeline runs agents, an agent runs a subagent or a
+task as a tool. Each keeps the contract of :mod:`bread_sync.engine`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Generator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
-from . import crumbs as c
-from .agents import Agent, Tool, ToolContext
-from .errors import INTERNAL, RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT, TOOL_DENIED, TOOL_FAILED, BreadError
-from .models import (
+from .. import crumbs as c
+from ..agents import Agent, Tool, ToolContext
+from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, BreadError
+from ..models import (
     FileOutput,
     ModelRequest,
     TextDelta,
@@ -27,33 +24,21 @@ from .models import (
     ToolSpec,
     resolve_provider,
 )
-from .stores import now_iso
-
-if TYPE_CHECKING:
-    from .execution import RunContext
+from ..stores import now_iso
+from . import RUN_ENDING, Checkpointed, Pause, Steps
+from .context import RunContext
+from .tasks import framed_task
 
 log = logging.getLogger("bread_sync")
 
 MAX_STEPS_EXCEEDED = "agent {agent!r} made more than {limit} model calls in one run"
-#: Errors that end the whole run, never just the nested work they happened in.
-RUN_ENDING = frozenset({RUN_CANCELLED, RUN_TIMEOUT, RUN_INTERRUPTED})
-
-Steps = Generator[Any, None, Any]
 
 
-@dataclass
-class Pause:
-    """Yielded up the activity stack when a tool call needs a human."""
+class AgentActivity(Checkpointed):
+    """An activity that runs an agent (its turn, or its loop): the agent, the input, the skill,
+    and whether it writes the session's history (only the run's own agent does)."""
 
-    kind: str
-    call: dict[str, Any]
-
-
-class AgentLoop:
-    """Runs an agent to its output. Only the run's own agent (``record=True``) writes the
-    session's history; a subagent or a pipeline step keeps its messages to itself."""
-
-    kind = "agent"
+    saved: ClassVar[dict[str, str]] = {"input": "input", "skill": "skill", "record": "record"}
 
     def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
         self.ctx = ctx
@@ -61,31 +46,37 @@ class AgentLoop:
         self.input = input
         self.skill = skill
         self.record = record
+        self.child: Any = None
+
+    @property
+    def session_policy(self) -> str:  # type: ignore[override]
+        return self.agent.session_policy
+
+    def head(self) -> dict[str, Any]:
+        return {"agentId": self.agent.id}
+
+    @classmethod
+    def rebuild(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:
+        return cls(ctx, ctx.runtime.agent(snapshot["agentId"]), snapshot["input"], snapshot["skill"],
+                   snapshot["record"])  # fmt: skip
+
+
+class AgentLoop(AgentActivity):
+    """Runs an agent to its output. Only the run's own agent (``record=True``) writes the
+    session's history; a subagent or a pipeline step keeps its messages to itself."""
+
+    kind = "agent"
+    saved: ClassVar[dict[str, str]] = {
+        **AgentActivity.saved, "messages": "messages", "pending": "pending", "modelState": "model_state",
+        "steps": "steps",
+    }  # fmt: skip
+
+    def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
+        super().__init__(ctx, agent, input, skill, record)
         self.messages: list[dict[str, Any]] = []
         self.pending: list[dict[str, Any]] = []
         self.model_state: dict[str, Any] = {}
         self.steps = 0
-        self.child: Any = None
-
-    # -- checkpoints -------------------------------------------------------------------------
-
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind, "agentId": self.agent.id, "input": self.input, "skill": self.skill,
-            "record": self.record, "messages": self.messages, "pending": self.pending,
-            "modelState": self.model_state, "steps": self.steps,
-            "child": self.child.snapshot() if self.child is not None else None,
-        }  # fmt: skip
-
-    @classmethod
-    def restore(cls, ctx: RunContext, snap: dict[str, Any]) -> AgentLoop:
-        from .execution import restore
-
-        loop = cls(ctx, ctx.bread.agent(snap["agentId"]), snap["input"], snap["skill"], snap["record"])
-        loop.messages, loop.pending = snap["messages"], snap["pending"]
-        loop.model_state, loop.steps = snap["modelState"], snap["steps"]
-        loop.child = restore(ctx, snap["child"]) if snap["child"] else None
-        return loop
 
     def pending_tool(self) -> Tool | None:
         """The tool whose call the run paused on (None if the agent no longer has it)."""
@@ -220,8 +211,9 @@ class AgentLoop:
     def _delegate(self, tool: Tool, call: dict[str, Any]) -> Steps:
         """A subagent or a task called as a tool: its crumbs join this stream, framed."""
         if tool.kind == "task":
-            return (yield from self.ctx.call_task(tool.target, call["input"], agent_id=self.agent.id))
-        child_agent = self.ctx.bread.agent(tool.target)
+            task = self.ctx.runtime.task(tool.target)
+            return (yield from framed_task(self.ctx, task, call["input"], agent_id=self.agent.id))
+        child_agent = self.ctx.runtime.agent(tool.target)
         child_input = child_agent.validate_input(tool.child_input(call["input"], child_agent))
         self.child = self.ctx.activity_for(child_agent, child_input)
         return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
@@ -258,7 +250,7 @@ class AgentLoop:
         self.messages.append(message)
         if self.record:
             entry = {**message, "runId": self.ctx.run_id, "at": now_iso()}
-            store, session_id = self.ctx.bread.store, self.ctx.session_id
+            store, session_id = self.ctx.runtime.store, self.ctx.session_id
             self.ctx.emitter.defer(lambda: store.append_messages(session_id, [entry]))
 
     def _system_prompt(self) -> str:

@@ -12,18 +12,27 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from .transports import cancel_channel
-
-if TYPE_CHECKING:
-    from .runtime import Bread
+from ..transports import cancel_channel
 
 log = logging.getLogger("bread_sync")
 
 
+class Leased(Protocol):
+    """What the lease keeper needs of its runtime (a ``Bread``)."""
+
+    config: Any
+    store: Any
+    transport: Any
+    cancels: Any
+
+    @property
+    def owner(self) -> str: ...
+
+
 class LeaseKeeper:
-    def __init__(self, bread: Bread):
+    def __init__(self, bread: Leased):
         self.bread = bread
         self._lock = threading.Lock()
         self._runs: set[str] = set()

@@ -1,0 +1,96 @@
+"""The engine: everything that drives one run, from its first crumb to its end or pause.
+
+The work a run holds is an activity of one of a few kinds (an agent's turn, a loop, a pipeline;
+a task runs inside one of them). Each kind keeps the contract below: ``run()`` starts it,
+``resume(response)`` continues it after a pause, ``snapshot()`` is what a checkpoint keeps of it
+and ``restore(ctx, snapshot)`` rebuilds it from that. ``kinds.KINDS`` maps each kind's name to
+its implementation, so a resume finds the right one by the name its snapshot carries.
+
+The engine never sees the ``Bread`` that runs it: it gets what it needs from the
+:class:`~bread_sync.engine.context.RunContext` it is handed, through :class:`Runtime`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from ..errors import RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT
+
+#: What an activity yields: crumbs (and a Pause); what it returns: its output.
+Steps = Generator[Any, None, Any]
+#: The errors that end a whole run rather than the step that raised them.
+RUN_ENDING = frozenset({RUN_CANCELLED, RUN_TIMEOUT, RUN_INTERRUPTED})
+
+
+@dataclass
+class Pause:
+    """Yielded up the activity stack when a tool call needs a human."""
+
+    kind: str
+    call: dict[str, Any]
+
+
+class Runtime(Protocol):
+    """What the engine needs of the runtime that runs it (a ``Bread``)."""
+
+    store: Any
+    blob_store: Any
+    #: The process's registry of live runs and their cancel tokens.
+    cancels: Any
+    #: Renews the owner lease of the runs this process drives.
+    leases: Any
+    #: One run at a time per session.
+    sessions: Any
+
+    @property
+    def owner(self) -> str: ...
+
+    def agent(self, agent_id: str) -> Any: ...
+
+    def pipeline(self, pipeline_id: str) -> Any: ...
+
+    def task(self, task_id: str) -> Any: ...
+
+
+class Checkpointed(ABC):
+    """Snapshot and restore, once for every kind of activity.
+
+    A snapshot holds the kind, what names the activity's definition (:meth:`head`), the
+    attributes listed in ``saved`` (by their snapshot key) and the child activity under way.
+    A kind gives :meth:`head` and :meth:`rebuild` (its constructor from a snapshot)."""
+
+    kind: ClassVar[str]
+    #: Snapshot key -> attribute, for the state a continuation needs.
+    saved: ClassVar[dict[str, str]]
+    child: Any
+    #: What a continuation does when another run holds the session (see sessions.py).
+    session_policy: str = "reject"
+
+    @abstractmethod
+    def head(self) -> dict[str, Any]:
+        """What names this activity's definition (``{"agentId": ...}``)."""
+
+    @classmethod
+    @abstractmethod
+    def rebuild(cls, ctx: Any, snapshot: dict[str, Any]) -> Any:
+        """A new activity for the definition the snapshot's head names."""
+
+    def snapshot(self) -> dict[str, Any]:
+        kept = {key: getattr(self, attribute) for key, attribute in self.saved.items()}
+        child = self.child.snapshot() if self.child is not None else None
+        return {"kind": self.kind, **self.head(), **kept, "child": child}
+
+    @classmethod
+    def restore(cls, ctx: Any, snapshot: dict[str, Any]) -> Any:
+        activity = cls.rebuild(ctx, snapshot)
+        for key, attribute in cls.saved.items():
+            setattr(activity, attribute, snapshot[key])
+        activity.child = ctx.restore(snapshot["child"]) if snapshot["child"] else None
+        return activity
+
+    def pending_tool(self) -> Any:
+        """The tool whose call the run paused on: the child's, unless a kind knows better."""
+        return self.child.pending_tool()

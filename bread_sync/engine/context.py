@@ -1,0 +1,79 @@
+"""What every activity of one run shares: the runtime's parts it may use, the run's ids, its cancel
+token, its choke point, and the table of activity kinds."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from .. import crumbs as c
+from ..agents import Agent, Tool, ToolContext
+from ..cancel import CancelToken
+from ..errors import BLOB_STORE_NOT_CONFIGURED, BreadError
+from . import RUN_ENDING, Runtime, Steps
+from .emitter import Emitter
+
+log = logging.getLogger("bread_sync")
+
+
+@dataclass
+class RunContext:
+    runtime: Runtime
+    run_id: str
+    session_id: str
+    token: CancelToken
+    emitter: Emitter
+    #: Activity kind -> implementation (:data:`bread_sync.engine.kinds.KINDS`).
+    kinds: dict[str, Any]
+
+    def activity_for(self, agent: Agent, input: Any, skill: str | None = None, record: bool = False) -> Any:
+        """A new activity running ``agent``: its loop if it has one, else its turn."""
+        kind = self.kinds["loop" if agent.loop is not None else "agent"]
+        return kind(self, agent, input, skill, record)
+
+    def restore(self, snapshot: dict[str, Any]) -> Any:
+        """Rebuild an activity (and its children) from its checkpoint snapshot, by its kind."""
+        return self.kinds[snapshot["kind"]].restore(self, snapshot)
+
+    def tool_context(self, agent_id: str) -> ToolContext:
+        return ToolContext(
+            run_id=self.run_id, session_id=self.session_id, agent_id=agent_id, signal=self.token,
+            logger=log.getChild("tools"), blob_store=self.runtime.blob_store,
+        )  # fmt: skip
+
+    def tool_parameters(self, tool: Tool) -> dict[str, Any]:
+        if tool.kind == "task":
+            return self.runtime.task(tool.target).input_schema.model_json_schema()
+        if tool.kind == "subagent":
+            child = self.runtime.agent(tool.target)
+            if child.input_schema is not None:
+                return child.input_schema.model_json_schema()
+            return {"type": "object", "properties": {"input": {}}, "required": ["input"]}
+        return tool.parameters()
+
+    def store_file(self, event: Any) -> dict[str, Any]:
+        """Keep a model-generated file in the blob store; the ``file:generated`` crumb."""
+        blobs = self.runtime.blob_store
+        if blobs is None:
+            raise BreadError(BLOB_STORE_NOT_CONFIGURED, "the model generated a file and no blob store is configured")
+        stored = blobs.put(event.data, event.mime_type, event.name)
+        crumb = {"type": c.FILE_GENERATED, "runId": self.run_id, "uri": stored["url"], "mimeType": event.mime_type}
+        if event.name:
+            crumb["name"] = event.name
+        return crumb
+
+    def framed_subagent(self, parent_id: str, child: Any, steps: Steps, resumed: bool = False) -> Steps:
+        """A child agent's crumbs between ``subagent:run:start`` and ``subagent:run:end``."""
+        frame = {"runId": self.run_id, "parentAgentId": parent_id, "subagentId": child.agent.id}
+        if not resumed:
+            yield {"type": c.SUBAGENT_RUN_START, **frame, "status": "running"}
+        try:
+            output = yield from steps
+        except BreadError as exc:
+            if exc.code not in RUN_ENDING:
+                error = {"code": exc.code, "message": exc.message}
+                yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "failed", "error": error}
+            raise
+        yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "completed", "output": output}
+        return output

@@ -1,0 +1,112 @@
+"""Running a loop: the agent once per iteration, until its stop condition or ``max_iterations``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, ClassVar
+
+from .. import crumbs as c
+from ..agents import Agent
+from ..errors import BreadError
+from ..loops import Loop
+from ..stores import now_iso
+from . import RUN_ENDING, Steps
+from .agent_loop import AgentActivity, AgentLoop
+from .context import RunContext
+
+
+class LoopRun(AgentActivity):
+    """Streams ``loop:*`` crumbs of one accreting shape (``loopId``, ``phase``, ``iteration``,
+    ...) and records a LoopRecord with its LoopIterations in the store."""
+
+    kind = "loop"
+    saved: ClassVar[dict[str, str]] = {
+        **AgentActivity.saved, "loopId": "loop_id", "iteration": "iteration", "output": "output",
+        "createdAt": "created_at", "iterationStartedAt": "iteration_started_at",
+    }  # fmt: skip
+
+    def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
+        super().__init__(ctx, agent, input, skill, record)
+        self.loop_id = f"loop_{uuid.uuid4().hex}"
+        self.iteration = 0
+        self.output: Any = None
+        self.created_at = now_iso()
+        self.iteration_started_at = self.created_at
+
+    @property
+    def settings(self) -> Loop:
+        return self.agent.loop
+
+    def run(self) -> Steps:
+        self._save("running")
+        yield self._crumb(c.LOOP_START, "start", maxIterations=self.settings.max_iterations)
+        return (yield from self._iterations())
+
+    def resume(self, response: Any) -> Steps:
+        self._save("running")
+        return (yield from self._iterations(self.child.resume(response)))
+
+    def _iterations(self, resumed: Steps | None = None) -> Steps:
+        try:
+            while True:
+                steps = resumed if resumed is not None else self._start_iteration()
+                resumed = None
+                self.output = yield from steps
+                self._save_iteration("completed", self.output)
+                yield self._crumb(c.LOOP_ITERATION_END, "iteration:end", status="completed", output=self.output)
+                self.child = None
+                if self.settings.done(self.output, self.iteration, self.input):
+                    return (yield from self._end("completed", "condition"))
+                if self.iteration >= self.settings.max_iterations:
+                    return (yield from self._end("completed", "max_iterations"))
+        except BreadError as exc:
+            status = "cancelled" if exc.code in RUN_ENDING else "failed"
+            self._save_iteration(status, None)
+            self._save(status)
+            raise
+
+    def _start_iteration(self) -> Steps:
+        self.iteration += 1
+        self.iteration_started_at = now_iso()
+        self._save("running")  # the record counts the iteration under way
+        self._save_iteration("running", None)
+        yield self._crumb(c.LOOP_ITERATION_START, "iteration:start")
+        body = {"input": self.input, "iteration": self.iteration, "previous": self.output}
+        self.child = AgentLoop(self.ctx, self.agent, body, self.skill, self.record)
+        return (yield from self.child.run())
+
+    def _end(self, status: str, reason: str) -> Steps:
+        self._save(status)
+        yield self._crumb(c.LOOP_END, "end", status=status, reason=reason, output=self.output)
+        return self.output
+
+    def _crumb(self, kind: str, phase: str, **more: Any) -> dict[str, Any]:
+        return {"type": kind, "runId": self.ctx.run_id, "loopId": self.loop_id, "agentId": self.agent.id,
+                "phase": phase, "iteration": self.iteration, **more}  # fmt: skip
+
+    def _save(self, status: str) -> None:
+        self.ctx.runtime.store.save_loop({
+            "id": self.loop_id, "agentId": self.agent.id, "sessionId": self.ctx.session_id,
+            "runId": self.ctx.run_id, "status": status, "iterations": self.iteration,
+            "maxIterations": self.settings.max_iterations, "createdAt": self.created_at, "updatedAt": now_iso(),
+        })  # fmt: skip
+
+    def _save_iteration(self, status: str, output: Any) -> None:
+        self.ctx.runtime.store.save_loop_iteration(self.loop_id, {
+            "index": self.iteration, "status": status, "output": output, "startedAt": self.iteration_started_at,
+            "endedAt": None if status == "running" else now_iso(),
+        })  # fmt: skip
+
+
+def close_loops(store: Any, run_id: str, status: str) -> None:
+    """End the records of a run's unfinished loops (and their iterations) with ``status``:
+    for a run that ended without its loop driving it there (cancelled while paused, or its
+    process died)."""
+    now = now_iso()
+    for record in store.list_loops(status="running"):
+        if record["runId"] != run_id:
+            continue
+        store.save_loop({**record, "status": status, "updatedAt": now})
+        for iteration in store.get_loop(record["id"])["iterations"]:
+            if iteration["status"] == "running":
+                store.save_loop_iteration(record["id"], {**iteration, "status": status, "endedAt": now})

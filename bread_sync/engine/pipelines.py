@@ -1,0 +1,67 @@
+"""Running a pipeline: each step under the parent run's id, its output the next step's input."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .. import crumbs as c
+from ..pipelines import Pipeline
+from . import Checkpointed, Steps
+from .context import RunContext
+from .tasks import framed_task
+
+
+class PipelineRun(Checkpointed):
+    """Runs each step under the parent run's id, framed by ``pipeline:step:start``/``end``.
+    A step that pauses for a human pauses the pipeline; the resume continues that step."""
+
+    kind = "pipeline"
+    saved: ClassVar[dict[str, str]] = {"input": "input", "index": "index", "outputs": "outputs"}
+
+    def __init__(self, ctx: RunContext, pipeline: Pipeline, input: Any):
+        self.ctx = ctx
+        self.pipeline = pipeline
+        self.input = input
+        self.index = 0
+        self.outputs: list[Any] = []
+        self.child: Any = None
+
+    def head(self) -> dict[str, Any]:
+        return {"pipelineId": self.pipeline.id}
+
+    @classmethod
+    def rebuild(cls, ctx: RunContext, snapshot: dict[str, Any]) -> PipelineRun:
+        return cls(ctx, ctx.runtime.pipeline(snapshot["pipelineId"]), snapshot["input"])
+
+    def run(self) -> Steps:
+        return (yield from self._steps())
+
+    def resume(self, response: Any) -> Steps:
+        output = yield from self.child.resume(response)
+        yield from self._step_done(output)
+        return (yield from self._steps())
+
+    def _steps(self) -> Steps:
+        while self.index < len(self.pipeline.steps):
+            step = self.pipeline.steps[self.index]
+            yield self._frame(c.PIPELINE_STEP_START)
+            step_input = self.outputs[-1] if self.outputs else self.input
+            if step.task is not None:
+                output = yield from framed_task(self.ctx, self.ctx.runtime.task(step.task), step_input, agent_id=None)
+            else:
+                agent = self.ctx.runtime.agent(step.agent)
+                self.child = self.ctx.activity_for(agent, agent.validate_input(step_input))
+                output = yield from self.child.run()
+            yield from self._step_done(output)
+        return self.outputs[-1]
+
+    def _step_done(self, output: Any) -> Steps:
+        self.child = None
+        yield {**self._frame(c.PIPELINE_STEP_END), "output": output}
+        self.outputs.append(output)
+        self.index += 1
+
+    def _frame(self, kind: str) -> dict[str, Any]:
+        step = self.pipeline.steps[self.index]
+        return {"type": kind, "runId": self.ctx.run_id, "pipelineId": self.pipeline.id,
+                "stepName": step.label, "index": self.index}  # fmt: skip

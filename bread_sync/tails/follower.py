@@ -1,0 +1,143 @@
+"""The log follower: one thread per ``Bread`` reading the store for tails of runs that execute in
+another process, and what it puts in their inboxes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, NamedTuple, Protocol
+
+from ..stores import FINISHED, last_seqs
+from ..transports import is_healthy, reports_health
+from .inbox import Inbox
+
+#: What the follower sends a tail whose run ended with nothing more after the tail's position.
+ENDED = object()
+#: While a transport shared between processes (Redis) is healthy it carries the frames of runs
+#: executing elsewhere: the store is read for them only this often, as a safety net.
+SAFETY_NET_SECONDS = 2.0
+
+
+class Followed(Protocol):
+    """What tails need of the runtime whose runs they follow (a ``Bread``)."""
+
+    store: Any
+    transport: Any
+    cancels: Any
+    follower: Any
+
+    def owner_gone(self, record: dict[str, Any]) -> bool: ...
+
+    def interrupt(self, record: dict[str, Any]) -> bool: ...
+
+
+class FromLog(NamedTuple):
+    """An inbox item the log follower read from the store (a Frame, or ENDED). The transport's
+    live frames go into the inbox as they are: nothing is wrapped per live crumb."""
+
+    frame: Any
+
+
+class _Watch(NamedTuple):
+    inbox: Inbox
+    position: list[int]  # the last seq the follower gave this tail
+    local: bool  # the tail of the response that started the run here
+
+
+class LogFollower:
+    """One thread per ``Bread`` that reads the store for tails of runs executing elsewhere.
+
+    Without a shared transport, the store is the only way a crumb written by another process
+    reaches this one. With one (Redis), while it is healthy, those runs are read every
+    SAFETY_NET_SECONDS only, for a writer that could not reach it. Runs executing in this
+    process are left to the transport while it is healthy, and so are runs whose only tails are
+    the responses that started them here (``local``) but for the safety net (another process may
+    have taken one over). While the transport is unhealthy, and once more after it recovers,
+    every run is read every ``interval``, so a tail misses nothing it dropped.
+    """
+
+    def __init__(self, bread: Followed, interval: float = 0.25):
+        self.bread = bread
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._watching: dict[str, list[_Watch]] = {}
+        self._thread: threading.Thread | None = None
+        self._degraded = False
+
+    def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
+        entry = _Watch(inbox, [after], local)
+        with self._lock:
+            self._watching.setdefault(run_id, []).append(entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="bread-follower", daemon=True)
+                self._thread.start()
+        return entry
+
+    def unwatch(self, run_id: str, entry: Any) -> None:
+        with self._lock:
+            entries = self._watching.get(run_id, [])
+            if entry in entries:
+                entries.remove(entry)
+            if not entries:
+                self._watching.pop(run_id, None)
+
+    def _loop(self) -> None:
+        since_net = 0.0
+        while True:
+            time.sleep(self.interval)
+            with self._lock:
+                if not self._watching:
+                    self._thread = None
+                    return
+                watched = {run_id: list(entries) for run_id, entries in self._watching.items()}
+            degraded = not is_healthy(self.bread.transport)
+            everything, self._degraded = degraded or self._degraded, degraded
+            since_net += self.interval
+            net = since_net >= SAFETY_NET_SECONDS
+            if net:
+                since_net = 0.0
+            shared = reports_health(self.bread.transport)
+            due = [
+                run_id for run_id, entries in watched.items() if everything or self._due(run_id, entries, shared, net)
+            ]
+            if due:
+                self._pass(due, watched, look_at_records=everything or net)
+
+    def _pass(self, due: list[str], watched: dict[str, list[_Watch]], look_at_records: bool) -> None:
+        """One read of the last seqs of every due run; their logs only where something is new.
+        Their records (a lapsed lease, an end with nothing new to show) only now and then: an
+        idle tail costs an index seek a pass, not two queries."""
+        last = last_seqs(self.bread.store, due)
+        for run_id in due:
+            entries = watched[run_id]
+            if last.get(run_id, 0) > min(entry.position[0] for entry in entries):
+                self._poll(run_id, entries)
+            elif look_at_records and self._finished(run_id):  # e.g. a tail that started at the terminal crumb
+                for entry in entries:
+                    entry.inbox.put(FromLog(ENDED))
+
+    def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool) -> bool:
+        if run_id in self.bread.cancels:
+            return False  # executing here: the transport carries it
+        if net:
+            return True
+        return not shared and not all(entry.local for entry in entries)
+
+    def _poll(self, run_id: str, entries: list[_Watch]) -> None:
+        after = min(entry.position[0] for entry in entries)
+        frames = self.bread.store.get_crumbs(run_id, after=after)
+        if not frames:
+            return
+        for entry in entries:
+            for frame in frames:
+                if frame.seq > entry.position[0]:
+                    entry.inbox.put(FromLog(frame))
+            entry.position[0] = frames[-1].seq
+
+    def _finished(self, run_id: str) -> bool:
+        """Whether the run has ended; a run whose owner is gone is interrupted first."""
+        record = self.bread.store.get_run(run_id)
+        if record and record["status"] == "running" and self.bread.owner_gone(record):
+            self.bread.interrupt(record)
+            return False  # its RUN_INTERRUPTED crumb reaches the tail with the next poll
+        return record is None or record["status"] in FINISHED

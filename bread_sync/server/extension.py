@@ -10,7 +10,8 @@ from werkzeug.exceptions import HTTPException
 
 from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
-from . import cors, routes
+from ..transports.http import HTTPTransport
+from . import cors, routes, streaming
 from .actions import HEALTH_ENDPOINT, actions_of
 from .guard import Forbidden, authorize_request, check_host, has_auth, read_body, run_authorizer
 from .runner import Runner
@@ -45,8 +46,7 @@ class BreadSync:
         app.config.setdefault("BREAD_SYNC_MAX_CONCURRENT_RUNS", server.max_concurrent_runs)
         app.config.setdefault("BREAD_SYNC_RUN_TIMEOUT_SECONDS", server.run_timeout_seconds)
         app.config.setdefault("BREAD_SYNC_CORS_ORIGINS", server.cors_origins)
-        mount = getattr(bread.transport, "mount", None)
-        if mount is None:
+        if not isinstance(bread.transport, HTTPTransport):
             raise TypeError(
                 f"the transport {type(bread.transport).__name__} cannot serve HTTP: use "
                 "bread_sync.transports.http_chunked or http_sse as config.transport"
@@ -79,7 +79,7 @@ class BreadSync:
         blueprint.after_request(_cors_headers)
         blueprint.register_error_handler(Exception, _error_response)
         routes.register(blueprint)
-        mount(blueprint, bread)
+        streaming.mount(blueprint, bread, bread.transport)
         for plugin in bread.config.plugins:
             if callable(getattr(plugin, "routes", None)):
                 plugin.routes(blueprint, bread)

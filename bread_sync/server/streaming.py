@@ -18,8 +18,7 @@ from ..greenlets import Pacer
 from ..runtime import Bread, new_id
 from ..stores import FINISHED
 from ..tails import Gap
-from ..transports import stream
-from ..wire import Wire
+from ..transports.http import HTTPTransport
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import authorize_run, valid_body
 from .schemas import PipelineRunBody, ResumeBody, RunBody
@@ -27,54 +26,22 @@ from .state import state
 
 log = logging.getLogger("bread_sync.server")
 
-DEFAULT_HEARTBEAT_SECONDS = 15.0
 #: The largest position a client may ask for: SQLite's integers are 64-bit.
 MAX_SEQ = 2**63 - 1
 _SEQ = re.compile(r"^[0-9]{1,19}$")
 
-StreamAuthorizer = Callable[[Any, str], bool]
 
-
-class HTTPTransport:
-    """A duplex, mount-capable transport: it serves the streaming routes in its wire format
-    and carries its pub/sub inside.
-
-    ``heartbeat``: seconds between heartbeats on an idle stream (None: never).
-    ``authorize_stream(identity, run_id)``: per-run ownership, one way to set the config's
-    ``server.authorize_run`` (both given: each must allow); only True allows, else 403.
-    ``pubsub``: the duplex transport that carries frames (default: the embedded stream, one
-    process; ``redis.transport(url=...)`` fans them out between replicas, with cancels).
-    """
-
-    capability = "duplex"
-
-    def __init__(
-        self,
-        wire: Wire,
-        *,
-        heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS,
-        authorize_stream: StreamAuthorizer | None = None,
-        pubsub: Any = None,
-    ):
-        self.wire = wire
-        self.heartbeat = heartbeat
-        self.authorize_stream = authorize_stream
-        self.pubsub = pubsub if pubsub is not None else stream.transport()
-        self.publish: Callable[[Frame], None] = self.pubsub.publish  # one call less per crumb
-
-    def subscribe(self, run_id: str, after_seq: int, handler: Callable[[Frame], None]) -> Any:
-        return self.pubsub.subscribe(run_id, after_seq, handler)
-
-    def mount(self, app: Any, bread: Bread) -> None:
-        views, a = _Views(self, bread), HTTP_ACTIONS
-        # Path params carry the names http-api.md gives authorize's args (args.id, args.runId).
-        register_http_route(app, "POST", "/agents/<id>/run", a.run_start, lambda id: views.run(id))
-        register_http_route(app, "POST", "/pipelines/<id>/run", a.pipeline_start, lambda id: views.pipeline(id))
-        register_http_route(
-            app, "POST", "/resume/<checkpointId>", a.run_resume, lambda checkpointId: views.resume(checkpointId)
-        )
-        register_http_route(app, "GET", "/runs/<runId>/stream", a.run_stream, lambda runId: views.passive(runId))
-        register_http_route(app, "POST", "/runs/<runId>/cancel", a.run_cancel, lambda runId: views.cancel(runId))
+def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:
+    """Serve the streaming routes of ``transport``'s wire on ``app`` (a blueprint)."""
+    views, a = _Views(transport, bread), HTTP_ACTIONS
+    # Path params carry the names http-api.md gives authorize's args (args.id, args.runId).
+    register_http_route(app, "POST", "/agents/<id>/run", a.run_start, lambda id: views.run(id))
+    register_http_route(app, "POST", "/pipelines/<id>/run", a.pipeline_start, lambda id: views.pipeline(id))
+    register_http_route(
+        app, "POST", "/resume/<checkpointId>", a.run_resume, lambda checkpointId: views.resume(checkpointId)
+    )
+    register_http_route(app, "GET", "/runs/<runId>/stream", a.run_stream, lambda runId: views.passive(runId))
+    register_http_route(app, "POST", "/runs/<runId>/cancel", a.run_cancel, lambda runId: views.cancel(runId))
 
 
 class _Views:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..server.streaming import HTTPTransport
 from ..wire import SSE
+from .http import HTTPTransport
 
 
 def transport(**opts: Any) -> HTTPTransport:

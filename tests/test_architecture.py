@@ -1,0 +1,148 @@
+"""The layout keeps its promises: no import circles, and the core never reaches up.
+
+The import graph is read with ``ast`` from every module of ``bread_sync/``, ``bench/`` and the
+top-level modules, counting every import: those under ``TYPE_CHECKING`` and inside functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Above the core: nothing in the core may import these.
+UPPER = ("bread_sync.server", "bread_sync.protocols", "bread_sync.client")
+#: The entry layer: it may import anything, and nothing but itself imports it.
+ENTRY = ("bread_sync.cli", "bread_sync.demo", "wsgi", "gunicorn.conf", "bench")
+#: What a bridge may use of the server: route registration and the auth gate.
+SERVER_FOR_BRIDGES = ("bread_sync.server", "bread_sync.server.actions", "bread_sync.server.guard")
+#: What the client may use of the package: the sans-IO wire codecs.
+CODECS = ("bread_sync.wire", "bread_sync.protocol", "bread_sync.crumbs", "bread_sync.errors")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    paths = [*(ROOT / "bread_sync").rglob("*.py"), *(ROOT / "bench").glob("*.py"), *ROOT.glob("*.py")]
+    return {module_name(p): p for p in paths}
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The known modules ``name`` imports (a ``from package import module`` names the module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(package, node.level, node.module) if node.level else node.module or ""
+            if name.startswith("bench.") and base in {m.partition(".")[2] for m in known if m.startswith("bench.")}:
+                base = f"bench.{base}"  # bench/ runs with itself on the path
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        found.update(_known_prefix(target, known) for target in targets)
+    found.discard(None)
+    found.discard(name)
+    return found
+
+
+def _absolute(package: str, level: int, module: str | None) -> str:
+    parts = package.split(".")
+    parts = parts[: len(parts) - level + 1]
+    return ".".join(parts + ([module] if module else []))
+
+
+def _known_prefix(target: str, known: dict[str, Path]) -> str | None:
+    while target and target not in known:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def within(name: str, layers: tuple[str, ...]) -> bool:
+    return any(name == layer or name.startswith(f"{layer}.") for layer in layers)
+
+
+def is_core(name: str) -> bool:
+    return name.startswith("bread_sync") and not within(name, UPPER + ENTRY)
+
+
+def test_there_is_no_import_circle(graph):
+    circles = []
+    state: dict[str, str] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                circles.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
+
+
+def test_the_core_imports_nothing_above_it(graph):
+    upward = {(m, t) for m, targets in graph.items() if is_core(m) for t in targets if not is_core(t)}
+    assert sorted(upward) == []
+
+
+def test_only_the_entry_layer_imports_the_entry_layer(graph):
+    wrong = {(m, t) for m, targets in graph.items() if not within(m, ENTRY) for t in targets if within(t, ENTRY)}
+    assert sorted(wrong) == []
+
+
+def test_bridges_use_only_route_registration_and_the_auth_gate_of_the_server(graph):
+    wrong = {
+        (m, t)
+        for m, targets in graph.items()
+        if within(m, ("bread_sync.protocols",))
+        for t in targets
+        if within(t, ("bread_sync.server",)) and t not in SERVER_FOR_BRIDGES or within(t, ("bread_sync.client",))
+    }
+    assert sorted(wrong) == []
+
+
+def test_the_client_uses_only_the_wire_codecs(graph):
+    wrong = {
+        (m, t)
+        for m, targets in graph.items()
+        if within(m, ("bread_sync.client",))
+        for t in targets
+        if not within(t, ("bread_sync.client",)) and t not in CODECS
+    }
+    assert sorted(wrong) == []
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    module = tmp_path / "pkg" / "a.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import x\n"
+        "def f():\n    from . import c\n    import pkg.d\n"
+    )
+    known = {f"pkg.{n}": tmp_path / "pkg" / f"{n}.py" for n in "abcd"}
+    assert imports_of("pkg.a", module, known) == {"pkg.b", "pkg.c", "pkg.d"}
+
+
+def test_every_package_folder_is_on_the_architecture_map():
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    folders = sorted(p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "bread_sync").rglob("__init__.py"))
+    assert [folder for folder in folders if f"`{folder}/`" not in text] == []

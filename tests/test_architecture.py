@@ -99,36 +99,31 @@ def test_there_is_no_import_circle(graph):
     assert circles == []
 
 
+def imports_where(graph, importer, wrong) -> list[tuple[str, str]]:
+    """Every import of a module ``importer`` accepts of a module ``wrong`` accepts."""
+    return sorted((m, t) for m, targets in graph.items() if importer(m) for t in targets if wrong(t))
+
+
 def test_the_core_imports_nothing_above_it(graph):
-    upward = {(m, t) for m, targets in graph.items() if is_core(m) for t in targets if not is_core(t)}
-    assert sorted(upward) == []
+    assert imports_where(graph, is_core, lambda t: not is_core(t)) == []
 
 
 def test_only_the_entry_layer_imports_the_entry_layer(graph):
-    wrong = {(m, t) for m, targets in graph.items() if not within(m, ENTRY) for t in targets if within(t, ENTRY)}
-    assert sorted(wrong) == []
+    assert imports_where(graph, lambda m: not within(m, ENTRY), lambda t: within(t, ENTRY)) == []
 
 
 def test_bridges_use_only_route_registration_and_the_auth_gate_of_the_server(graph):
-    wrong = {
-        (m, t)
-        for m, targets in graph.items()
-        if within(m, ("bread_sync.protocols",))
-        for t in targets
-        if within(t, ("bread_sync.server",)) and t not in SERVER_FOR_BRIDGES or within(t, ("bread_sync.client",))
-    }
-    assert sorted(wrong) == []
+    def wrong(t: str) -> bool:
+        return within(t, ("bread_sync.server",)) and t not in SERVER_FOR_BRIDGES or within(t, ("bread_sync.client",))
+
+    assert imports_where(graph, lambda m: within(m, ("bread_sync.protocols",)), wrong) == []
 
 
 def test_the_client_uses_only_the_wire_codecs(graph):
-    wrong = {
-        (m, t)
-        for m, targets in graph.items()
-        if within(m, ("bread_sync.client",))
-        for t in targets
-        if not within(t, ("bread_sync.client",)) and t not in CODECS
-    }
-    assert sorted(wrong) == []
+    def wrong(t: str) -> bool:
+        return not within(t, ("bread_sync.client",)) and t not in CODECS
+
+    assert imports_where(graph, lambda m: within(m, ("bread_sync.client",)), wrong) == []
 
 
 def test_the_graph_sees_every_kind_of_import(tmp_path):

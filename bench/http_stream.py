@@ -48,7 +48,7 @@ import minimal_app
 import rawhttp
 from harness import Figure, Gunicorn, percentile
 
-from bread_sync.server.streaming import DEFAULT_HEARTBEAT_SECONDS
+from bread_sync.transports.http import DEFAULT_HEARTBEAT_SECONDS
 from bread_sync.wire import NDJSON, SSE, NDJSONDecoder, SSEDecoder
 
 SCRIPT = "http_stream.py"

@@ -35,7 +35,7 @@ from harness import Figure, Gunicorn, ratios
 
 from bread_sync import create_bread
 from bread_sync.demo import config as demo_config
-from bread_sync.server.streaming import DEFAULT_HEARTBEAT_SECONDS
+from bread_sync.transports.http import DEFAULT_HEARTBEAT_SECONDS
 from bread_sync.stores import sqlite
 from bread_sync.wire import NDJSON
 

@@ -7,6 +7,8 @@ top-level modules, counting every import: those under ``TYPE_CHECKING`` and insi
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,14 @@ def test_every_package_folder_is_on_the_architecture_map():
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     folders = sorted(p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "bread_sync").rglob("__init__.py"))
     assert [folder for folder in folders if f"`{folder}/`" not in text] == []
+
+
+def test_every_benchmark_still_imports():
+    """bench/ is never run by the suite; a module it imports that moved would only show in bench/run."""
+    names = sorted(p.stem for p in (ROOT / "bench").glob("*.py"))
+    script = f"import importlib\nfor name in {names!r}:\n    importlib.import_module(name)\n"
+    # A process of its own: some benchmarks patch with gevent when imported.
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT / "bench", capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr

@@ -93,6 +93,11 @@ def test_agents_are_listed_and_described(client):
     assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "AGENT_NOT_FOUND"
 
 
+def test_a_utf8_body_may_start_with_a_byte_order_mark(client):
+    answer = client.post("/agents/echo/run", data=b"\xef\xbb\xbf" + b'{"input": "bom"}')
+    assert answer.status_code == 200 and b'"output":"bom"' in answer.get_data()
+
+
 def test_agents_name_their_model_as_provider_colon_name(client, make_bread):
     models = {a["id"]: a["model"] for a in client.get("/agents").get_json()}
     assert models["echo"] == "echo:echo" and models["writer"] == "script:writer"

@@ -20,9 +20,9 @@ from .schemas import validated
 # localhost, 127.0.0.1, ::1 and [::1], each with an optional port; nothing else is loopback
 # (not localhost., 127.1, 0.0.0.0 or ::).
 _LOOPBACK_HOST = re.compile(r"^(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$|^::1$", re.IGNORECASE)
-#: What a body must hold for a parsed string to carry a surrogate: a \\uD800-\\uDFFF escape, or
-#: the 3-byte form of one (json reads bytes with surrogatepass). Only such a body is walked.
-_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+#: What a body must hold for a parsed string to carry a surrogate: a \\uD800-\\uDFFF escape
+#: (strict UTF-8 carries none). Only such a body is walked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 LOOPBACK_BINDS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
@@ -92,25 +92,33 @@ def json_body() -> dict[str, Any]:
     if not data.strip():
         return {}
     try:
-        body = json.loads(data, parse_constant=_not_json, parse_float=_finite)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
-        raise BreadError(INVALID_REQUEST, "the request body is not valid JSON") from None
+        # UTF-8 only (RFC 8259; a BOM is let through): json.loads would read UTF-16 and UTF-32
+        # too, and bytes with surrogatepass, letting a lone surrogate into the run.
+        text = data.decode("utf-8-sig")
+        body = json.loads(text, parse_constant=_not_json, parse_float=_finite)
+    except (ValueError, RecursionError):  # RecursionError: nested too deep; UnicodeDecodeError is a ValueError
+        raise BreadError(INVALID_REQUEST, "the request body is not valid JSON in UTF-8") from None
     if not isinstance(body, dict):
         raise BreadError(INVALID_REQUEST, "the request body must be a JSON object")
-    if _MAYBE_SURROGATE.search(data) and _has_lone_surrogate(body):
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(body):
         raise BreadError(INVALID_REQUEST, "the request body holds a lone UTF-16 surrogate: no UTF-8 text can carry it")
     return body
 
 
-def _has_lone_surrogate(value: Any) -> bool:
-    # Python reads "\ud800" (and CESU-8 bytes) into a str that cannot be encoded again: the log,
-    # every wire and every client would fail on it later.
-    if isinstance(value, str):
-        return not value.isascii() and _SURROGATE.search(value) is not None
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(item) for item in value)
+def _has_lone_surrogate(body: Any) -> bool:
+    # "\ud800" reads into a str that cannot be encoded again: the log, every wire and every
+    # client would fail on it later. A stack, not recursion: json nests deeper than Python calls.
+    pending = [body]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            if not value.isascii() and _SURROGATE.search(value):
+                return True
+        elif isinstance(value, dict):
+            pending.extend(value)
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
     return False
 
 

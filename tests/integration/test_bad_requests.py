@@ -33,6 +33,9 @@ UNREADABLE = {
     "a surrogate in CESU-8 bytes": ("/agents/echo/run", b'{"input": "\xed\xa0\x80"}'),
     "a lone surrogate on the pipeline route": ("/pipelines/draft-then-echo/run", b'{"input": {"topic": "\\ud800"}}'),
     "a lone surrogate in a resume": ("/resume/cp_whatever", b'{"response": "\\udfff"}'),
+    "a lone surrogate in UTF-16": ("/agents/echo/run", '{"input": "\\ud800"}'.encode("utf-16-le")),
+    "a session id in UTF-32": ("/agents/echo/run", '{"input": "ok", "session": {"id": "s\\udfff"}}'.encode("utf-32")),
+    "a lone surrogate nested deep": ("/agents/echo/run", b'{"input": ' + b"[" * 900 + b'"\\ud800"' + b"]" * 900 + b"}"),
 }
 
 

@@ -35,8 +35,8 @@ from harness import Figure, Gunicorn, ratios
 
 from bread_sync import create_bread
 from bread_sync.demo import config as demo_config
-from bread_sync.transports.http import DEFAULT_HEARTBEAT_SECONDS
 from bread_sync.stores import sqlite
+from bread_sync.transports.http import DEFAULT_HEARTBEAT_SECONDS
 from bread_sync.wire import NDJSON
 
 SCRIPT = "idle_streams.py"

@@ -192,11 +192,14 @@ class Bread:
         signal: CancelToken | None = None,
         run_id: str | None = None,
         session_policy: str | None = None,
+        may_interrupt: Callable[[str], bool] | None = None,
         mode: str = "stream",
     ) -> Any:
         """Start a run of ``agent_id``; an iterator of its crumbs, or with ``mode="sync"`` its
         :class:`RunResult`. Errors found before the run exists (unknown agent, provider or
-        skill, input failing the schema) raise :class:`BreadError` and log nothing."""
+        skill, input failing the schema) raise :class:`BreadError` and log nothing. Under the
+        ``interrupt`` session policy, ``may_interrupt(run_id)`` (when given) must allow the
+        cancel of the run holding the session, else it is ``SESSION_BUSY``."""
         agent = self.agent(agent_id)
         skill_name = self._skill(agent, skill)
         validated = agent.validate_input(input)
@@ -205,7 +208,7 @@ class Bread:
         if run_id is not None and self.store.get_run(run_id) is not None:  # a retried request
             return self._deliver(self._attach(run_id, agent.id), mode)
         run_id = run_id or new_id("run")
-        claimed = self.sessions.claim(session_id, run_id, session_policy or agent.session_policy)
+        claimed = self.sessions.claim(session_id, run_id, session_policy or agent.session_policy, may_interrupt)
         if not self.store.create_run(self._record(run_id, agent.id, session_id)):
             return self._deliver(self._attach(run_id, agent.id), mode)
         ctx = self._context(run_id, session_id, signal)
@@ -249,9 +252,11 @@ class Bread:
         response: Any,
         *,
         signal: CancelToken | None = None,
+        may_interrupt: Callable[[str], bool] | None = None,
         mode: str = "stream",
     ) -> Any:
-        """Continue a paused run from its checkpoint, in this or any process sharing the store.
+        """Continue a paused run from its checkpoint, in this or any process sharing the store
+        (``may_interrupt`` as for :meth:`run`).
 
         The response is validated before the checkpoint is claimed, so a malformed one does
         not burn it; a checkpoint resumes once (``CHECKPOINT_ALREADY_RESUMED``)."""
@@ -264,7 +269,7 @@ class Bread:
         ctx = self._context(run_id, session_id, signal, next_seq=checkpoint["nextSeq"])
         root = ctx.restore(checkpoint["stack"])  # an agent or pipeline no longer configured fails here
         response = _validate_response(checkpoint["kind"], root.pending_tool(), response)
-        claimed = self.sessions.claim(session_id, run_id, root.session_policy)
+        claimed = self.sessions.claim(session_id, run_id, root.session_policy, may_interrupt)
         if not self.store.claim_checkpoint(checkpoint_id):
             self.sessions.release(session_id, run_id)
             raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")

@@ -164,3 +164,16 @@ def test_only_paths_under_the_prefix_are_bread_sync_s(make_bread):
 def test_without_auth_unknown_routes_stay_404(make_bread):
     client = create_server(make_bread(transport="http-sse")).test_client()
     assert client.get("/nope").status_code == 404
+
+
+def test_the_interrupt_policy_cancels_only_a_run_the_caller_may_reach(app_with):
+    client = app_with(authorize_run=owns)
+    slow = {"input": {"count": 10_000, "delayMs": 5}, "session": {"id": "shared"}}
+    held = client.post("/agents/slow/run", json={**slow, "runId": "alice-slow"}, headers=AS_ALICE)
+    interrupting = {"input": "hi", "session": {"id": "shared"}, "sessionPolicy": "interrupt"}
+    refused = events(client.post("/agents/echo/run", json=interrupting, headers=AS_BOB))
+    assert [e["payload"]["code"] for e in refused] == ["SESSION_BUSY"]
+    assert client.get("/runs/alice-slow", headers=AS_ALICE).get_json()["status"] == "running"
+    taken = events(client.post("/agents/echo/run", json={**interrupting, "runId": "alice-2"}, headers=AS_ALICE))
+    assert taken[-1]["payload"]["output"] == "hi"
+    assert events(held)[-2]["payload"]["error"]["code"] == "RUN_CANCELLED"

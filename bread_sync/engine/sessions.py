@@ -9,6 +9,7 @@ or ``interrupt`` (it cancels the holder, then waits). A claim whose holder is no
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..cancel import CancelToken
@@ -34,14 +35,19 @@ class SessionGuard:
     def __init__(self, bread: Guarded):
         self.bread = bread
 
-    def claim(self, session_id: str, run_id: str, policy: str) -> bool:
+    def claim(
+        self, session_id: str, run_id: str, policy: str, may_interrupt: Callable[[str], bool] | None = None
+    ) -> bool:
         """Claim at once (True), or apply the policy: reject raises, the others return False
-        and the run :meth:`wait` s for the claim before its first crumb."""
+        and the run :meth:`wait` s for the claim before its first crumb. ``interrupt`` cancels
+        the holder only if ``may_interrupt(holder)`` (when given) says so: else ``SESSION_BUSY``."""
         if policy not in POLICIES:
             raise BreadError(INVALID_REQUEST, f"sessionPolicy must be one of {', '.join(POLICIES)}")
         holder = self._try(session_id, run_id)
         if holder is None:
             return True
+        if policy == "interrupt" and may_interrupt is not None and not may_interrupt(holder):
+            raise BreadError(SESSION_BUSY, f"session {session_id} is busy with a run this caller may not interrupt")
         if policy == "reject":
             raise BreadError(SESSION_BUSY, f"session {session_id} is busy with run {holder}")
         if policy == "interrupt":

@@ -178,9 +178,14 @@ def authorize_run(run_id: str) -> None:
 
     Every route that reads or acts on a run by id calls it before it reads the run, so a refusal
     says nothing of whether the run exists."""
-    check = current_app.extensions["bread_sync"].authorize_run
-    if check is not None and check(g.get("bread_identity"), run_id) is not True:
+    if not may_reach_run(run_id):
         raise Forbidden()
+
+
+def may_reach_run(run_id: str) -> bool:
+    """Whether the run-ownership hook allows this request's caller ``run_id``."""
+    check = current_app.extensions["bread_sync"].authorize_run
+    return check is None or check(g.get("bread_identity"), run_id) is True
 
 
 def allows(authorize: Authorizer | None, identity: Any, action: str, args: dict[str, str]) -> bool:

@@ -20,7 +20,7 @@ from ..stores import FINISHED
 from ..tails import Gap
 from ..transports.http import HTTPTransport
 from .actions import HTTP_ACTIONS, register_http_route
-from .guard import authorize_run, valid_body
+from .guard import authorize_run, may_reach_run, valid_body
 from .schemas import PipelineRunBody, ResumeBody, RunBody
 from .state import state
 
@@ -56,7 +56,8 @@ class _Views:
         return self._start(
             req.runId or new_id("run"),
             lambda token: self.bread.run(agent_id, req.input, session=_session(req), skill=req.skill,
-                                         run_id=req.runId, signal=token, session_policy=req.sessionPolicy),
+                                         run_id=req.runId, signal=token, session_policy=req.sessionPolicy,
+                                         may_interrupt=may_reach_run),
         )  # fmt: skip
 
     def pipeline(self, pipeline_id: str) -> Response:
@@ -73,7 +74,10 @@ class _Views:
         run_id = checkpoint["runId"] if checkpoint else None
         if run_id is not None:
             authorize_run(run_id)  # before the continuation claims the checkpoint
-        return self._start(run_id, lambda token: self.bread.resume(checkpoint_id, req.response, signal=token))
+        return self._start(
+            run_id,
+            lambda token: self.bread.resume(checkpoint_id, req.response, signal=token, may_interrupt=may_reach_run),
+        )
 
     def _start(self, failed_id: str | None, begin: Callable[[Any], Any]) -> Response:
         """Start a run with ``begin`` and stream it; ``failed_id`` is the run id a failure to

@@ -147,6 +147,19 @@ def test_an_anonymous_caller_cannot_map_the_routes(app_with):
     assert client.get("/health").status_code == 200
 
 
+def test_embedded_at_the_root_the_host_apps_paths_stay_its_own(make_bread):
+    app = Flask("host")
+    app.add_url_rule("/docs/", "docs", lambda: "docs")
+    app.add_url_rule("/login", "login", lambda: "login", methods=["GET"])
+    plugin = auth_plugin(api_keys={"alice": ALICE})
+    BreadSync(app, make_bread(transport="http-sse", plugins=[plugin], server=ServerSettings(authorize=lambda *a: True)))
+    client = app.test_client()
+    assert client.get("/docs").status_code == 308
+    assert client.post("/login").status_code == 405
+    assert client.get("/nowhere").status_code == 404
+    assert client.get("/agents").status_code == 401
+
+
 def test_only_paths_under_the_prefix_are_bread_sync_s(make_bread):
     app = Flask("host")
     app.add_url_rule("/mine", "mine", lambda: "mine")

@@ -7,6 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
+from werkzeug.routing import RequestRedirect
 
 from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
@@ -66,9 +67,8 @@ class BreadSync:
             url_prefix=(self.url_prefix or "").rstrip("/"),
             authorize_run=run_authorizer(server.authorize_run, getattr(bread.transport, "authorize_stream", None)),
         )
-        # Flask runs a blueprint's hooks only for its routes: a path under the prefix that
-        # matches none (404, 405) is seen here, at the app.
-        app.before_request(_authenticate_unrouted)
+        if self.url_prefix:
+            claim_unrouted_paths(app)
         # In this order: the guard, every plugin's middleware (the auth plugin stores the
         # caller's identity there), then the grant of the route's action.
         blueprint.before_request(_guard)
@@ -101,10 +101,16 @@ def _guard() -> Any:
     return None
 
 
+def claim_unrouted_paths(app: Flask) -> None:
+    """Answer for the paths under bread's prefix (every path of the standalone server) that match
+    no route. Flask runs a blueprint's hooks only for its own routes, so those reach the app."""
+    app.before_request(_authenticate_unrouted)
+
+
 def _authenticate_unrouted() -> Any:
-    """With auth on, a path under bread's prefix that matches no route is 401 to a caller
+    """With auth on, a path of bread's that matches no route (404, 405) is 401 to a caller
     without a credential, like every route but /health: an anonymous caller cannot map them."""
-    if request.routing_exception is None:
+    if request.routing_exception is None or isinstance(request.routing_exception, RequestRedirect):
         return None
     current = state()
     path, prefix = request.path, current.url_prefix
@@ -150,5 +156,6 @@ def create_server(bread: Bread | None = None) -> Flask:
     bread = bread or create_bread()
     app = Flask("bread_sync", instance_path=str(bread.config.instance_path.resolve()))
     BreadSync(app, bread)
+    claim_unrouted_paths(app)  # the whole app is bread's
     app.register_error_handler(HTTPException, http_error)
     return app

@@ -59,6 +59,17 @@ def test_every_route_on_a_run_asks_the_config_hook(app_with):
     assert events(resumed)[-1]["payload"]["output"] == "Published."
 
 
+def test_a_loop_or_task_run_of_a_run_is_read_only_by_who_may_reach_the_run(app_with):
+    client = app_with(authorize_run=owns)
+    client.post("/agents/counter/run", json={"input": {"until": 2}, "runId": "alice-c"}, headers=AS_ALICE).get_data()
+    client.post("/agents/manager/run", json={"input": "go", "runId": "alice-m"}, headers=AS_ALICE).get_data()
+    loop_id = client.get("/loops", headers=AS_ALICE).get_json()[0]["id"]
+    task_id = client.get("/tasks", headers=AS_ALICE).get_json()[0]["id"]
+    for path in (f"/loops/{loop_id}", f"/tasks/{task_id}"):
+        assert client.get(path, headers=AS_BOB).get_json() == {"error": "Forbidden"}
+        assert client.get(path, headers=AS_ALICE).status_code == 200
+
+
 def test_a_transport_authorize_stream_sets_the_same_hook(app_with):
     client = app_with(transport=http_sse.transport(authorize_stream=owns))
     paused_writer(client)

@@ -141,6 +141,7 @@ def read_loop(id: str) -> Any:
     found = bread().store.get_loop(id)
     if found is None:
         raise BreadError(LOOP_NOT_FOUND, f"no loop {id}")
+    authorize_run(found["loop"]["runId"])  # its iterations' outputs are that run's
     return jsonify(found)
 
 
@@ -161,6 +162,8 @@ def read_task_run(id: str) -> Any:
     found = task_runs().get_task_run(id)
     if found is None:
         raise BreadError(TASK_RUN_NOT_FOUND, f"no task run {id}")
+    if found["runId"] is not None:  # a task called inside a run: its input and output are that run's
+        authorize_run(found["runId"])
     return jsonify(found)
 
 

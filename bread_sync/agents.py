@@ -47,12 +47,15 @@ class Tool:
     target: str | None = None
     #: What an input tool's human may answer: a type pydantic validates (a model, ``str | Model``).
     response_schema: Any = None
+    _response: TypeAdapter | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind == "call" and self.fn is None:
             raise TypeError(f"tool {self.name!r} needs a fn, or kind='input' for an input tool")
         if self.kind in ("subagent", "task") and not self.target:
             raise TypeError(f"tool {self.name!r} delegates to nothing: give it a target")
+        if self.response_schema is not None:  # a schema pydantic cannot read fails here, not at a resume
+            self._response = TypeAdapter(self.response_schema)
 
     def child_input(self, arguments: Any, child: Agent) -> Any:
         """A subagent's input from the call's arguments: the arguments themselves when the
@@ -86,11 +89,10 @@ class Tool:
         ``{"approved": bool}`` (else ``INVALID_REQUEST``); an input answer fits the
         ``response_schema``, and without one it may be anything but an approval (else
         ``INPUT_INVALID``)."""
-        if kind == "approval" or self.response_schema is None:
+        if kind == "approval" or self._response is None:
             return check_response_kind(kind, response)
-        adapter = TypeAdapter(self.response_schema)
         try:
-            return adapter.dump_python(adapter.validate_python(response), mode="json")
+            return self._response.dump_python(self._response.validate_python(response), mode="json")
         except ValidationError as exc:
             raise BreadError(INPUT_INVALID, describe_validation(exc, f"the answer to {self.name!r}")) from None
 

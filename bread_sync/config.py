@@ -9,6 +9,7 @@ the demo config. The environment then overrides what it names: ``BREAD_DB`` (the
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -20,6 +21,8 @@ from .agents import Agent
 
 DEFAULT_CONFIG = "bread_sync.demo:config"
 DEFAULT_DB_NAME = "bread.db"
+#: A lease is renewed every third of it; one longer than a year only postpones noticing a death.
+MAX_LEASE_SECONDS = 365 * 86_400.0
 #: The transports ``REDIS_URL`` composes with: they serve HTTP and carry frames on Redis.
 HTTP_TRANSPORTS = ("http-chunked", "http-sse")
 #: What :func:`load_config` raises for a config that cannot be loaded, each with a message that
@@ -68,7 +71,7 @@ class Config(BaseModel):
     transport: Any = None
     server: ServerSettings = Field(default_factory=ServerSettings)
     instance_path: Path = Field(default_factory=lambda: default_instance_path())
-    lease_seconds: float = 30.0
+    lease_seconds: float = Field(30.0, ge=0, le=MAX_LEASE_SECONDS)
     cancel_poll_seconds: float = 0.5
     #: ``bread-sync gc`` deletes finished runs (logs, checkpoints, loops, task runs) and stored
     #: files older than this many days; None: ``gc`` needs ``--older-than``.
@@ -124,7 +127,7 @@ def apply_environment(config: Config) -> Config:
     if server:
         updates["server"] = config.server.model_copy(update=server)
     if os.environ.get("BREAD_LEASE_SECONDS"):
-        updates["lease_seconds"] = _number("BREAD_LEASE_SECONDS")
+        updates["lease_seconds"] = _number("BREAD_LEASE_SECONDS", most=MAX_LEASE_SECONDS)
     if os.environ.get("BREAD_RETENTION_DAYS"):
         updates["retention_days"] = _number("BREAD_RETENTION_DAYS")
     return config.model_copy(update=updates) if updates else config
@@ -140,14 +143,15 @@ def _transport_name(configured: Any, name: str) -> str:
     return name
 
 
-def _number(name: str) -> float:
+def _number(name: str, most: float = math.inf) -> float:
     text = os.environ[name]
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0:  # also refuses nan
-        raise ValueError(f"{name} must be a number of 0 or more, not {text!r}")
+    if not 0 <= value <= most or value == math.inf:  # also refuses nan
+        bound = "" if most == math.inf else f" and at most {most:g}"
+        raise ValueError(f"{name} must be a finite number of 0 or more{bound}, not {text!r}")
     return value
 
 

@@ -333,7 +333,8 @@ UNLOADABLE = {
     "no module": ({"BREAD_CONFIG": "no_such_module:config"}, "No module named 'no_such_module'"),
     "no attribute": ({"BREAD_CONFIG": "bread_sync.demo:nope"}, "'bread_sync.demo' has no attribute 'nope'"),
     "not a Config": ({"BREAD_CONFIG": "bread_sync.config:DEFAULT_CONFIG"}, "must name a bread_sync Config"),
-    "bad environment": ({"BREAD_LEASE_SECONDS": "soon"}, "BREAD_LEASE_SECONDS must be a number"),
+    "bad environment": ({"BREAD_LEASE_SECONDS": "soon"}, "BREAD_LEASE_SECONDS must be a finite number"),
+    "a lease no clock reaches": ({"BREAD_LEASE_SECONDS": "inf"}, "at most 3.1536e+07, not 'inf'"),
     "BREAD_TRANSPORT beside a transport object": (
         {"BREAD_CONFIG": "tests.test_cli:guarded_transport_config", "BREAD_TRANSPORT": "http-sse"},
         "BREAD_TRANSPORT=http-sse would replace the config's transport object (HTTPTransport)",

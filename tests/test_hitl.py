@@ -165,3 +165,12 @@ def test_before_run_rewrites_the_input_the_checkpoint_keeps(make_bread):
     result = bread.run("shouting-writer", {"topic": "bread"}, mode="sync")
     assert result.crumbs[0]["input"] == {"topic": "BREAD"}
     assert bread.store.get_checkpoint(result.checkpoint["checkpointId"])["stack"]["input"] == {"topic": "BREAD"}
+
+
+def test_a_response_schema_pydantic_cannot_read_fails_when_the_tool_is_made():
+    from pydantic.errors import PydanticSchemaGenerationError
+
+    from bread_sync import input_tool
+
+    with pytest.raises(PydanticSchemaGenerationError):
+        input_tool("ask", response_schema=object())

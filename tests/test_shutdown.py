@@ -135,9 +135,8 @@ def test_the_late_sweep_marks_a_run_whose_owner_died(make_bread):
 
 def test_a_run_stopped_inside_a_subagent_ends_without_a_tool_error(make_bread):
     # A shutdown stops a run through its token with RUN_INTERRUPTED, as a timeout does with
-    # RUN_TIMEOUT. A delegation re-raises only the codes in agent_loop.RUN_ENDING (cancel,
-    # timeout): RUN_INTERRUPTED becomes the tool's error, the parent goes on to its next step
-    # and only there stops. The fix is one word: add RUN_INTERRUPTED to RUN_ENDING.
+    # RUN_TIMEOUT: a delegation re-raises it (engine.RUN_ENDING), so the parent stops there
+    # rather than taking it for the tool's error and going on to its next step.
     boss = Agent(id="boss", model=script.provider([call("slow", {"count": 1000, "delayMs": 20}), say("done")]),
                  tools=[subagent("slow")])  # fmt: skip
     bread = make_bread(Config(agents=[*fault_config().agents, boss]))

@@ -5,7 +5,7 @@ terminal seq drops that crumb as already seen, so nothing ever ends it. The HTTP
 a position past the log's end (400), which covers a hostile client; what is left is the window
 between the terminal crumb's commit and the run record's update, when a client that got the
 terminal crumb and reconnects at once (as EventSource does when a connection drops) sends a
-position the log has while the record still says ``running``. The fix belongs to tail.py (core).
+position the log has while the record still says ``running``: tails/tail.py ends such a tail too.
 """
 
 from __future__ import annotations

@@ -47,11 +47,7 @@ class BreadSync:
         app.config.setdefault("BREAD_SYNC_MAX_CONCURRENT_RUNS", server.max_concurrent_runs)
         app.config.setdefault("BREAD_SYNC_RUN_TIMEOUT_SECONDS", server.run_timeout_seconds)
         app.config.setdefault("BREAD_SYNC_CORS_ORIGINS", server.cors_origins)
-        if not isinstance(bread.transport, HTTPTransport):
-            raise TypeError(
-                f"the transport {type(bread.transport).__name__} cannot serve HTTP: use "
-                "bread_sync.transports.http_chunked or http_sse as config.transport"
-            )
+        mount = _mounter(bread.transport)
         blueprint = Blueprint("bread_sync", __name__)
         app.extensions["bread_sync"] = State(
             bread=bread,
@@ -79,12 +75,25 @@ class BreadSync:
         blueprint.after_request(_cors_headers)
         blueprint.register_error_handler(Exception, _error_response)
         routes.register(blueprint)
-        streaming.mount(blueprint, bread, bread.transport)
+        mount(blueprint, bread)
         for plugin in bread.config.plugins:
             if callable(getattr(plugin, "routes", None)):
                 plugin.routes(blueprint, bread)
         actions_of(app).update({f"bread_sync.{k}": v for k, v in actions_of(blueprint).items()})
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
+
+
+def _mounter(transport: Any) -> Any:
+    """How ``transport`` serves the streaming routes: an HTTP transport's wire, through
+    server/streaming.py; a transport of its own making, through its ``mount(app, bread)``."""
+    if isinstance(transport, HTTPTransport):
+        return lambda app, bread: streaming.mount(app, bread, transport)
+    if callable(getattr(transport, "mount", None)):
+        return transport.mount
+    raise TypeError(
+        f"the transport {type(transport).__name__} cannot serve HTTP: use "
+        "bread_sync.transports.http_chunked or http_sse as config.transport"
+    )
 
 
 def _guard() -> Any:

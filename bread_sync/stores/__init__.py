@@ -1,7 +1,7 @@
 """The store seam: the durable truth of runs (crumb log, run records, checkpoints, sessions).
 
-A store module ``stores/<name>.py`` exports ``store(**opts)``. Records are plain dicts with the
-camelCase keys the HTTP API serves. Timestamps are ISO-8601 UTC strings, except a run's
+A store module ``stores/<name>.py`` (or package: ``stores/sqlite/``) exports ``store(**opts)``.
+Records are plain dicts with the camelCase keys the HTTP API serves. Timestamps are ISO-8601 UTC strings, except a run's
 ``leaseUntil``, which is epoch seconds in the store (:class:`RunRecord` serves it in ISO-8601).
 """
 
@@ -31,7 +31,7 @@ def _epoch(value: Any) -> Any:
 
 
 class RunRecord(BaseModel):
-    """A run's record. A store keeps it as a plain dict of these keys (``Run`` below); the routes
+    """A run's record. A store keeps it as a plain dict of these keys (``RunRow`` below); the routes
     answer it through this model, which writes ``leaseUntil`` in ISO-8601 like every other
     timestamp (the store keeps epoch seconds, to compare with the clock)."""
 
@@ -53,7 +53,7 @@ class RunRecord(BaseModel):
 
 
 #: A run record as a store holds and returns it: a dict of :class:`RunRecord`'s keys.
-Run = dict[str, Any]
+RunRow = dict[str, Any]
 
 
 @runtime_checkable
@@ -80,17 +80,17 @@ class CrumbLog(Protocol):
 
 
 class RunStore(Protocol):
-    def create_run(self, record: Run) -> bool:
+    def create_run(self, record: RunRow) -> bool:
         """Insert a run record; False (and no change) when the id exists."""
 
-    def get_run(self, run_id: str) -> Run | None: ...
+    def get_run(self, run_id: str) -> RunRow | None: ...
 
     def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
         """Set fields (and ``updatedAt``) if every ``expect`` field matches; True if it did."""
 
     def list_runs(
         self, status: str | None = None, agent: str | None = None, session: str | None = None
-    ) -> list[Run]: ...
+    ) -> list[RunRow]: ...
 
     def cancel_requested(self, owner: str) -> list[str]:
         """Ids of running runs of ``owner`` that another process asked to cancel."""

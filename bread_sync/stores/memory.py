@@ -10,14 +10,14 @@ from typing import Any
 
 from ..crumbs import Frame, to_wire_crumb
 from ..errors import SEQ_CONFLICT, BreadError
-from . import FINISHED, PURGED, Run, RunRecord, iso_days_ago, now_iso, tags_match
+from . import FINISHED, PURGED, RunRecord, RunRow, iso_days_ago, now_iso, tags_match
 
 
 class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.RLock()  # reentrant: a batch holds it around the calls it makes
         self._logs: dict[str, list[Frame]] = {}
-        self._runs: dict[str, Run] = {}
+        self._runs: dict[str, RunRow] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
         self._sessions: dict[str, dict[str, Any]] = {}
         self._claims: dict[str, str] = {}
@@ -54,14 +54,14 @@ class MemoryStore:
         return self._lock
 
     # runs
-    def create_run(self, record: Run) -> bool:
+    def create_run(self, record: RunRow) -> bool:
         with self._lock:
             if record["id"] in self._runs:
                 return False
             self._runs[record["id"]] = copy.deepcopy(record)
             return True
 
-    def get_run(self, run_id: str) -> Run | None:
+    def get_run(self, run_id: str) -> RunRow | None:
         with self._lock:
             return copy.deepcopy(self._runs.get(run_id))
 
@@ -76,7 +76,9 @@ class MemoryStore:
             record.update(fields, updatedAt=now_iso())
             return True
 
-    def list_runs(self, status: str | None = None, agent: str | None = None, session: str | None = None) -> list[Run]:
+    def list_runs(
+        self, status: str | None = None, agent: str | None = None, session: str | None = None
+    ) -> list[RunRow]:
         with self._lock:
             return [
                 copy.deepcopy(r)

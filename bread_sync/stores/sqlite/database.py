@@ -23,7 +23,7 @@ from sqlite_utils import Database
 
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, BreadError
-from .. import Run, iso_days_ago, now_iso, tags_match
+from .. import RunRow, iso_days_ago, now_iso, tags_match
 from . import wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection
 from .migrations import immediate, migrate
@@ -167,12 +167,12 @@ class SQLiteStore:
         return found
 
     # runs
-    def create_run(self, record: Run) -> bool:
+    def create_run(self, record: RunRow) -> bool:
         values = [record[key] for key in RUN_COLUMNS]
         with self.connection() as db:
             return db.execute(INSERT_RUN, values).rowcount == 1
 
-    def get_run(self, run_id: str) -> Run | None:
+    def get_run(self, run_id: str) -> RunRow | None:
         with self.connection() as db:
             row = db.execute(f"{SELECT_RUNS} WHERE id = ?", (run_id,)).fetchone()
         return None if row is None else _run(row)
@@ -189,7 +189,9 @@ class SQLiteStore:
             )
             return cursor.rowcount == 1
 
-    def list_runs(self, status: str | None = None, agent: str | None = None, session: str | None = None) -> list[Run]:
+    def list_runs(
+        self, status: str | None = None, agent: str | None = None, session: str | None = None
+    ) -> list[RunRow]:
         where, params = _filters(status=status, agent_id=agent, session_id=session)
         return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY rowid", params)
 
@@ -198,7 +200,7 @@ class SQLiteStore:
         with self.connection() as db:
             return [run_id for (run_id,) in db.execute(sql, (owner,)).fetchall()]
 
-    def _runs(self, sql: str, params: list[Any]) -> list[Run]:
+    def _runs(self, sql: str, params: list[Any]) -> list[RunRow]:
         with self.connection() as db:
             rows = db.execute(sql, params).fetchall()
         return [_run(row) for row in rows]
@@ -349,7 +351,7 @@ def _seq_conflict(run_id: str, seqs: list[int]) -> Iterator[None]:
         raise BreadError(SEQ_CONFLICT, f"run {run_id}: a seq in {seqs} is already written") from exc
 
 
-def _run(row: tuple[Any, ...]) -> Run:
+def _run(row: tuple[Any, ...]) -> RunRow:
     record = dict(zip(RUN_COLUMNS, row, strict=True))
     record["cancelRequested"] = bool(record["cancelRequested"])
     return record

@@ -1,12 +1,14 @@
 """The demo, served by default with no API key.
 
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
-tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count.
+tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
+AG-UI route for echo when the ``ag-ui`` extra is installed.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 
 from pydantic import BaseModel, Field
@@ -151,10 +153,21 @@ draft_then_echo = Pipeline(
 )
 
 
+def bridges() -> list:
+    """The protocol bridges the demo mounts: those whose extra is installed (a plain install
+    serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo."""
+    if importlib.util.find_spec("ag_ui") is None:
+        return []
+    from .protocols.ag_ui import ag_ui
+
+    return [ag_ui(agent_id="echo")]
+
+
 def config() -> Config:
     """A fresh demo config (store and transport resolved from the environment)."""
     return Config(
         agents=[echo, writer, interviewer, slow, counter, manager, artist],
         tasks=[word_count],
         pipelines=[draft_then_echo],
+        plugins=bridges(),
     )

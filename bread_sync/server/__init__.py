@@ -4,6 +4,7 @@ from .actions import HTTP_ACTIONS, register_http_route
 from .auth import AUTH_ACTIONS, auth_plugin
 from .extension import BreadSync, create_server
 from .guard import authorize_run
+from .run_streams import start_run_stream
 
 __all__ = [
     "AUTH_ACTIONS",
@@ -13,4 +14,5 @@ __all__ = [
     "authorize_run",
     "create_server",
     "register_http_route",
+    "start_run_stream",
 ]

@@ -2,7 +2,8 @@
 of :mod:`.schemas` that those routes validate with; served at ``GET /openapi.json``.
 
 Every bread route of the app is in it, with the methods it takes, plugin routes included (a
-route whose action is not one of ours is described as answering JSON).
+route whose action is not one of ours is described as answering JSON, and, when it takes a body,
+400 and 413).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def served_methods(rule: Any) -> list[str]:
 
 def _operation(rule: Any, method: str, action: str | None, count: int, media: str, auth: bool, tokens: bool) -> dict:
     health = rule.endpoint == HEALTH_ENDPOINT
-    op = _HEALTH if health else OPERATIONS.get(action or "") or Op(f"Plugin route {action or '(unnamed)'}")
+    op = _HEALTH if health else OPERATIONS.get(action or "") or _plugin_op(action, method)
     name = action or rule.endpoint
     out: dict[str, Any] = {
         "operationId": name if count == 1 else f"{name}.{method.lower()}",
@@ -165,6 +166,12 @@ def _query_param(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     if "description" in schema:
         param["description"] = schema["description"]
     return param
+
+
+def _plugin_op(action: str | None, method: str) -> Op:
+    # The guard reads every body of a plugin route too: one may be unreadable (400) or too large (413).
+    errors = _BODY_ERRORS if method in ("POST", "PUT", "PATCH", "DELETE") else ()
+    return Op(f"Plugin route {action or '(unnamed)'}", errors=errors)
 
 
 def _answer(op: Op, action: str | None, media: str) -> dict[str, Any]:

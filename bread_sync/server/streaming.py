@@ -21,8 +21,8 @@ from ..tails import Gap
 from ..transports.http import HTTPTransport
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import authorize_run, may_reach_run, valid_body
+from .run_streams import start_run_stream
 from .schemas import PipelineRunBody, ResumeBody, RunBody
-from .state import state
 
 log = logging.getLogger("bread_sync.server")
 
@@ -83,21 +83,7 @@ class _Views:
         """Start a run with ``begin`` and stream it; ``failed_id`` is the run id a failure to
         start reports."""
         try:
-            with state().runner.slot() as slot:
-                run = begin(slot.token)
-                if run.attached:  # another request's run: its caller must own it
-                    authorize_run(run.run_id)
-                # Subscribed before the run's first crumb; a continuation skips the run's past.
-                after = 0 if run.attached else run.first_seq - 1
-                frames = self.bread.tail(
-                    run.run_id,
-                    after,
-                    heartbeat=self.transport.heartbeat,
-                    through_pause=False,
-                    replay=run.attached,
-                    batched=True,
-                )
-                slot.drive(run)
+            run, frames = start_run_stream(begin, heartbeat=self.transport.heartbeat)
         except BreadError as error:
             if error.code == RUN_ID_CONFLICT:  # a run that exists: say so only to its owner
                 authorize_run(failed_id)

@@ -1,0 +1,526 @@
+"""AG-UI: bread's crumbs as AG-UI 1.0 events, for ``@ag-ui/client`` and CopilotKit frontends.
+
+:func:`create_ag_ui_transformer` is the translator: sans-IO and stateful, one per stream. The
+events are the ``ag-ui-protocol`` package's models; ``encode`` writes one as an SSE frame. It
+keeps what ``@ag-ui/client`` verifies: RUN_STARTED first, every message, tool call and step
+closed before the run's end, nothing after RUN_FINISHED or RUN_ERROR but a new RUN_STARTED,
+absent optional fields left out (never ``null``), ``TOOL_CALL_RESULT.content`` a string.
+
+:func:`ag_ui` is the plugin: with ``agent_id`` it serves ``POST <path>`` (a ``RunAgentInput``
+in, the run's events out as bare SSE frames); with ``on_event`` it maps every run of the
+instance, one transformer per run. See docs/http.md.
+
+Needs the extra: ``pip install "bread-sync[ag-ui]"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from flask import Response, g
+from pydantic import ValidationError
+
+from .. import crumbs as c
+from ..crumbs import Frame, dumps, error_crumb, to_wire_crumb
+from ..errors import INVALID_REQUEST, BreadError, internal_error
+from ..greenlets import Pacer
+from ..server import register_http_route, start_run_stream
+from ..server.guard import Forbidden, json_body, may_reach_run
+
+try:
+    from ag_ui.core import (
+        PROTOCOL_VERSION,
+        BaseEvent,
+        CustomEvent,
+        EventType,
+        Interrupt,
+        RunAgentInput,
+        RunErrorEvent,
+        RunFinishedEvent,
+        RunFinishedInterruptOutcome,
+        RunStartedEvent,
+        StateSnapshotEvent,
+        StepFinishedEvent,
+        StepStartedEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+        TextPart,
+        ToolCallArgsEvent,
+        ToolCallEndEvent,
+        ToolCallResultEvent,
+        ToolCallStartEvent,
+        UserMessage,
+    )
+    from ag_ui.encoder import EventEncoder
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError('the AG-UI bridge needs its extra: pip install "bread-sync[ag-ui]"') from exc
+
+#: Every event type the translator can emit; tests/test_ag_ui.py pins it against the code.
+EMITTED_EVENT_TYPES = frozenset({
+    EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR,
+    EventType.TEXT_MESSAGE_START, EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END,
+    EventType.TOOL_CALL_START, EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END, EventType.TOOL_CALL_RESULT,
+    EventType.STEP_STARTED, EventType.STEP_FINISHED, EventType.STATE_SNAPSHOT, EventType.CUSTOM,
+})  # fmt: skip
+
+#: The CUSTOM event's name for a file the run produced.
+FILE_GENERATED = "FILE_GENERATED"
+#: What an approval interrupt expects back.
+APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {"approved": {"type": "boolean"}},
+    "required": ["approved"],
+}
+_SUBAGENT_KEYS = ("parentAgentId", "subagentId", "status", "output")
+_TASK_KEYS = ("taskRunId", "taskId", "model", "status", "durationMs", "usage", "error")
+
+ResponseSchema = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+_encoder = EventEncoder()
+log = logging.getLogger("bread_sync.protocols.ag_ui")
+
+DEFAULT_PATH = "/ag-ui/run"
+#: An SSE comment: AG-UI parsers skip it, proxies see the stream is alive.
+HEARTBEAT = b": ping\n\n"
+
+
+class AG_UI_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
+    run = "ag_ui.run"
+    #: Reserved for the resumable stream (GET <path>/runs/<runId>/stream), not served yet.
+    stream = "ag_ui.stream"
+
+
+def encode(event: BaseEvent) -> str:
+    """One event as a bare SSE frame, ``data: <json>\\n\\n`` (compact camelCase JSON)."""
+    return _encoder.encode(event)
+
+
+def create_ag_ui_transformer(
+    thread_id: str | None = None, run_id: str | None = None, response_schema: ResponseSchema | None = None
+) -> AgUiTransformer:
+    """A translator for one stream: call it with each crumb, get that crumb's AG-UI events.
+
+    ``thread_id`` and ``run_id`` replace the ids RUN_STARTED and RUN_FINISHED carry (by default
+    the run's session id and its bread run id): the HTTP ingress echoes the client's own.
+    ``response_schema(human_required_crumb)`` gives the JSON Schema an input interrupt expects
+    (an approval's is :data:`APPROVAL_SCHEMA`); without it an input interrupt names none.
+    """
+    return AgUiTransformer(thread_id, run_id, response_schema)
+
+
+class AgUiTransformer:
+    """See :func:`create_ag_ui_transformer`. Does no I/O; not thread-safe (one per stream)."""
+
+    def __init__(self, thread_id: str | None, run_id: str | None, response_schema: ResponseSchema | None):
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.response_schema = response_schema
+        #: "idle" before RUN_STARTED, "running", then "paused" (a HITL interrupt) or "ended".
+        self.phase = "idle"
+        self._message: str | None = None  # the open text message
+        self._tool_calls: list[str] = []  # tool calls open (their input still streaming)
+        self._streamed: set[str] = set()  # tool calls whose input was streamed: tool:call adds nothing
+        self._steps: list[str] = []  # open steps, innermost last
+        self._loop: dict[str, Any] = {}
+        self._tasks: dict[str, dict[str, Any]] = {}
+        self._files: set[str] = set()  # uris announced, so an echoed file reference is not announced twice
+        self._table: dict[str, Callable[[dict[str, Any]], list[BaseEvent]]] = {
+            c.AGENT_RUN_START: self._run_start,
+            c.HUMAN_RESUMED: self._resumed,
+            c.TEXT_DELTA: self._text_delta,
+            c.FILE_GENERATED: self._file,
+            c.TOOL_INPUT_START: self._tool_input_start,
+            c.TOOL_INPUT_DELTA: self._tool_input_delta,
+            c.TOOL_INPUT_END: self._tool_input_end,
+            c.TOOL_CALL: self._tool_call,
+            c.TOOL_RESULT: self._tool_result,
+            c.TOOL_ERROR: self._tool_error,
+            c.PIPELINE_STEP_START: lambda crumb: self._open_step(crumb["stepName"]),
+            c.PIPELINE_STEP_END: lambda crumb: self._close_step(crumb["stepName"]),
+            c.LOOP_START: self._loop_start,
+            c.LOOP_ITERATION_START: self._loop_iteration_start,
+            c.LOOP_ITERATION_END: self._loop_iteration_end,
+            c.LOOP_END: self._loop_state,
+            c.SUBAGENT_RUN_START: self._subagent_start,
+            c.SUBAGENT_RUN_END: self._subagent_end,
+            c.TASK_START: self._task_start,
+            c.TASK_END: self._task_end,
+            c.HUMAN_REQUIRED: self._paused,
+            c.AGENT_RUN_END: self._run_end,
+            c.AGENT_ERROR: self._error,
+        }
+
+    def __call__(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        """The AG-UI events of one crumb (often none): live crumbs or wire crumbs alike."""
+        handle = self._table.get(crumb["type"])
+        if handle is None:
+            return []
+        if crumb["type"] in (c.AGENT_RUN_START, c.HUMAN_RESUMED, c.AGENT_ERROR):
+            return handle(crumb)  # these may come before RUN_STARTED, or make it
+        if self.phase == "idle":  # a stream that missed its start still opens with RUN_STARTED
+            return [*self._started(crumb), *handle(crumb)]
+        return handle(crumb) if self.phase == "running" else []
+
+    translate = __call__
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def _started(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        self.thread_id = self.thread_id or crumb.get("sessionId") or crumb["runId"]
+        self.run_id = self.run_id or crumb["runId"]
+        self.phase = "running"
+        return [RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)]
+
+    def _run_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        return self._started(crumb) if self.phase == "idle" else []
+
+    def _resumed(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        # In AG-UI a continuation is a run of its own: after the interrupt's RUN_FINISHED it
+        # opens with a RUN_STARTED again.
+        return self._started(crumb) if self.phase in ("idle", "paused") else []
+
+    def _run_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        events = self._close_all()
+        events += self._echoed_file(crumb.get("output"))
+        self.phase = "ended"
+        return [*events, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, result=crumb.get("output"))]
+
+    def _error(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        if self.phase in ("ended", "paused"):
+            return []
+        error = to_wire_crumb(crumb)["error"]
+        events = self._close_all()
+        self.phase = "ended"
+        return [*events, RunErrorEvent(message=error.get("message") or error.get("code", ""), code=error.get("code"))]
+
+    def _paused(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        events = self._close_all()
+        self.phase = "paused"
+        outcome = RunFinishedInterruptOutcome(interrupts=[self._interrupt(crumb)])
+        return [*events, RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]
+
+    def _interrupt(self, crumb: dict[str, Any]) -> Interrupt:
+        tool, tool_input = crumb.get("toolName"), crumb.get("input")
+        if crumb["kind"] == "approval":
+            message, schema = f"Approve the call of {tool}?", APPROVAL_SCHEMA
+        else:
+            question = tool_input.get("question") if isinstance(tool_input, dict) else None
+            message = question if isinstance(question, str) else f"{tool} asks for your input."
+            schema = self.response_schema(crumb) if self.response_schema else None
+        return Interrupt(
+            id=crumb["checkpointId"],
+            reason=crumb["kind"],
+            tool_call_id=crumb.get("toolCallId"),
+            message=message,
+            response_schema=schema,
+            metadata={"toolName": tool, "input": tool_input},
+        )
+
+    def _close_all(self) -> list[BaseEvent]:
+        """Close whatever is open, innermost first: a run ends with nothing open."""
+        events = self._close_message()
+        events += [ToolCallEndEvent(tool_call_id=tool_call_id) for tool_call_id in reversed(self._tool_calls)]
+        events += [StepFinishedEvent(step_name=name) for name in reversed(self._steps)]
+        self._tool_calls, self._steps = [], []
+        return events
+
+    # -- text and files -----------------------------------------------------------------------
+
+    def _text_delta(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        events: list[BaseEvent] = []
+        if self._message is None:
+            self._message = _new_id("msg")
+            events.append(TextMessageStartEvent(message_id=self._message, role="assistant"))
+        events.append(TextMessageContentEvent(message_id=self._message, delta=crumb["delta"]))
+        return events
+
+    def _close_message(self) -> list[BaseEvent]:
+        if self._message is None:
+            return []
+        message, self._message = self._message, None
+        return [TextMessageEndEvent(message_id=message)]
+
+    def _file(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        self._files.add(crumb["uri"])
+        value = {key: crumb[key] for key in ("uri", "mimeType", "name") if crumb.get(key) is not None}
+        return [CustomEvent(name=FILE_GENERATED, value=value)]
+
+    def _echoed_file(self, output: Any) -> list[BaseEvent]:
+        # An output that is a file reference a tool stored (and the agent echoed) is announced
+        # like a generated file, unless the run already announced that uri.
+        if not (isinstance(output, dict) and isinstance(output.get("uri"), str)):
+            return []
+        if not isinstance(output.get("mimeType"), str) or output["uri"] in self._files:
+            return []
+        return self._file(output)
+
+    # -- tool calls ---------------------------------------------------------------------------
+
+    def _tool_input_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        self._streamed.add(crumb["toolCallId"])
+        self._tool_calls.append(crumb["toolCallId"])
+        return self._tool_start(crumb)
+
+    def _tool_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        parent = self._message
+        events = self._close_message()
+        start = ToolCallStartEvent(
+            tool_call_id=crumb["toolCallId"], tool_call_name=crumb["toolName"], parent_message_id=parent
+        )
+        return [*events, start]
+
+    def _tool_input_delta(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        if crumb["toolCallId"] not in self._tool_calls:
+            return []
+        return [ToolCallArgsEvent(tool_call_id=crumb["toolCallId"], delta=crumb["delta"])]
+
+    def _tool_input_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        if crumb["toolCallId"] not in self._tool_calls:
+            return []
+        self._tool_calls.remove(crumb["toolCallId"])
+        return [ToolCallEndEvent(tool_call_id=crumb["toolCallId"])]
+
+    def _tool_call(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        tool_call_id = crumb["toolCallId"]
+        if tool_call_id in self._streamed:
+            return []  # START, ARGS and END went out as the input streamed
+        self._streamed.add(tool_call_id)
+        return [
+            *self._tool_start(crumb),
+            ToolCallArgsEvent(tool_call_id=tool_call_id, delta=dumps(crumb.get("input"))),
+            ToolCallEndEvent(tool_call_id=tool_call_id),
+        ]
+
+    def _tool_result(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        output = crumb.get("output")
+        return self._result(crumb, output if isinstance(output, str) else dumps(output))
+
+    def _tool_error(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        error = to_wire_crumb(crumb)["error"]
+        # AG-UI 1.0 takes a string (or content parts) only: the error object goes in as JSON.
+        return self._result(crumb, dumps({"error": {"code": error.get("code"), "message": error.get("message")}}))
+
+    def _result(self, crumb: dict[str, Any], content: str) -> list[BaseEvent]:
+        events = self._close_message()
+        result = ToolCallResultEvent(
+            message_id=_new_id("msg"), tool_call_id=crumb["toolCallId"], content=content, role="tool"
+        )
+        return [*events, result]
+
+    # -- steps and their state ----------------------------------------------------------------
+
+    def _open_step(self, name: str) -> list[BaseEvent]:
+        # A message belongs to the step it was written in: it never spans a step's edge.
+        events = self._close_message()
+        self._steps.append(name)
+        return [*events, StepStartedEvent(step_name=name)]
+
+    def _close_step(self, name: str) -> list[BaseEvent]:
+        if name not in self._steps:
+            return []
+        events = self._close_message()
+        while self._steps:  # whatever opened inside the step and did not close, closes with it
+            inner = self._steps.pop()
+            events.append(StepFinishedEvent(step_name=inner))
+            if inner == name:
+                break
+        return events
+
+    def _loop_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        self._loop = {}
+        return self._loop_state(crumb)
+
+    def _loop_state(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        self._loop.update({k: v for k, v in crumb.items() if k not in ("type", "runId")})
+        return [StateSnapshotEvent(snapshot={"loop": dict(self._loop)})]
+
+    def _loop_iteration_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        return [*self._open_step(_iteration_step(crumb)), *self._loop_state(crumb)]
+
+    def _loop_iteration_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        snapshot = self._loop_state(crumb)
+        return [*self._close_message(), *snapshot, *self._close_step(_iteration_step(crumb))]
+
+    def _subagent_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        return [*self._open_step(f"subagent_{crumb['subagentId']}"), _snapshot("subagent", crumb, _SUBAGENT_KEYS)]
+
+    def _subagent_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        snapshot = _snapshot("subagent", crumb, _SUBAGENT_KEYS)
+        return [*self._close_message(), snapshot, *self._close_step(f"subagent_{crumb['subagentId']}")]
+
+    def _task_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        self._tasks[crumb["taskRunId"]] = dict(crumb)
+        return [*self._open_step(f"task_{crumb['taskRunId']}"), _snapshot("task", crumb, _TASK_KEYS)]
+
+    def _task_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        # task:end may leave out what task:start said (the model): the snapshot keeps it.
+        merged = {**self._tasks.pop(crumb["taskRunId"], {}), **crumb}
+        snapshot = _snapshot("task", merged, _TASK_KEYS)
+        return [*self._close_message(), snapshot, *self._close_step(f"task_{crumb['taskRunId']}")]
+
+
+def _iteration_step(crumb: dict[str, Any]) -> str:
+    return f"{crumb['loopId']}_iteration_{crumb['iteration']}"
+
+
+def _snapshot(key: str, crumb: dict[str, Any], keys: tuple[str, ...]) -> StateSnapshotEvent:
+    return StateSnapshotEvent(snapshot={key: {k: crumb[k] for k in keys if crumb.get(k) is not None}})
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+# -- the plugin -------------------------------------------------------------------------------
+
+ThreadAuthorizer = Callable[[Any, str], bool]
+
+
+def ag_ui(
+    agent_id: str | None = None,
+    path: str = DEFAULT_PATH,
+    on_event: Callable[[BaseEvent], None] | None = None,
+    authorize_thread: ThreadAuthorizer | None = None,
+) -> AgUiPlugin:
+    """The AG-UI plugin, for ``Config.plugins``.
+
+    ``agent_id``: serve that agent at ``POST path`` (action ``ag_ui.run``): one plugin, one
+    agent; mount another for another agent. ``on_event(event)``: called with the AG-UI events of
+    every run of this instance, one transformer per run. ``authorize_thread(identity, thread_id)``
+    must return True for the request's ``threadId`` (bread's session id), else 403; without it
+    any caller who knows a thread id may continue that session.
+    """
+    return AgUiPlugin(agent_id, path, on_event, authorize_thread)
+
+
+class AgUiPlugin:
+    """See :func:`ag_ui`."""
+
+    name = "ag_ui"
+
+    def __init__(
+        self,
+        agent_id: str | None,
+        path: str,
+        on_event: Callable[[BaseEvent], None] | None,
+        authorize_thread: ThreadAuthorizer | None,
+    ):
+        self.agent_id = agent_id
+        self.path = path
+        self.on_event = on_event
+        self.authorize_thread = authorize_thread
+        self._per_run: dict[str, AgUiTransformer] = {}
+        if on_event is not None:  # a hook only when there is someone to tell
+            self.on_crumb = self._map_crumb
+
+    def routes(self, blueprint: Any, bread: Any) -> None:
+        if self.agent_id is not None:
+            register_http_route(blueprint, "POST", self.path, AG_UI_ACTIONS.run, lambda: self._serve(bread))
+
+    def _map_crumb(self, frame: Frame) -> None:
+        # A paused run keeps its transformer: its continuation, in this process, goes on with it.
+        transformer = self._per_run.get(frame.run_id)
+        if transformer is None:
+            transformer = self._per_run[frame.run_id] = create_ag_ui_transformer()
+        if frame.type in c.TERMINAL:
+            del self._per_run[frame.run_id]
+        for event in transformer(frame.crumb):
+            self.on_event(event)
+
+    def _check_thread(self, thread_id: str) -> None:
+        # Only True allows, as with every authorizer: one that forgets to return denies.
+        if self.authorize_thread is not None and self.authorize_thread(g.get("bread_identity"), thread_id) is not True:
+            raise Forbidden()
+
+    def _serve(self, bread: Any) -> Response:
+        body = run_input(json_body())
+        self._check_thread(body.thread_id)
+        text = new_turn(body)
+        transformer = create_ag_ui_transformer(thread_id=body.thread_id, run_id=body.run_id)
+
+        def begin(token: Any) -> Any:
+            return bread.run(self.agent_id, text, session={"id": body.thread_id}, signal=token,
+                             may_interrupt=may_reach_run)  # fmt: skip
+
+        try:
+            run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
+        except BreadError as error:  # no run exists: the failure is the whole stream, at HTTP 200
+            return _response(_failure(transformer, error), None)
+        return _response(_stream(frames, transformer, run.run_id), run.run_id)
+
+
+def run_input(body: dict[str, Any]) -> RunAgentInput:
+    """The body as a ``RunAgentInput``, or ``INVALID_REQUEST`` naming what is wrong."""
+    try:
+        given = RunAgentInput.model_validate(body)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
+        raise BreadError(INVALID_REQUEST, "; ".join(problems)) from None
+    if not given.thread_id.strip():
+        raise BreadError(INVALID_REQUEST, "threadId must not be empty: it is the session's id")
+    return given
+
+
+def new_turn(body: RunAgentInput) -> str:
+    """The new turn's text: the last message's. Earlier messages are already in the session."""
+    if not body.messages:
+        raise BreadError(INVALID_REQUEST, "messages must not be empty: its last message is the new turn")
+    last = body.messages[-1]
+    if not isinstance(last, UserMessage):
+        raise BreadError(INVALID_REQUEST, f"the last message must be a user message, not {last.role}")
+    if isinstance(last.content, str):
+        return last.content
+    texts = [part.text for part in last.content if isinstance(part, TextPart)]
+    if not texts or len(texts) != len(last.content):
+        raise BreadError(INVALID_REQUEST, "the last message must be text: other content parts are not supported")
+    return "".join(texts)
+
+
+def _stream(frames: Iterator[Any], transformer: AgUiTransformer, run_id: str) -> Iterator[bytes]:
+    """The response body: each frame's events, encoded. The run is driven elsewhere."""
+    pace = Pacer().pace
+    try:
+        for items in frames:
+            if items is None:
+                yield HEARTBEAT
+                continue
+            for item in items:
+                if item.__class__ is Frame:
+                    for event in transformer(item.crumb):
+                        yield encode(event).encode()
+                        pace()
+    except Exception as exc:  # the stream is open: a failure can only be its last event
+        log.exception("AG-UI stream of run %s failed", run_id)
+        yield from _failure(transformer, internal_error(exc), run_id)
+    finally:
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()
+
+
+def _failure(transformer: AgUiTransformer, error: BreadError, run_id: str = "") -> Iterator[bytes]:
+    for event in transformer(error_crumb(run_id, error)):
+        yield encode(event).encode()
+
+
+def _response(body: Iterator[bytes], run_id: str | None) -> Response:
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Content-Encoding": "identity"}
+    if run_id:
+        headers["Bread-Run-Id"] = run_id
+    return Response(body, status=200, content_type=_encoder.get_content_type(), headers=headers,
+                    direct_passthrough=True)  # fmt: skip
+
+
+__all__ = [
+    "AG_UI_ACTIONS",
+    "EMITTED_EVENT_TYPES",
+    "FILE_GENERATED",
+    "AgUiPlugin",
+    "AgUiTransformer",
+    "ag_ui",
+    "create_ag_ui_transformer",
+    "encode",
+]

@@ -1,0 +1,93 @@
+"""POST /ag-ui/run on a real gunicorn gevent server: the demo's echo as AG-UI events, every event
+valid for the official clients, and every malformed body a 400 before any run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ..ag_ui_rules import check_stream, decode_sse
+from .client import assert_error_body
+
+URL = "/ag-ui/run"
+HELLO = {"id": "m1", "role": "user", "content": "hello there"}
+
+
+def body(**fields):
+    """The body @ag-ui/client's HttpAgent sends, with ``fields`` changed."""
+    sent = {"threadId": "thread-1", "runId": "client-run-1", "protocolVersion": "1.0", "tools": [], "context": [],
+            "forwardedProps": {}, "state": {}, "messages": [HELLO]}  # fmt: skip
+    sent.update(fields)
+    return sent
+
+
+@pytest.fixture
+def sse_server(pool):
+    return pool.primary("http-sse")
+
+
+def post(http, server, payload, **headers):
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream", **headers}
+    return http.post(server.url + URL, content=data, headers=headers)
+
+
+def test_echo_streams_conformant_ag_ui_events(http, sse_server):
+    answer = post(http, sse_server, body())
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert answer.headers["bread-run-id"].startswith("run_")
+    events = decode_sse(answer.text)
+    check_stream(events)
+    assert events[0] == {
+        "type": "RUN_STARTED",
+        "threadId": "thread-1",
+        "runId": "client-run-1",
+        "protocolVersion": "1.0",
+    }
+    assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == "hello there"
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["runId"] == "client-run-1"
+
+
+def test_the_thread_is_the_session_and_bread_runs_under_its_own_id(http, sse_server):
+    answer = post(http, sse_server, body(threadId="thread-session-check", runId="r-1"))
+    run_id = answer.headers["bread-run-id"]
+    record = http.get(f"{sse_server.url}/runs/{run_id}").json()
+    assert record["sessionId"] == "thread-session-check" and record["status"] == "completed"
+
+
+def test_only_the_last_message_is_the_new_turn(http, sse_server):
+    history = [{"id": "m0", "role": "user", "content": "old"}, {"id": "m1", "role": "assistant", "content": "old"},
+               {"id": "m2", "role": "user", "content": [{"type": "text", "text": "new turn"}]}]  # fmt: skip
+    events = decode_sse(post(http, sse_server, body(threadId="thread-last", messages=history)).text)
+    check_stream(events)
+    assert events[-1]["result"] == "new turn"
+
+
+MALFORMED = {
+    "not JSON": b'{"threadId":',
+    "a JSON array": b"[]",
+    "no threadId": {k: v for k, v in body().items() if k != "threadId"},
+    "an empty threadId": body(threadId=""),
+    "no runId": {k: v for k, v in body().items() if k != "runId"},
+    "no messages": {k: v for k, v in body().items() if k != "messages"},
+    "empty messages": body(messages=[]),
+    "a last message from the assistant": body(messages=[{"id": "m", "role": "assistant", "content": "hi"}]),
+    "a last message that is a tool result": body(messages=[{"id": "m", "role": "tool", "content": "x",
+                                                              "toolCallId": "t"}]),
+    "a last message without text": body(messages=[{"id": "m", "role": "user", "content": [
+        {"type": "image", "source": {"type": "url", "value": "https://example.com/a.png"}}]}]),
+    "a message without an id": body(messages=[{"role": "user", "content": "hi"}]),
+    "an unknown role": body(messages=[{"id": "m", "role": "wizard", "content": "hi"}]),
+    "threadId not a string": body(threadId=5),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("payload", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_body_is_400_before_any_run(http, sse_server, payload):
+    before = len(http.get(f"{sse_server.url}/runs?agent=echo").json())
+    answer = post(http, sse_server, payload)
+    assert_error_body(answer, 400, "INVALID_REQUEST")
+    assert "bread-run-id" not in answer.headers
+    assert len(http.get(f"{sse_server.url}/runs?agent=echo").json()) == before

@@ -1,0 +1,249 @@
+"""The AG-UI translator: real crumb streams of the demo agents in, conformant AG-UI events out."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from ag_ui import core
+
+from bread_sync import BreadError
+from bread_sync.protocols import ag_ui
+from bread_sync.protocols.ag_ui import EMITTED_EVENT_TYPES, create_ag_ui_transformer, encode
+
+from .ag_ui_rules import check_stream, decode_sse
+
+E = core.EventType
+DEMO_RUNS = [
+    ("echo", "hello there"),
+    ("writer", {"topic": "cats"}),
+    ("interviewer", None),
+    ("slow", {"count": 3, "delayMs": 0}),
+    ("counter", {"until": 3}),
+    ("manager", None),
+    ("artist", None),
+]
+
+
+def translate(crumbs, transformer=None) -> list[dict]:
+    """Every crumb through one transformer, each event encoded and decoded as a client reads it."""
+    transformer = transformer or create_ag_ui_transformer()
+    return decode_sse("".join(encode(event) for crumb in crumbs for event in transformer(crumb)))
+
+
+def types(events) -> list[str]:
+    return [e["type"] for e in events]
+
+
+@pytest.mark.parametrize(("agent", "given"), DEMO_RUNS, ids=[a for a, _ in DEMO_RUNS])
+def test_every_demo_agent_translates_to_a_conformant_stream(bread, agent, given):
+    check_stream(translate(bread.run(agent, given)))
+
+
+def test_a_pipeline_translates_with_its_steps(bread):
+    events = translate(bread.run_pipeline("draft-then-echo", {"topic": "rye"}))
+    check_stream(events)
+    assert {"type": "STEP_STARTED", "stepName": "writer"} in events
+    assert {"type": "STEP_FINISHED", "stepName": "writer"} in events  # closed at the pause
+
+
+def test_run_started_carries_the_session_and_protocol_version(bread):
+    events = translate(bread.run("echo", "hi", session="thread-1"))
+    assert events[0]["threadId"] == "thread-1" and events[0]["protocolVersion"] == core.PROTOCOL_VERSION
+    assert events[-1] == {"type": "RUN_FINISHED", "threadId": "thread-1", "runId": events[0]["runId"], "result": "hi"}
+
+
+def test_the_ids_given_replace_the_runs_own(bread):
+    events = translate(bread.run("echo", "hi"), create_ag_ui_transformer(thread_id="t", run_id="client-run"))
+    assert (events[0]["threadId"], events[0]["runId"]) == ("t", "client-run")
+    assert (events[-1]["threadId"], events[-1]["runId"]) == ("t", "client-run")
+
+
+def test_text_opens_on_the_first_delta_and_closes_before_a_tool_call(bread):
+    events = translate(bread.run("writer", {"topic": "cats"}))
+    assert types(events)[:3] == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]
+    end = types(events).index("TEXT_MESSAGE_END")
+    start = events[end + 1]
+    assert start["type"] == "TOOL_CALL_START" and start["toolCallName"] == "publish"
+    assert start["parentMessageId"] == events[1]["messageId"]
+    assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == "Drafting a post about cats."
+
+
+def test_streamed_tool_input_is_sent_as_it_streams_and_tool_call_adds_nothing(bread):
+    events = translate(bread.run("writer", {"topic": "cats"}))
+    calls = [e for e in events if e["type"].startswith("TOOL_CALL")]
+    assert types(calls) == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
+    assert json.loads(calls[1]["delta"]) == {"title": "cats"}
+
+
+def test_a_tool_call_without_streamed_input_is_sent_whole():
+    crumbs = [
+        {"type": "agent:run:start", "runId": "r", "sessionId": "s", "agentId": "a", "input": "x"},
+        {"type": "text:delta", "runId": "r", "delta": "Let me look."},
+        {"type": "tool:call", "runId": "r", "toolCallId": "t1", "toolName": "look", "input": {"q": "x"}},
+        {"type": "tool:result", "runId": "r", "toolCallId": "t1", "toolName": "look", "output": {"hits": 2}},
+        {"type": "agent:run:end", "runId": "r", "output": "done"},
+    ]
+    events = translate(crumbs)
+    check_stream(events)
+    assert types(events)[3:8] == [
+        "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+    ]  # fmt: skip
+    assert json.loads(events[5]["delta"]) == {"q": "x"}
+    assert json.loads(events[7]["content"]) == {"hits": 2}
+
+
+def test_a_tool_error_is_a_result_whose_content_is_the_error_as_json(bread):
+    paused = bread.run("writer", {"topic": "cats"}, mode="sync")
+    resumed = bread.resume(paused.checkpoint["checkpointId"], {"approved": False})
+    events = translate(resumed, create_ag_ui_transformer(thread_id="t"))
+    check_stream(events)
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert isinstance(result["content"], str)
+    assert json.loads(result["content"])["error"]["code"] == "TOOL_DENIED"
+    assert set(json.loads(result["content"])["error"]) == {"code", "message"}
+
+
+def test_a_pause_closes_the_message_and_ends_the_run_with_an_interrupt(bread):
+    events = translate(bread.run("writer", {"topic": "cats"}))
+    assert types(events)[-2:] == ["TOOL_CALL_END", "RUN_FINISHED"]
+    (interrupt,) = events[-1]["outcome"]["interrupts"]
+    assert events[-1]["outcome"]["type"] == "interrupt"
+    assert interrupt["reason"] == "approval" and interrupt["id"].startswith("cp_")
+    assert interrupt["responseSchema"] == ag_ui.APPROVAL_SCHEMA
+    assert interrupt["metadata"] == {"toolName": "publish", "input": {"title": "cats"}}
+    assert isinstance(interrupt["message"], str) and interrupt["toolCallId"] == events[-3]["toolCallId"]
+
+
+def test_an_input_pause_asks_the_question(bread):
+    schema = {"type": "string"}
+    events = translate(bread.run("interviewer", None), create_ag_ui_transformer(response_schema=lambda crumb: schema))
+    (interrupt,) = events[-1]["outcome"]["interrupts"]
+    assert interrupt["reason"] == "input" and interrupt["message"] == "What is your name?"
+    assert interrupt["responseSchema"] == schema
+
+
+def test_a_continuation_opens_with_run_started(bread):
+    transformer = create_ag_ui_transformer()
+    paused = translate(bread.run("interviewer", None), transformer)
+    checkpoint = paused[-1]["outcome"]["interrupts"][0]["id"]
+    resumed = translate(bread.resume(checkpoint, "Ada"), transformer)
+    check_stream(paused + resumed)
+    assert resumed[0] == {**paused[0]}  # the same thread and run
+    assert resumed[-1]["result"] == "Thanks, Ada."
+
+
+def test_a_loop_accretes_one_state_shape_and_steps_each_iteration(bread):
+    events = translate(bread.run("counter", {"until": 2}))
+    snapshots = [e["snapshot"]["loop"] for e in events if e["type"] == "STATE_SNAPSHOT"]
+    assert [s["phase"] for s in snapshots] == ["start", "iteration:start", "iteration:end"] * 1 + [
+        "iteration:start", "iteration:end", "end",
+    ]  # fmt: skip
+    assert all(s["maxIterations"] == 10 and s["loopId"] == snapshots[0]["loopId"] for s in snapshots)
+    steps = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
+    assert steps == [f"{snapshots[0]['loopId']}_iteration_{n}" for n in (1, 2)]
+
+
+def test_subagents_and_tasks_are_steps_with_their_state(bread):
+    events = translate(bread.run("manager", None))
+    steps = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
+    assert steps[0] == "subagent_echo" and steps[1].startswith("task_task_")
+    snapshots = [e["snapshot"] for e in events if e["type"] == "STATE_SNAPSHOT"]
+    assert snapshots[1]["subagent"] == {
+        "parentAgentId": "manager", "subagentId": "echo", "status": "completed", "output": "hello from the manager",
+    }  # fmt: skip
+    task = snapshots[3]["task"]
+    assert task["taskId"] == "word-count" and task["status"] == "completed" and task["model"] == "script"
+    assert set(task) <= {"taskRunId", "taskId", "model", "status", "durationMs", "usage", "error"}
+
+
+def test_a_generated_file_is_a_custom_event(bread):
+    events = translate(bread.run("artist", None))
+    (custom,) = [e for e in events if e["type"] == "CUSTOM"]
+    assert custom["name"] == "FILE_GENERATED" and custom["value"]["mimeType"] == "image/png"
+    assert set(custom["value"]) == {"uri", "mimeType", "name"}
+
+
+def test_a_file_reference_echoed_as_output_is_announced_before_run_finished():
+    output = {"uri": "/files/f1", "mimeType": "text/plain"}
+    crumbs = [
+        {"type": "agent:run:start", "runId": "r", "sessionId": "s", "agentId": "a", "input": None},
+        {"type": "agent:run:end", "runId": "r", "output": output},
+    ]
+    events = translate(crumbs)
+    assert types(events) == ["RUN_STARTED", "CUSTOM", "RUN_FINISHED"]
+    assert events[1]["value"] == output
+
+
+def test_an_error_closes_everything_open_then_run_error():
+    crumbs = [
+        {"type": "agent:run:start", "runId": "r", "sessionId": "s", "agentId": "a", "input": None},
+        {"type": "pipeline:step:start", "runId": "r", "pipelineId": "p", "stepName": "one", "index": 0},
+        {"type": "text:delta", "runId": "r", "delta": "partial"},
+        {"type": "tool:input:start", "runId": "r", "toolCallId": "t1", "toolName": "x"},
+        {"type": "agent:error", "runId": "r", "error": BreadError("MODEL_ERROR", "the model went away")},
+        {"type": "text:delta", "runId": "r", "delta": "too late"},
+    ]
+    events = translate(crumbs)
+    check_stream(events)
+    assert types(events)[-5:] == ["TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_END", "STEP_FINISHED", "RUN_ERROR"]
+    assert events[-1] == {"type": "RUN_ERROR", "message": "the model went away", "code": "MODEL_ERROR"}
+
+
+def test_a_failure_before_the_run_is_a_lone_run_error():
+    error = {"name": "BreadError", "code": "AGENT_NOT_FOUND", "message": "no agent 'x'", "context": None}
+    events = translate([{"type": "agent:error", "runId": "r", "error": error}])
+    check_stream(events)
+    assert types(events) == ["RUN_ERROR"]
+
+
+def test_nothing_follows_the_runs_end(bread):
+    transformer = create_ag_ui_transformer()
+    translate(bread.run("echo", "hi"), transformer)
+    assert transformer({"type": "text:delta", "runId": "r", "delta": "x"}) == []
+    assert transformer({"type": "agent:run:end", "runId": "r", "output": None}) == []
+
+
+def test_a_stream_joined_late_still_opens_with_run_started():
+    events = translate([{"type": "text:delta", "runId": "r", "delta": "mid"}, {"type": "agent:run:end", "runId": "r"}])
+    check_stream(events)
+    assert events[0]["runId"] == "r"
+
+
+def test_an_unknown_crumb_type_is_skipped():
+    assert create_ag_ui_transformer()({"type": "something:new", "runId": "r"}) == []
+
+
+def test_every_event_the_demo_emits_is_on_the_pinned_surface(bread):
+    seen = set()
+    for agent, given in DEMO_RUNS:
+        seen.update(types(translate(bread.run(agent, given))))
+    assert seen <= {t.value for t in EMITTED_EVENT_TYPES}
+
+
+def test_emitted_event_surface_is_pinned():
+    """Adding an event type to the bridge is a decision: this list, the docs and the clients'
+    reading of it change together. The module's event classes are read from its source."""
+    pinned = {
+        E.RUN_STARTED, E.RUN_FINISHED, E.RUN_ERROR,
+        E.TEXT_MESSAGE_START, E.TEXT_MESSAGE_CONTENT, E.TEXT_MESSAGE_END,
+        E.TOOL_CALL_START, E.TOOL_CALL_ARGS, E.TOOL_CALL_END, E.TOOL_CALL_RESULT,
+        E.STEP_STARTED, E.STEP_FINISHED, E.STATE_SNAPSHOT, E.CUSTOM,
+    }  # fmt: skip
+    assert EMITTED_EVENT_TYPES == pinned
+    tree = ast.parse(Path(ag_ui.__file__).read_text(encoding="utf-8"))
+    used = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "ag_ui.core"
+        for alias in node.names
+        if alias.name.endswith("Event") and alias.name != "BaseEvent"
+    }
+    assert {getattr(core, name).model_fields["type"].default for name in used} == pinned
+
+
+def test_events_encode_as_bare_sse_frames():
+    (event,) = create_ag_ui_transformer()({"type": "agent:error", "runId": "r", "error": BreadError("X", "y")})
+    assert encode(event) == 'data: {"type":"RUN_ERROR","message":"y","code":"X"}\n\n'

@@ -91,3 +91,26 @@ def test_a_malformed_body_is_400_before_any_run(http, sse_server, payload):
     assert_error_body(answer, 400, "INVALID_REQUEST")
     assert "bread-run-id" not in answer.headers
     assert len(http.get(f"{sse_server.url}/runs?agent=echo").json()) == before
+
+
+def test_the_writers_interrupt_resumes_on_another_process(http, pool):
+    """The pause's interrupt, answered on a peer (another gunicorn on the same SQLite file): the
+    continuation reads the checkpoint from the store."""
+    primary, peer = pool.primary("http-sse"), pool.peer("http-sse")
+    first = body(threadId="thread-hitl", runId="c-1", messages=[{"id": "m1", "role": "user", "content": "rye"}])
+    paused = decode_sse(http.post(primary.url + "/ag-ui/writer", json=first).text)
+    check_stream(paused)
+    (interrupt,) = paused[-1]["outcome"]["interrupts"]
+    assert (interrupt["reason"], interrupt["metadata"]) == (
+        "approval",
+        {"toolName": "publish", "input": {"title": "rye"}},
+    )
+    entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
+    again = body(threadId="thread-hitl", runId="c-2", messages=[], resume=[entry])
+    answer = http.post(peer.url + "/ag-ui/writer", json=again)
+    events = decode_sse(answer.text)
+    check_stream(events)
+    assert events[0]["runId"] == "c-2" and events[-1]["result"] == "Published."
+    assert http.get(f"{primary.url}/runs/{answer.headers['bread-run-id']}").json()["status"] == "completed"
+    used = decode_sse(http.post(peer.url + "/ag-ui/writer", json=again).text)
+    assert [(e["type"], e["code"]) for e in used] == [("RUN_ERROR", "CHECKPOINT_ALREADY_RESUMED")]

@@ -2,8 +2,9 @@
 
 :func:`create_ag_ui_transformer` (``translator.py``) is the translator: sans-IO and stateful,
 one per stream. :func:`ag_ui` (``plugin.py``) is the plugin: with ``agent_id`` it serves
-``POST <path>`` (a ``RunAgentInput`` in, the run's events out as bare SSE frames); with
-``on_event`` it maps every run of the instance, one transformer per run. See docs/http.md.
+``POST <path>`` (a ``RunAgentInput`` in, the run's events out as bare SSE frames, a HITL pause
+as an interrupt that a later ``resume`` answers); with ``on_event`` it maps every run of the
+instance, one transformer per run. See docs/http.md.
 
 Needs the extra: ``pip install "bread-sync[ag-ui]"``.
 """
@@ -15,6 +16,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .plugin import AG_UI_ACTIONS, AgUiPlugin, ag_ui
 from .translator import (
+    ANSWER_SCHEMA,
     APPROVAL_SCHEMA,
     EMITTED_EVENT_TYPES,
     FILE_GENERATED,
@@ -25,6 +27,7 @@ from .translator import (
 
 __all__ = [
     "AG_UI_ACTIONS",
+    "ANSWER_SCHEMA",
     "APPROVAL_SCHEMA",
     "EMITTED_EVENT_TYPES",
     "FILE_GENERATED",

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
-from ag_ui.core import BaseEvent, RunAgentInput, TextPart, UserMessage
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    ResumeEntry,
+    RunAgentInput,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextPart,
+    UserMessage,
+)
 from flask import Response, g
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
-from ...errors import INVALID_REQUEST, BreadError, internal_error
+from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError, internal_error
 from ...greenlets import Pacer
-from ...server import register_http_route, start_run_stream
+from ...server import authorize_run, register_http_route, start_run_stream
 from ...server.guard import Forbidden, json_body, may_reach_run
 from .translator import CONTENT_TYPE, AgUiTransformer, create_ag_ui_transformer, encode
 
@@ -43,7 +54,8 @@ def ag_ui(
     """The AG-UI plugin, for ``Config.plugins``.
 
     ``agent_id``: serve that agent at ``POST path`` (action ``ag_ui.run``): one plugin, one
-    agent; mount another for another agent. ``on_event(event)``: called with the AG-UI events of
+    agent; mount another for another agent. A pause ends a stream with an interrupt; a body
+    with ``resume`` answers it, and continues the run (or cancels it). ``on_event(event)``: called with the AG-UI events of
     every run of this instance, one transformer per run. ``authorize_thread(identity, thread_id)``
     must return True for the request's ``threadId`` (bread's session id), else 403; without it
     any caller who knows a thread id may continue that session.
@@ -93,18 +105,51 @@ class AgUiPlugin:
     def _serve(self, bread: Any) -> Response:
         body = run_input(json_body())
         self._check_thread(body.thread_id)
-        text = new_turn(body)
-        transformer = create_ag_ui_transformer(thread_id=body.thread_id, run_id=body.run_id)
+        entry = resume_entry(body) if body.resume else None
+        text = new_turn(body) if entry is None else None
+        transformer = create_ag_ui_transformer(body.thread_id, body.run_id, partial(self._answer_schema, bread))
 
         def begin(token: Any) -> Any:
+            if entry is not None:
+                return self._resume(bread, body.thread_id, entry, token)
             return bread.run(self.agent_id, text, session={"id": body.thread_id}, signal=token,
                              may_interrupt=may_reach_run)  # fmt: skip
 
         try:
             run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
+        except _Cancelled:  # the answer cancelled the paused run: nothing runs, the stream says so
+            return _response(_cancelled(transformer), None)
         except BreadError as error:  # no run exists: the failure is the whole stream, at HTTP 200
             return _response(_failure(transformer, error), None)
         return _response(_stream(frames, transformer, run.run_id), run.run_id)
+
+    def _resume(self, bread: Any, thread_id: str, entry: ResumeEntry, token: Any) -> Any:
+        """Continue the paused run ``entry`` answers. The checkpoint is read from the store, so
+        any replica, before or after a restart, resumes it; its run must pass the run-ownership
+        hook, and it must be of this thread. ``cancelled`` denies an approval, and cancels the
+        run of an input (raising :class:`_Cancelled`)."""
+        checkpoint = bread.store.get_checkpoint(entry.interrupt_id)
+        if checkpoint is not None:
+            authorize_run(checkpoint["runId"])  # before anything about the checkpoint is said
+        if checkpoint is None or checkpoint["sessionId"] != thread_id:
+            raise BreadError(CHECKPOINT_NOT_FOUND, f"no interrupt {entry.interrupt_id} on this thread")
+        used = BreadError(CHECKPOINT_ALREADY_RESUMED, f"interrupt {entry.interrupt_id} was already answered")
+        if checkpoint["status"] != "pending":
+            raise used
+        if entry.status == "cancelled" and checkpoint["kind"] == "input":
+            if not bread.cancel(checkpoint["runId"]):
+                raise used
+            raise _Cancelled()
+        response = {"approved": False} if entry.status == "cancelled" else entry.payload
+        return bread.resume(entry.interrupt_id, response, signal=token, may_interrupt=may_reach_run)
+
+    def _answer_schema(self, bread: Any, crumb: dict[str, Any]) -> dict[str, Any] | None:
+        # The paused tool's own response schema, when this plugin's agent has that tool.
+        agent = bread.agent(self.agent_id)
+        for tool in getattr(agent, "tools", None) or []:
+            if tool.name == crumb.get("toolName") and tool.response_schema is not None:
+                return TypeAdapter(tool.response_schema).json_schema()
+        return None
 
 
 def run_input(body: dict[str, Any]) -> RunAgentInput:
@@ -117,6 +162,13 @@ def run_input(body: dict[str, Any]) -> RunAgentInput:
     if not given.thread_id.strip():
         raise BreadError(INVALID_REQUEST, "threadId must not be empty: it is the session's id")
     return given
+
+
+def resume_entry(body: RunAgentInput) -> ResumeEntry:
+    """The one resume entry of a continuation: bread pauses a run on one interrupt at a time."""
+    if len(body.resume) != 1:
+        raise BreadError(INVALID_REQUEST, "resume must hold one entry: bread pauses a run on one interrupt at a time")
+    return body.resume[0]
 
 
 def new_turn(body: RunAgentInput) -> str:
@@ -154,6 +206,16 @@ def _stream(frames: Iterator[Any], transformer: AgUiTransformer, run_id: str) ->
         close = getattr(frames, "close", None)
         if close is not None:
             close()
+
+
+class _Cancelled(Exception):
+    """An input interrupt answered ``cancelled``: its paused run is cancelled, and nothing runs."""
+
+
+def _cancelled(transformer: AgUiTransformer) -> Iterator[bytes]:
+    thread_id, run_id = transformer.thread_id, transformer.run_id
+    yield encode(RunStartedEvent(thread_id=thread_id, run_id=run_id, protocol_version=PROTOCOL_VERSION)).encode()
+    yield encode(RunFinishedEvent(thread_id=thread_id, run_id=run_id, outcome=RunFinishedCancelledOutcome())).encode()
 
 
 def _failure(transformer: AgUiTransformer, error: BreadError, run_id: str = "") -> Iterator[bytes]:

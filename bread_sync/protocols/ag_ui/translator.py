@@ -54,6 +54,8 @@ APPROVAL_SCHEMA = {
     "properties": {"approved": {"type": "boolean"}},
     "required": ["approved"],
 }
+#: What an input interrupt expects back when its tool names no schema of its own.
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {}}, "required": ["answer"]}
 _SUBAGENT_KEYS = ("parentAgentId", "subagentId", "status", "output")
 _TASK_KEYS = ("taskRunId", "taskId", "model", "status", "durationMs", "usage", "error")
 
@@ -76,7 +78,8 @@ def create_ag_ui_transformer(
     ``thread_id`` and ``run_id`` replace the ids RUN_STARTED and RUN_FINISHED carry (by default
     the run's session id and its bread run id): the HTTP ingress echoes the client's own.
     ``response_schema(human_required_crumb)`` gives the JSON Schema an input interrupt expects
-    (an approval's is :data:`APPROVAL_SCHEMA`); without it an input interrupt names none.
+    (an approval's is :data:`APPROVAL_SCHEMA`); without it, or when it gives None, an input
+    interrupt names :data:`ANSWER_SCHEMA`.
     """
     return AgUiTransformer(thread_id, run_id, response_schema)
 
@@ -179,7 +182,7 @@ class AgUiTransformer:
         else:
             question = tool_input.get("question") if isinstance(tool_input, dict) else None
             message = question if isinstance(question, str) else f"{tool} asks for your input."
-            schema = self.response_schema(crumb) if self.response_schema else None
+            schema = (self.response_schema(crumb) if self.response_schema else None) or ANSWER_SCHEMA
         return Interrupt(
             id=crumb["checkpointId"],
             reason=crumb["kind"],

@@ -3,8 +3,9 @@
 :func:`create_ag_ui_transformer` (``translator.py``) is the translator: sans-IO and stateful,
 one per stream. :func:`ag_ui` (``plugin.py``) is the plugin: with ``agent_id`` it serves
 ``POST <path>`` (a ``RunAgentInput`` in, the run's events out as bare SSE frames, a HITL pause
-as an interrupt that a later ``resume`` answers); with ``on_event`` it maps every run of the
-instance, one transformer per run. See docs/http.md.
+as an interrupt that a later ``resume`` answers) and ``GET <path>/runs/<runId>/stream`` (the
+stream resumed after a ``Last-Event-ID``); with ``on_event`` it maps every run of the instance,
+one transformer per run. See docs/http.md.
 
 Needs the extra: ``pip install "bread-sync[ag-ui]"``.
 """

@@ -18,27 +18,37 @@ from ag_ui.core import (
     TextPart,
     UserMessage,
 )
-from flask import Response, g
+from flask import Response, g, request
 from pydantic import TypeAdapter, ValidationError
 
 from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
-from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError, internal_error
+from ...errors import (
+    CHECKPOINT_ALREADY_RESUMED,
+    CHECKPOINT_NOT_FOUND,
+    INVALID_REQUEST,
+    RUN_NOT_FOUND,
+    BreadError,
+    internal_error,
+)
 from ...greenlets import Pacer
 from ...server import authorize_run, register_http_route, start_run_stream
 from ...server.guard import Forbidden, json_body, may_reach_run
+from ...stores import FINISHED
 from .translator import CONTENT_TYPE, AgUiTransformer, create_ag_ui_transformer, encode
 
 log = logging.getLogger("bread_sync.protocols.ag_ui")
 
 DEFAULT_PATH = "/ag-ui/run"
+#: Rows of a run's log read at once, to rebuild a resumed stream's state.
+REPLAY_PAGE = 500
 #: An SSE comment: AG-UI parsers skip it, proxies see the stream is alive.
 HEARTBEAT = b": ping\n\n"
 
 
 class AG_UI_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
     run = "ag_ui.run"
-    #: Reserved for the resumable stream (GET <path>/runs/<runId>/stream), not served yet.
+    #: The resumable stream, GET <path>/runs/<runId>/stream.
     stream = "ag_ui.stream"
 
 
@@ -55,10 +65,12 @@ def ag_ui(
 
     ``agent_id``: serve that agent at ``POST path`` (action ``ag_ui.run``): one plugin, one
     agent; mount another for another agent. A pause ends a stream with an interrupt; a body
-    with ``resume`` answers it, and continues the run (or cancels it). ``on_event(event)``: called with the AG-UI events of
-    every run of this instance, one transformer per run. ``authorize_thread(identity, thread_id)``
-    must return True for the request's ``threadId`` (bread's session id), else 403; without it
-    any caller who knows a thread id may continue that session.
+    with ``resume`` answers it, and continues the run (or cancels it). ``GET
+    path/runs/<runId>/stream`` (action ``ag_ui.stream``) resumes a stream after its
+    ``Last-Event-ID``. ``on_event(event)``: called with the AG-UI events of every run of this
+    instance, one transformer per run. ``authorize_thread(identity, thread_id)`` must return
+    True for the request's ``threadId`` (bread's session id), else 403; without it any caller
+    who knows a thread id may continue that session.
     """
     return AgUiPlugin(agent_id, path, on_event, authorize_thread)
 
@@ -86,6 +98,8 @@ class AgUiPlugin:
     def routes(self, blueprint: Any, bread: Any) -> None:
         if self.agent_id is not None:
             register_http_route(blueprint, "POST", self.path, AG_UI_ACTIONS.run, lambda: self._serve(bread))
+            register_http_route(blueprint, "GET", f"{self.path}/runs/<runId>/stream", AG_UI_ACTIONS.stream,
+                                lambda runId: self._follow(bread, runId))  # fmt: skip
 
     def _map_crumb(self, frame: Frame) -> None:
         # A paused run keeps its transformer: its continuation, in this process, goes on with it.
@@ -143,6 +157,28 @@ class AgUiPlugin:
         response = {"approved": False} if entry.status == "cancelled" else entry.payload
         return bread.resume(entry.interrupt_id, response, signal=token, may_interrupt=may_reach_run)
 
+    def _follow(self, bread: Any, run_id: str) -> Response:
+        """The run's events after ``Last-Event-ID`` (or ``?after=``), then live, to its end: its
+        past up to there is translated silently, so the stream opens with RUN_STARTED and
+        re-opens what was open there."""
+        after = _position()
+        authorize_run(run_id)
+        record = bread.store.get_run(run_id)
+        if record is None:
+            raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
+        self._check_thread(record["sessionId"])
+        last = bread.store.last_seq(run_id)
+        if record["status"] in FINISHED and last <= after:
+            return Response(status=204)
+        if last < after:  # the client holds only seqs the log has: each is committed before it is sent
+            raise BreadError(INVALID_REQUEST, f"run {run_id} has no seq {after} yet: its log ends at {last}")
+        transformer = create_ag_ui_transformer(response_schema=partial(self._answer_schema, bread))
+        for frame in _log_through(bread, run_id, after):
+            transformer(frame.crumb)
+        prelude = [encode(event).encode() for event in transformer.reopen()]
+        frames = bread.tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), batched=True)
+        return _response(_stream(frames, transformer, run_id, prelude), run_id)
+
     def _answer_schema(self, bread: Any, crumb: dict[str, Any]) -> dict[str, Any] | None:
         # The paused tool's own response schema, when this plugin's agent has that tool.
         agent = bread.agent(self.agent_id)
@@ -186,19 +222,52 @@ def new_turn(body: RunAgentInput) -> str:
     return "".join(texts)
 
 
-def _stream(frames: Iterator[Any], transformer: AgUiTransformer, run_id: str) -> Iterator[bytes]:
-    """The response body: each frame's events, encoded. The run is driven elsewhere."""
+def _log_through(bread: Any, run_id: str, seq: int) -> Iterator[Frame]:
+    """The run's log from its start through ``seq``, a page at a time."""
+    after = 0
+    while after < seq:
+        page = bread.store.get_crumbs(run_id, after, limit=REPLAY_PAGE)
+        for frame in page:
+            if frame.seq > seq:
+                return
+            yield frame
+        if not page:
+            return
+        after = page[-1].seq
+
+
+def _position() -> int:
+    """Where a resumed stream starts: ``Last-Event-ID`` wins over ``?after=``."""
+    raw = request.headers.get("Last-Event-ID", request.args.get("after", "0")).strip()
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise BreadError(INVALID_REQUEST, "Last-Event-ID and ?after= must be a non-negative integer seq")
+    return int(raw)
+
+
+def _stream(
+    frames: Iterator[Any], transformer: AgUiTransformer, run_id: str, prelude: list[bytes] | None = None
+) -> Iterator[bytes]:
+    """The response body: ``prelude``, then each frame's events, encoded, the last event of a
+    durable crumb's with ``id: <seq>`` (where a resumed stream may start). The run is driven
+    elsewhere."""
     pace = Pacer().pace
     try:
+        yield from prelude or ()
         for items in frames:
             if items is None:
                 yield HEARTBEAT
                 continue
             for item in items:
-                if item.__class__ is Frame:
-                    for event in transformer(item.crumb):
-                        yield encode(event).encode()
-                        pace()
+                if item.__class__ is not Frame:
+                    log.warning("AG-UI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
+                    continue
+                events = transformer(item.crumb)
+                for event in events[:-1]:
+                    yield encode(event).encode()
+                if events:
+                    last = encode(events[-1])
+                    yield (f"id: {item.seq}\n{last}" if item.durable else last).encode()
+                    pace()
     except Exception as exc:  # the stream is open: a failure can only be its last event
         log.exception("AG-UI stream of run %s failed", run_id)
         yield from _failure(transformer, internal_error(exc), run_id)

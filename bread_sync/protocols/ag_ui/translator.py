@@ -8,7 +8,6 @@ absent optional fields left out (never ``null``), ``TOOL_CALL_RESULT.content`` a
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -94,7 +93,8 @@ class AgUiTransformer:
         #: "idle" before RUN_STARTED, "running", then "paused" (a HITL interrupt) or "ended".
         self.phase = "idle"
         self._message: str | None = None  # the open text message
-        self._tool_calls: list[str] = []  # tool calls open (their input still streaming)
+        self._messages = 0  # messages opened: their ids are the run's id and this count
+        self._tool_calls: dict[str, str] = {}  # tool calls open (their input still streaming), to their names
         self._streamed: set[str] = set()  # tool calls whose input was streamed: tool:call adds nothing
         self._steps: list[str] = []  # open steps, innermost last
         self._loop: dict[str, Any] = {}
@@ -138,6 +138,22 @@ class AgUiTransformer:
         return handle(crumb) if self.phase == "running" else []
 
     translate = __call__
+
+    def reopen(self) -> list[BaseEvent]:
+        """What a stream that resumes here opens with, after this transformer was fed the run's
+        past (its events dropped): RUN_STARTED, then the steps, tool calls and message still open,
+        with their ids, so the resumed stream is valid on its own. Nothing before the run's
+        start, while it is paused (its continuation opens with RUN_STARTED) or once it ended."""
+        if self.phase != "running":
+            return []
+        events: list[BaseEvent] = [
+            RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
+        ]
+        events += [StepStartedEvent(step_name=name) for name in self._steps]
+        events += [ToolCallStartEvent(tool_call_id=i, tool_call_name=n) for i, n in self._tool_calls.items()]
+        if self._message is not None:
+            events.append(TextMessageStartEvent(message_id=self._message, role="assistant"))
+        return events
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -197,7 +213,7 @@ class AgUiTransformer:
         events = self._close_message()
         events += [ToolCallEndEvent(tool_call_id=tool_call_id) for tool_call_id in reversed(self._tool_calls)]
         events += [StepFinishedEvent(step_name=name) for name in reversed(self._steps)]
-        self._tool_calls, self._steps = [], []
+        self._tool_calls, self._steps = {}, []
         return events
 
     # -- text and files -----------------------------------------------------------------------
@@ -205,7 +221,10 @@ class AgUiTransformer:
     def _text_delta(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         events: list[BaseEvent] = []
         if self._message is None:
-            self._message = _new_id("msg")
+            # The same ids in a replay of the run as in its live stream: a resumed stream
+            # re-opens the message the client holds, under its id.
+            self._messages += 1
+            self._message = f"msg_{crumb['runId']}_{self._messages}"
             events.append(TextMessageStartEvent(message_id=self._message, role="assistant"))
         events.append(TextMessageContentEvent(message_id=self._message, delta=crumb["delta"]))
         return events
@@ -234,7 +253,7 @@ class AgUiTransformer:
 
     def _tool_input_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         self._streamed.add(crumb["toolCallId"])
-        self._tool_calls.append(crumb["toolCallId"])
+        self._tool_calls[crumb["toolCallId"]] = crumb["toolName"]
         return self._tool_start(crumb)
 
     def _tool_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
@@ -253,7 +272,7 @@ class AgUiTransformer:
     def _tool_input_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         if crumb["toolCallId"] not in self._tool_calls:
             return []
-        self._tool_calls.remove(crumb["toolCallId"])
+        del self._tool_calls[crumb["toolCallId"]]
         return [ToolCallEndEvent(tool_call_id=crumb["toolCallId"])]
 
     def _tool_call(self, crumb: dict[str, Any]) -> list[BaseEvent]:
@@ -279,7 +298,10 @@ class AgUiTransformer:
     def _result(self, crumb: dict[str, Any], content: str) -> list[BaseEvent]:
         events = self._close_message()
         result = ToolCallResultEvent(
-            message_id=_new_id("msg"), tool_call_id=crumb["toolCallId"], content=content, role="tool"
+            message_id=f"msg_{crumb['toolCallId']}_result",
+            tool_call_id=crumb["toolCallId"],
+            content=content,
+            role="tool",
         )
         return [*events, result]
 
@@ -341,7 +363,3 @@ def _iteration_step(crumb: dict[str, Any]) -> str:
 
 def _snapshot(key: str, crumb: dict[str, Any], keys: tuple[str, ...]) -> StateSnapshotEvent:
     return StateSnapshotEvent(snapshot={key: {k: crumb[k] for k in keys if crumb.get(k) is not None}})
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"

@@ -99,7 +99,7 @@ class AgUiPlugin:
         if self.agent_id is not None:
             register_http_route(blueprint, "POST", self.path, AG_UI_ACTIONS.run, lambda: self._serve(bread))
             register_http_route(blueprint, "GET", f"{self.path}/runs/<runId>/stream", AG_UI_ACTIONS.stream,
-                                lambda runId: self._follow(bread, runId))  # fmt: skip
+                                lambda runId: self._follow(bread, runId), statuses=(204, 400, 404))  # fmt: skip
 
     def _map_crumb(self, frame: Frame) -> None:
         # A paused run keeps its transformer: its continuation, in this process, goes on with it.

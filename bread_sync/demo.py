@@ -2,7 +2,8 @@
 
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
 tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
-AG-UI route for echo when the ``ag-ui`` extra is installed.
+AG-UI routes (``/ag-ui/run`` for echo, ``/ag-ui/<agentId>`` for the others) when the ``ag-ui``
+extra is installed.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
+import re
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from .agents import Agent, ToolContext, input_tool, subagent, task_tool, tool
 from .config import Config
@@ -27,8 +30,34 @@ DOT_PNG = base64.b64decode(
 )
 
 
-class Topic(BaseModel):
+class OrText(BaseModel):
+    """An input that may also be a plain text, as protocol clients (AG-UI, A2A, MCP) mostly send:
+    ``from_text`` turns the text into the model's fields, and the JSON Schema offers both."""
+
+    text_means: ClassVar[str] = ""
+
+    @classmethod
+    def from_text(cls, text: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text(cls, data: Any) -> Any:
+        return cls.from_text(data) if isinstance(data, str) else data
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        schema = handler.resolve_ref_schema(handler(core_schema))
+        return {"anyOf": [{"type": "string", "description": cls.text_means}, schema]}
+
+
+class Topic(OrText):
+    text_means: ClassVar[str] = "the topic"
     topic: str
+
+    @classmethod
+    def from_text(cls, text: str) -> dict[str, Any]:
+        return {"topic": text}
 
 
 class Post(BaseModel):
@@ -43,9 +72,17 @@ class Answer(BaseModel):
     answer: str
 
 
-class Ticks(BaseModel):
+class Ticks(OrText):
+    text_means: ClassVar[str] = "a text whose first integer is the count, ticks 100 ms apart"
     count: int = Field(ge=0, le=100_000)
     delayMs: int = Field(ge=0, le=60_000)  # noqa: N815 - the wire spelling
+
+    @classmethod
+    def from_text(cls, text: str) -> dict[str, Any]:
+        found = re.search(r"[0-9]+", text)
+        if found is None:
+            raise ValueError("a text input needs an integer in it: the tick count")
+        return {"count": int(found.group()), "delayMs": 100}
 
 
 @tool(ask=True)
@@ -73,7 +110,7 @@ echo = Agent(id="echo", model="echo", description="Streams your input back, word
 
 writer = Agent(
     id="writer",
-    description="Drafts a post, then asks before publishing it.",
+    description="Drafts a post about a topic (or a text), then asks before publishing it.",
     model=script.provider([
         lambda convo: say(f"Drafting a post about {convo.input['topic']}."),
         lambda convo: call("publish", {"title": convo.input["topic"]}),
@@ -93,7 +130,7 @@ interviewer = Agent(
 
 slow = Agent(
     id="slow",
-    description="Streams `count` ticks, `delayMs` apart: for cancel and tail tests.",
+    description="Streams `count` ticks, `delayMs` apart (or as many as a text's first integer, 100 ms apart).",
     model=script.provider([_ticks]),
     input_schema=Ticks,
 )
@@ -153,20 +190,25 @@ draft_then_echo = Pipeline(
 )
 
 
+AGENTS = [echo, writer, interviewer, slow, counter, manager, artist]
+
+
 def bridges() -> list:
     """The protocol bridges the demo mounts: those whose extra is installed (a plain install
-    serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo."""
+    serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
+    every other agent. These paths are fixed: other projects' clients find them there."""
     if importlib.util.find_spec("ag_ui") is None:
         return []
     from .protocols.ag_ui import ag_ui
 
-    return [ag_ui(agent_id="echo")]
+    others = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in AGENTS if agent is not echo]
+    return [ag_ui(agent_id="echo"), *others]
 
 
 def config() -> Config:
     """A fresh demo config (store and transport resolved from the environment)."""
     return Config(
-        agents=[echo, writer, interviewer, slow, counter, manager, artist],
+        agents=list(AGENTS),
         tasks=[word_count],
         pipelines=[draft_then_echo],
         plugins=bridges(),

@@ -86,11 +86,18 @@ def _check_span(obj: dict[str, Any], open_: dict[str, set[str]]) -> None:
 
 def decode_sse(body: str) -> list[dict[str, Any]]:
     """The events of a bare AG-UI SSE body, split on blank lines as @ag-ui/client splits it
-    (``\\n\\n`` only); comments (heartbeats) are skipped."""
+    (``\\n\\n`` only); comments (heartbeats) and ``id:`` lines are skipped."""
+    return [event for _, event in decode_sse_ids(body)]
+
+
+def decode_sse_ids(body: str) -> list[tuple[int | None, dict[str, Any]]]:
+    """Each event of the body with the ``id:`` of its frame (None for a frame without one)."""
     assert "\r" not in body
     events = []
     for frame in body.split("\n\n"):
-        data = [line[5:].lstrip(" ") for line in frame.split("\n") if line.startswith("data:")]
+        lines = frame.split("\n")
+        data = [line[5:].lstrip(" ") for line in lines if line.startswith("data:")]
+        ids = [int(line[3:].strip()) for line in lines if line.startswith("id:")]
         if data:
-            events.append(json.loads("\n".join(data)))
+            events.append((ids[-1] if ids else None, json.loads("\n".join(data))))
     return events

@@ -28,6 +28,16 @@ def test_the_demo_mounts_echo_at_ag_ui_run(make_bread):
     assert events[-1]["result"] == "one two"
 
 
+def test_the_demo_mounts_every_other_agent_at_ag_ui_its_id(make_bread):
+    config = demo_config()
+    mounts = {plugin.agent_id: plugin.path for plugin in config.plugins}
+    assert mounts == {"echo": "/ag-ui/run", **{a.id: f"/ag-ui/{a.id}" for a in config.agents if a.id != "echo"}}
+    client = create_server(make_bread(config, transport="http-sse")).test_client()
+    events = decode_sse(client.post("/ag-ui/slow", json=body("2 ticks")).get_data(as_text=True))
+    check_stream(events)
+    assert events[-1]["result"] == "tick 1 tick 2 "
+
+
 def test_a_plugin_per_agent_at_its_own_path(make_bread):
     client = serve(make_bread, ag_ui(agent_id="echo"), ag_ui(agent_id="manager", path="/ag-ui/manager"))
     events = decode_sse(client.post("/ag-ui/manager", json=body()).get_data(as_text=True))

@@ -20,11 +20,20 @@ def test_an_unknown_agent_is_agent_not_found_and_logs_nothing(bread):
     assert bread.store.list_runs() == []
 
 
-@pytest.mark.parametrize("bad", [None, {}, {"topic": 3}, "bread", [1]])
+@pytest.mark.parametrize("bad", [None, {}, {"topic": 3}, 7, [1]])
 def test_input_failing_the_schema_is_input_invalid_before_any_crumb(bread, bad):
     error = assert_raises_code("INPUT_INVALID", bread.run, "writer", bad)
     assert "topic" in error.message or "input" in error.message
     assert bread.store.list_runs() == []
+
+
+def test_a_plain_text_is_the_writers_topic_and_the_first_integer_of_one_the_slow_count(bread):
+    paused = bread.run("writer", "bread", mode="sync")
+    assert paused.status == "paused" and paused.checkpoint["input"] == {"title": "bread"}
+    ticks = bread.run("slow", "give me 3 ticks, then 9", mode="sync")
+    assert ticks.output == "tick 1 tick 2 tick 3 "
+    error = assert_raises_code("INPUT_INVALID", bread.run, "slow", "many ticks")
+    assert "integer" in error.message
 
 
 def test_an_unknown_provider_is_unknown_provider(make_bread):

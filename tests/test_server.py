@@ -88,7 +88,8 @@ def test_a_body_that_is_not_a_json_object_is_invalid(client, body):
 def test_agents_are_listed_and_described(client):
     assert [a["id"] for a in client.get("/agents").get_json()] == [a.id for a in demo_config().agents]
     writer = client.get("/agents/writer").get_json()
-    assert writer["inputSchema"]["required"] == ["topic"] and writer["outputFormat"] == "text"
+    text, topic = writer["inputSchema"]["anyOf"]  # a plain text is the topic too
+    assert text["type"] == "string" and topic["required"] == ["topic"] and writer["outputFormat"] == "text"
     missing = client.get("/agents/nobody")
     assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "AGENT_NOT_FOUND"
 

@@ -41,16 +41,29 @@ ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def register_http_route(app: Any, method: str, path: str, action: str, handler: Callable[..., Any]) -> None:
+def register_http_route(
+    app: Any, method: str, path: str, action: str, handler: Callable[..., Any], *, statuses: tuple[int, ...] = ()
+) -> None:
     """Add a route to a Flask app or blueprint under a named action.
 
     ``path`` may use ``<param>`` or ``:param``; ``method`` ``"*"`` matches every method.
+    ``statuses``: what a plugin's route may answer besides 200 and the statuses every route may
+    (e.g. 204, 404), for the OpenAPI document.
     """
     rule = _PARAM.sub(r"<\1>", path)
     endpoint = f"{method} {rule}".replace(".", "_")  # Flask endpoints may not hold dots
     methods = ALL_METHODS if method == "*" else [method.upper()]
     app.add_url_rule(rule, endpoint=endpoint, view_func=handler, methods=methods)
     actions_of(app)[endpoint] = action
+    if statuses:
+        statuses_of(app)[endpoint] = tuple(statuses)
+
+
+def statuses_of(app: Any) -> dict[str, tuple[int, ...]]:
+    """The endpoint -> statuses table of an app or blueprint (see :func:`register_http_route`)."""
+    if not hasattr(app, "http_statuses"):
+        app.http_statuses = {}
+    return app.http_statuses
 
 
 def actions_of(app: Any) -> dict[str, str]:

@@ -13,7 +13,7 @@ from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
 from . import cors, routes, streaming
-from .actions import HEALTH_ENDPOINT, actions_of
+from .actions import HEALTH_ENDPOINT, actions_of, statuses_of
 from .guard import Forbidden, authorize_request, check_host, has_auth, read_body, run_authorizer
 from .runner import Runner
 from .state import State, state
@@ -80,6 +80,7 @@ class BreadSync:
             if callable(getattr(plugin, "routes", None)):
                 plugin.routes(blueprint, bread)
         actions_of(app).update({f"bread_sync.{k}": v for k, v in actions_of(blueprint).items()})
+        statuses_of(app).update({f"bread_sync.{k}": v for k, v in statuses_of(blueprint).items()})
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
 
 

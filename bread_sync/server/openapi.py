@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from . import schemas as s
-from .actions import HEALTH_ENDPOINT, HTTP_ACTIONS, actions_of
+from .actions import HEALTH_ENDPOINT, HTTP_ACTIONS, actions_of, statuses_of
 from .auth import AUTH_ACTIONS
 from .state import state
 
@@ -95,7 +95,7 @@ def serve() -> Any:
 def document(app: Flask) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the bread routes ``app`` serves."""
     current = app.extensions["bread_sync"]
-    actions = actions_of(app)
+    actions, statuses = actions_of(app), statuses_of(app)
     tokens = AUTH_ACTIONS.stream_token in actions.values()
     media = current.bread.transport.wire.content_type.split(";")[0]
     paths: dict[str, dict[str, Any]] = {}
@@ -103,7 +103,8 @@ def document(app: Flask) -> dict[str, Any]:
         if rule.endpoint.startswith("bread_sync."):
             methods = served_methods(rule)
             for method in methods:
-                op = _operation(rule, method, actions.get(rule.endpoint), len(methods), media, current.auth, tokens)
+                op = _operation(rule, method, actions.get(rule.endpoint), len(methods), media, current.auth, tokens,
+                                statuses.get(rule.endpoint, ()))  # fmt: skip
                 paths.setdefault(_PARAM.sub(r"{\1}", rule.rule), {})[method.lower()] = op
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -127,16 +128,18 @@ def served_methods(rule: Any) -> list[str]:
     return sorted(methods)
 
 
-def _operation(rule: Any, method: str, action: str | None, count: int, media: str, auth: bool, tokens: bool) -> dict:
+def _operation(
+    rule: Any, method: str, action: str | None, count: int, media: str, auth: bool, tokens: bool, more: tuple[int, ...]
+) -> dict:
     health = rule.endpoint == HEALTH_ENDPOINT
-    op = _HEALTH if health else OPERATIONS.get(action or "") or _plugin_op(action, method)
+    op = _HEALTH if health else OPERATIONS.get(action or "") or _plugin_op(action, method, more)
     name = action or rule.endpoint
     out: dict[str, Any] = {
         "operationId": name if count == 1 else f"{name}.{method.lower()}",
         "summary": op.summary,
         "x-bread-action": action,
         "parameters": _parameters(rule, op, action, tokens),
-        "responses": {**_answer(op, action, media), **_errors(op, auth, health)},
+        "responses": {**_answer(op, action, media), **_successes(more), **_errors(op, auth, health)},
     }
     if action is None and not health:
         out["description"] = "Registered without register_http_route: 403 while auth is on."
@@ -168,10 +171,14 @@ def _query_param(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return param
 
 
-def _plugin_op(action: str | None, method: str) -> Op:
+def _plugin_op(action: str | None, method: str, more: tuple[int, ...] = ()) -> Op:
     # The guard reads every body of a plugin route too: one may be unreadable (400) or too large (413).
     errors = _BODY_ERRORS if method in ("POST", "PUT", "PATCH", "DELETE") else ()
-    return Op(f"Plugin route {action or '(unnamed)'}", errors=errors)
+    return Op(f"Plugin route {action or '(unnamed)'}", errors=(*errors, *(s for s in more if s >= 400)))
+
+
+def _successes(statuses: tuple[int, ...]) -> dict[str, Any]:
+    return {str(status): {"description": "No content"} for status in statuses if status < 400}
 
 
 def _answer(op: Op, action: str | None, media: str) -> dict[str, Any]:
@@ -193,7 +200,7 @@ def _errors(op: Op, auth: bool, health: bool) -> dict[str, Any]:
     if health:
         return {}
     statuses = sorted({*op.errors, 500, *((401,) if auth else ())})
-    out = {str(status): _error(_STATUS_TEXT[status]) for status in statuses}
+    out = {str(status): _error(_STATUS_TEXT.get(status, "An error")) for status in statuses}
     if auth:
         out["401"]["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}, "description": _CHALLENGE}}
     forbidden = "Not granted (authorize, authorize_stream)" if auth else "A non-loopback Host, or not granted"

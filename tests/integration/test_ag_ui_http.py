@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ..ag_ui_rules import check_stream, decode_sse
+from ..ag_ui_rules import check_stream, decode_sse, decode_sse_ids
 from .client import assert_error_body
 
 URL = "/ag-ui/run"
@@ -91,3 +91,51 @@ def test_a_malformed_body_is_400_before_any_run(http, sse_server, payload):
     assert_error_body(answer, 400, "INVALID_REQUEST")
     assert "bread-run-id" not in answer.headers
     assert len(http.get(f"{sse_server.url}/runs?agent=echo").json()) == before
+
+
+def test_the_writers_interrupt_resumes_on_another_process(http, pool):
+    """The pause's interrupt, answered on a peer (another gunicorn on the same SQLite file): the
+    continuation reads the checkpoint from the store."""
+    primary, peer = pool.primary("http-sse"), pool.peer("http-sse")
+    first = body(threadId="thread-hitl", runId="c-1", messages=[{"id": "m1", "role": "user", "content": "rye"}])
+    paused = decode_sse(http.post(primary.url + "/ag-ui/writer", json=first).text)
+    check_stream(paused)
+    (interrupt,) = paused[-1]["outcome"]["interrupts"]
+    assert (interrupt["reason"], interrupt["metadata"]) == (
+        "approval",
+        {"toolName": "publish", "input": {"title": "rye"}},
+    )
+    entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
+    again = body(threadId="thread-hitl", runId="c-2", messages=[], resume=[entry])
+    answer = http.post(peer.url + "/ag-ui/writer", json=again)
+    events = decode_sse(answer.text)
+    check_stream(events)
+    assert events[0]["runId"] == "c-2" and events[-1]["result"] == "Published."
+    assert http.get(f"{primary.url}/runs/{answer.headers['bread-run-id']}").json()["status"] == "completed"
+    used = decode_sse(http.post(peer.url + "/ag-ui/writer", json=again).text)
+    assert [(e["type"], e["code"]) for e in used] == [("RUN_ERROR", "CHECKPOINT_ALREADY_RESUMED")]
+
+
+def test_a_reconnect_mid_run_with_last_event_id_loses_nothing(http, sse_server):
+    """The slow agent's stream, dropped after a few ticks and resumed from its last id: the
+    resumed stream is valid alone, and the text up to the id and after it is the whole text."""
+    first = body(threadId="thread-reconnect", messages=[{"id": "m1", "role": "user", "content": "20 ticks"}])
+    seen = []  # (id, event)
+    with http.stream("POST", sse_server.url + "/ag-ui/slow", json=first) as answer:
+        run_id, buffer = answer.headers["bread-run-id"], ""
+        for chunk in answer.iter_text():
+            *frames, buffer = (buffer + chunk).split("\n\n")
+            seen += decode_sse_ids("".join(f"{frame}\n\n" for frame in frames))
+            if sum(event["type"] == "TEXT_MESSAGE_CONTENT" for _, event in seen) >= 4:
+                break  # the client goes away mid-run
+    cut = max(i for i, (seq, _) in enumerate(seen) if seq is not None)
+    kept = [event for _, event in seen[: cut + 1]]
+    resumed = http.get(
+        f"{sse_server.url}/ag-ui/slow/runs/{run_id}/stream", headers={"Last-Event-ID": str(seen[cut][0])}
+    )
+    assert resumed.status_code == 200
+    events = decode_sse(resumed.text)
+    check_stream(events)
+    assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
+    text = "".join(e["delta"] for e in kept + events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "".join(f"tick {n} " for n in range(1, 21)) == events[-1]["result"]

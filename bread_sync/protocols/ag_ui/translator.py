@@ -1,63 +1,41 @@
-"""AG-UI: bread's crumbs as AG-UI 1.0 events, for ``@ag-ui/client`` and CopilotKit frontends.
+"""The translator: :func:`create_ag_ui_transformer`, sans-IO and stateful, one per stream.
 
-:func:`create_ag_ui_transformer` is the translator: sans-IO and stateful, one per stream. The
-events are the ``ag-ui-protocol`` package's models; ``encode`` writes one as an SSE frame. It
+The events are the ``ag-ui-protocol`` package's models; ``encode`` writes one as an SSE frame. It
 keeps what ``@ag-ui/client`` verifies: RUN_STARTED first, every message, tool call and step
 closed before the run's end, nothing after RUN_FINISHED or RUN_ERROR but a new RUN_STARTED,
 absent optional fields left out (never ``null``), ``TOOL_CALL_RESULT.content`` a string.
-
-:func:`ag_ui` is the plugin: with ``agent_id`` it serves ``POST <path>`` (a ``RunAgentInput``
-in, the run's events out as bare SSE frames); with ``on_event`` it maps every run of the
-instance, one transformer per run. See docs/http.md.
-
-Needs the extra: ``pip install "bread-sync[ag-ui]"``.
 """
 
 from __future__ import annotations
 
-import logging
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from flask import Response, g
-from pydantic import ValidationError
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    Interrupt,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    StateSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from ag_ui.encoder import EventEncoder
 
-from .. import crumbs as c
-from ..crumbs import Frame, dumps, error_crumb, to_wire_crumb
-from ..errors import INVALID_REQUEST, BreadError, internal_error
-from ..greenlets import Pacer
-from ..server import register_http_route, start_run_stream
-from ..server.guard import Forbidden, json_body, may_reach_run
-
-try:
-    from ag_ui.core import (
-        PROTOCOL_VERSION,
-        BaseEvent,
-        CustomEvent,
-        EventType,
-        Interrupt,
-        RunAgentInput,
-        RunErrorEvent,
-        RunFinishedEvent,
-        RunFinishedInterruptOutcome,
-        RunStartedEvent,
-        StateSnapshotEvent,
-        StepFinishedEvent,
-        StepStartedEvent,
-        TextMessageContentEvent,
-        TextMessageEndEvent,
-        TextMessageStartEvent,
-        TextPart,
-        ToolCallArgsEvent,
-        ToolCallEndEvent,
-        ToolCallResultEvent,
-        ToolCallStartEvent,
-        UserMessage,
-    )
-    from ag_ui.encoder import EventEncoder
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError('the AG-UI bridge needs its extra: pip install "bread-sync[ag-ui]"') from exc
+from ... import crumbs as c
+from ...crumbs import dumps, to_wire_crumb
 
 #: Every event type the translator can emit; tests/test_ag_ui.py pins it against the code.
 EMITTED_EVENT_TYPES = frozenset({
@@ -75,22 +53,15 @@ APPROVAL_SCHEMA = {
     "properties": {"approved": {"type": "boolean"}},
     "required": ["approved"],
 }
+#: What an input interrupt expects back when its tool names no schema of its own.
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {}}, "required": ["answer"]}
 _SUBAGENT_KEYS = ("parentAgentId", "subagentId", "status", "output")
 _TASK_KEYS = ("taskRunId", "taskId", "model", "status", "durationMs", "usage", "error")
 
 ResponseSchema = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 _encoder = EventEncoder()
-log = logging.getLogger("bread_sync.protocols.ag_ui")
-
-DEFAULT_PATH = "/ag-ui/run"
-#: An SSE comment: AG-UI parsers skip it, proxies see the stream is alive.
-HEARTBEAT = b": ping\n\n"
-
-
-class AG_UI_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
-    run = "ag_ui.run"
-    #: Reserved for the resumable stream (GET <path>/runs/<runId>/stream), not served yet.
-    stream = "ag_ui.stream"
+#: What an event stream's response is.
+CONTENT_TYPE = _encoder.get_content_type()
 
 
 def encode(event: BaseEvent) -> str:
@@ -106,7 +77,8 @@ def create_ag_ui_transformer(
     ``thread_id`` and ``run_id`` replace the ids RUN_STARTED and RUN_FINISHED carry (by default
     the run's session id and its bread run id): the HTTP ingress echoes the client's own.
     ``response_schema(human_required_crumb)`` gives the JSON Schema an input interrupt expects
-    (an approval's is :data:`APPROVAL_SCHEMA`); without it an input interrupt names none.
+    (an approval's is :data:`APPROVAL_SCHEMA`); without it, or when it gives None, an input
+    interrupt names :data:`ANSWER_SCHEMA`.
     """
     return AgUiTransformer(thread_id, run_id, response_schema)
 
@@ -121,7 +93,8 @@ class AgUiTransformer:
         #: "idle" before RUN_STARTED, "running", then "paused" (a HITL interrupt) or "ended".
         self.phase = "idle"
         self._message: str | None = None  # the open text message
-        self._tool_calls: list[str] = []  # tool calls open (their input still streaming)
+        self._messages = 0  # messages opened: their ids are the run's id and this count
+        self._tool_calls: dict[str, str] = {}  # tool calls open (their input still streaming), to their names
         self._streamed: set[str] = set()  # tool calls whose input was streamed: tool:call adds nothing
         self._steps: list[str] = []  # open steps, innermost last
         self._loop: dict[str, Any] = {}
@@ -166,6 +139,22 @@ class AgUiTransformer:
 
     translate = __call__
 
+    def reopen(self) -> list[BaseEvent]:
+        """What a stream that resumes here opens with, after this transformer was fed the run's
+        past (its events dropped): RUN_STARTED, then the steps, tool calls and message still open,
+        with their ids, so the resumed stream is valid on its own. Nothing before the run's
+        start, while it is paused (its continuation opens with RUN_STARTED) or once it ended."""
+        if self.phase != "running":
+            return []
+        events: list[BaseEvent] = [
+            RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
+        ]
+        events += [StepStartedEvent(step_name=name) for name in self._steps]
+        events += [ToolCallStartEvent(tool_call_id=i, tool_call_name=n) for i, n in self._tool_calls.items()]
+        if self._message is not None:
+            events.append(TextMessageStartEvent(message_id=self._message, role="assistant"))
+        return events
+
     # -- the run ------------------------------------------------------------------------------
 
     def _started(self, crumb: dict[str, Any]) -> list[BaseEvent]:
@@ -209,7 +198,7 @@ class AgUiTransformer:
         else:
             question = tool_input.get("question") if isinstance(tool_input, dict) else None
             message = question if isinstance(question, str) else f"{tool} asks for your input."
-            schema = self.response_schema(crumb) if self.response_schema else None
+            schema = (self.response_schema(crumb) if self.response_schema else None) or ANSWER_SCHEMA
         return Interrupt(
             id=crumb["checkpointId"],
             reason=crumb["kind"],
@@ -224,7 +213,7 @@ class AgUiTransformer:
         events = self._close_message()
         events += [ToolCallEndEvent(tool_call_id=tool_call_id) for tool_call_id in reversed(self._tool_calls)]
         events += [StepFinishedEvent(step_name=name) for name in reversed(self._steps)]
-        self._tool_calls, self._steps = [], []
+        self._tool_calls, self._steps = {}, []
         return events
 
     # -- text and files -----------------------------------------------------------------------
@@ -232,7 +221,10 @@ class AgUiTransformer:
     def _text_delta(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         events: list[BaseEvent] = []
         if self._message is None:
-            self._message = _new_id("msg")
+            # The same ids in a replay of the run as in its live stream: a resumed stream
+            # re-opens the message the client holds, under its id.
+            self._messages += 1
+            self._message = f"msg_{crumb['runId']}_{self._messages}"
             events.append(TextMessageStartEvent(message_id=self._message, role="assistant"))
         events.append(TextMessageContentEvent(message_id=self._message, delta=crumb["delta"]))
         return events
@@ -261,7 +253,7 @@ class AgUiTransformer:
 
     def _tool_input_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         self._streamed.add(crumb["toolCallId"])
-        self._tool_calls.append(crumb["toolCallId"])
+        self._tool_calls[crumb["toolCallId"]] = crumb["toolName"]
         return self._tool_start(crumb)
 
     def _tool_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
@@ -280,7 +272,7 @@ class AgUiTransformer:
     def _tool_input_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         if crumb["toolCallId"] not in self._tool_calls:
             return []
-        self._tool_calls.remove(crumb["toolCallId"])
+        del self._tool_calls[crumb["toolCallId"]]
         return [ToolCallEndEvent(tool_call_id=crumb["toolCallId"])]
 
     def _tool_call(self, crumb: dict[str, Any]) -> list[BaseEvent]:
@@ -306,7 +298,10 @@ class AgUiTransformer:
     def _result(self, crumb: dict[str, Any], content: str) -> list[BaseEvent]:
         events = self._close_message()
         result = ToolCallResultEvent(
-            message_id=_new_id("msg"), tool_call_id=crumb["toolCallId"], content=content, role="tool"
+            message_id=f"msg_{crumb['toolCallId']}_result",
+            tool_call_id=crumb["toolCallId"],
+            content=content,
+            role="tool",
         )
         return [*events, result]
 
@@ -368,159 +363,3 @@ def _iteration_step(crumb: dict[str, Any]) -> str:
 
 def _snapshot(key: str, crumb: dict[str, Any], keys: tuple[str, ...]) -> StateSnapshotEvent:
     return StateSnapshotEvent(snapshot={key: {k: crumb[k] for k in keys if crumb.get(k) is not None}})
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
-
-
-# -- the plugin -------------------------------------------------------------------------------
-
-ThreadAuthorizer = Callable[[Any, str], bool]
-
-
-def ag_ui(
-    agent_id: str | None = None,
-    path: str = DEFAULT_PATH,
-    on_event: Callable[[BaseEvent], None] | None = None,
-    authorize_thread: ThreadAuthorizer | None = None,
-) -> AgUiPlugin:
-    """The AG-UI plugin, for ``Config.plugins``.
-
-    ``agent_id``: serve that agent at ``POST path`` (action ``ag_ui.run``): one plugin, one
-    agent; mount another for another agent. ``on_event(event)``: called with the AG-UI events of
-    every run of this instance, one transformer per run. ``authorize_thread(identity, thread_id)``
-    must return True for the request's ``threadId`` (bread's session id), else 403; without it
-    any caller who knows a thread id may continue that session.
-    """
-    return AgUiPlugin(agent_id, path, on_event, authorize_thread)
-
-
-class AgUiPlugin:
-    """See :func:`ag_ui`."""
-
-    name = "ag_ui"
-
-    def __init__(
-        self,
-        agent_id: str | None,
-        path: str,
-        on_event: Callable[[BaseEvent], None] | None,
-        authorize_thread: ThreadAuthorizer | None,
-    ):
-        self.agent_id = agent_id
-        self.path = path
-        self.on_event = on_event
-        self.authorize_thread = authorize_thread
-        self._per_run: dict[str, AgUiTransformer] = {}
-        if on_event is not None:  # a hook only when there is someone to tell
-            self.on_crumb = self._map_crumb
-
-    def routes(self, blueprint: Any, bread: Any) -> None:
-        if self.agent_id is not None:
-            register_http_route(blueprint, "POST", self.path, AG_UI_ACTIONS.run, lambda: self._serve(bread))
-
-    def _map_crumb(self, frame: Frame) -> None:
-        # A paused run keeps its transformer: its continuation, in this process, goes on with it.
-        transformer = self._per_run.get(frame.run_id)
-        if transformer is None:
-            transformer = self._per_run[frame.run_id] = create_ag_ui_transformer()
-        if frame.type in c.TERMINAL:
-            del self._per_run[frame.run_id]
-        for event in transformer(frame.crumb):
-            self.on_event(event)
-
-    def _check_thread(self, thread_id: str) -> None:
-        # Only True allows, as with every authorizer: one that forgets to return denies.
-        if self.authorize_thread is not None and self.authorize_thread(g.get("bread_identity"), thread_id) is not True:
-            raise Forbidden()
-
-    def _serve(self, bread: Any) -> Response:
-        body = run_input(json_body())
-        self._check_thread(body.thread_id)
-        text = new_turn(body)
-        transformer = create_ag_ui_transformer(thread_id=body.thread_id, run_id=body.run_id)
-
-        def begin(token: Any) -> Any:
-            return bread.run(self.agent_id, text, session={"id": body.thread_id}, signal=token,
-                             may_interrupt=may_reach_run)  # fmt: skip
-
-        try:
-            run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
-        except BreadError as error:  # no run exists: the failure is the whole stream, at HTTP 200
-            return _response(_failure(transformer, error), None)
-        return _response(_stream(frames, transformer, run.run_id), run.run_id)
-
-
-def run_input(body: dict[str, Any]) -> RunAgentInput:
-    """The body as a ``RunAgentInput``, or ``INVALID_REQUEST`` naming what is wrong."""
-    try:
-        given = RunAgentInput.model_validate(body)
-    except ValidationError as exc:
-        problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5]]
-        raise BreadError(INVALID_REQUEST, "; ".join(problems)) from None
-    if not given.thread_id.strip():
-        raise BreadError(INVALID_REQUEST, "threadId must not be empty: it is the session's id")
-    return given
-
-
-def new_turn(body: RunAgentInput) -> str:
-    """The new turn's text: the last message's. Earlier messages are already in the session."""
-    if not body.messages:
-        raise BreadError(INVALID_REQUEST, "messages must not be empty: its last message is the new turn")
-    last = body.messages[-1]
-    if not isinstance(last, UserMessage):
-        raise BreadError(INVALID_REQUEST, f"the last message must be a user message, not {last.role}")
-    if isinstance(last.content, str):
-        return last.content
-    texts = [part.text for part in last.content if isinstance(part, TextPart)]
-    if not texts or len(texts) != len(last.content):
-        raise BreadError(INVALID_REQUEST, "the last message must be text: other content parts are not supported")
-    return "".join(texts)
-
-
-def _stream(frames: Iterator[Any], transformer: AgUiTransformer, run_id: str) -> Iterator[bytes]:
-    """The response body: each frame's events, encoded. The run is driven elsewhere."""
-    pace = Pacer().pace
-    try:
-        for items in frames:
-            if items is None:
-                yield HEARTBEAT
-                continue
-            for item in items:
-                if item.__class__ is Frame:
-                    for event in transformer(item.crumb):
-                        yield encode(event).encode()
-                        pace()
-    except Exception as exc:  # the stream is open: a failure can only be its last event
-        log.exception("AG-UI stream of run %s failed", run_id)
-        yield from _failure(transformer, internal_error(exc), run_id)
-    finally:
-        close = getattr(frames, "close", None)
-        if close is not None:
-            close()
-
-
-def _failure(transformer: AgUiTransformer, error: BreadError, run_id: str = "") -> Iterator[bytes]:
-    for event in transformer(error_crumb(run_id, error)):
-        yield encode(event).encode()
-
-
-def _response(body: Iterator[bytes], run_id: str | None) -> Response:
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Content-Encoding": "identity"}
-    if run_id:
-        headers["Bread-Run-Id"] = run_id
-    return Response(body, status=200, content_type=_encoder.get_content_type(), headers=headers,
-                    direct_passthrough=True)  # fmt: skip
-
-
-__all__ = [
-    "AG_UI_ACTIONS",
-    "EMITTED_EVENT_TYPES",
-    "FILE_GENERATED",
-    "AgUiPlugin",
-    "AgUiTransformer",
-    "ag_ui",
-    "create_ag_ui_transformer",
-    "encode",
-]

@@ -1,0 +1,114 @@
+"""Resumable AG-UI streams in process: ``id: <seq>`` on the last event of each durable crumb, and
+GET <path>/runs/<runId>/stream after a Last-Event-ID, valid on its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from bread_sync.demo import config as demo_config
+from bread_sync.protocols.ag_ui import ag_ui, create_ag_ui_transformer
+from bread_sync.server import create_server
+
+from .ag_ui_rules import check_stream, decode_sse, decode_sse_ids
+
+
+def turn(text, thread="t1"):
+    return {"threadId": thread, "runId": "r1", "messages": [{"id": "m", "role": "user", "content": text}]}
+
+
+@pytest.fixture
+def served(make_bread):
+    def make(**server):
+        plugins = [ag_ui(agent_id="echo"), ag_ui(agent_id="manager", path="/ag-ui/manager")]
+        bread = make_bread(demo_config().model_copy(update={"plugins": plugins}), transport="http-sse", server=server)
+        return bread, create_server(bread).test_client()
+
+    return make
+
+
+def test_the_last_event_of_each_durable_crumb_carries_its_seq(served):
+    bread, client = served()
+    answer = client.post("/ag-ui/manager", json=turn("go"))
+    framed = decode_sse_ids(answer.get_data(as_text=True))
+    ids = [seq for seq, _ in framed if seq is not None]
+    log = bread.store.get_crumbs(answer.headers["Bread-Run-Id"])
+    assert len(ids) > 5 and ids == sorted(set(ids)) and set(ids) <= {frame.seq for frame in log if frame.durable}
+    assert framed[0][0] == 1 and framed[-1][0] == log[-1].seq  # RUN_STARTED and RUN_FINISHED
+
+
+OPENERS = ("STEP_STARTED", "TOOL_CALL_START", "TEXT_MESSAGE_START")
+
+
+def comparable(events):
+    """Events as a replay and a live stream both say them: a message's text in one delta (the
+    log keeps it aggregated), and no run ids (the live stream echoes the client's)."""
+    out = []
+    for event in events:
+        event = {k: v for k, v in event.items() if k not in ("runId", "threadId")}
+        last = out[-1] if out else None
+        if event["type"] == "TEXT_MESSAGE_CONTENT" and last and last["type"] == event["type"]:
+            last["delta"] += event["delta"]
+        else:
+            out.append(event)
+    return out
+
+
+def test_a_stream_resumed_at_each_id_is_valid_and_loses_nothing(served):
+    _, client = served()
+    answer = client.post("/ag-ui/manager", json=turn("go"))
+    run_id, framed = answer.headers["Bread-Run-Id"], decode_sse_ids(answer.get_data(as_text=True))
+    whole = [event for _, event in framed]
+    reopened_any = False
+    for index, (seq, _) in enumerate(framed[:-1]):
+        if seq is None:
+            continue
+        resumed = client.get(f"/ag-ui/manager/runs/{run_id}/stream", headers={"Last-Event-ID": str(seq)})
+        events = decode_sse(resumed.get_data(as_text=True))
+        check_stream(events)
+        assert events[0] == {"type": "RUN_STARTED", "threadId": "t1", "runId": run_id, "protocolVersion": "1.0"}
+        opened = 1
+        while events[opened]["type"] in OPENERS and events[opened] in whole[: index + 1]:
+            opened += 1
+        reopened_any |= opened > 1
+        assert comparable(events[opened:]) == comparable(whole[index + 1 :]), seq
+    assert reopened_any  # some id fell inside a step
+
+
+def test_a_message_open_at_the_id_is_reopened_under_its_id():
+    past = [
+        {"type": "agent:run:start", "runId": "run-x", "sessionId": "s"},
+        {"type": "pipeline:step:start", "runId": "run-x", "stepName": "draft"},
+        {"type": "text:delta", "runId": "run-x", "delta": "half"},
+        {"type": "file:generated", "runId": "run-x", "uri": "file://a", "mimeType": "image/png"},
+    ]
+    live, replayed = create_ag_ui_transformer(), create_ag_ui_transformer()
+    sent = [event for crumb in past for event in live(crumb)]
+    for crumb in past:
+        replayed(crumb)
+    reopened = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in replayed.reopen()]
+    start = next(e for e in sent if e.type == "TEXT_MESSAGE_START")
+    assert [e["type"] for e in reopened] == ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START"]
+    assert reopened[2]["messageId"] == start.message_id and reopened[1]["stepName"] == "draft"
+    rest = [live({"type": "text:delta", "runId": "run-x", "delta": " more"})[0],
+            *live({"type": "agent:run:end", "runId": "run-x", "output": "half more"})]  # fmt: skip
+    check_stream([*reopened, *[e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in rest]])
+    assert create_ag_ui_transformer().reopen() == []
+
+
+def test_the_resumable_stream_answers_like_the_passive_route(served):
+    refused = set()
+    bread, client = served(authorize_run=lambda identity, run_id: run_id not in refused)
+    answer = client.post("/ag-ui/run", json=turn("a b"))
+    run_id = answer.headers["Bread-Run-Id"]
+    check_stream(decode_sse(answer.get_data(as_text=True)))  # to the run's end
+    last = bread.store.last_seq(run_id)
+    url = f"/ag-ui/run/runs/{run_id}/stream"
+    assert client.get(url, headers={"Last-Event-ID": str(last)}).status_code == 204
+    assert client.get(url, headers={"Last-Event-ID": str(last + 1)}).status_code == 204
+    whole = decode_sse(client.get(url).get_data(as_text=True))  # no Last-Event-ID: from the start
+    check_stream(whole)
+    assert whole[-1]["result"] == "a b"
+    assert client.get(url, headers={"Last-Event-ID": "x"}).get_json()["error"]["code"] == "INVALID_REQUEST"
+    assert client.get("/ag-ui/run/runs/run_nope/stream").get_json()["error"]["code"] == "RUN_NOT_FOUND"
+    refused.add(run_id)
+    assert client.get(url).status_code == 403

@@ -9,9 +9,13 @@ it ends unless it gives way now and then (:class:`Pacer`).
 
 from __future__ import annotations
 
+import _queue
+import collections
 import math
+import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any, TypeVar
@@ -38,6 +42,15 @@ def os_rlock() -> Any:
 
         return get_original("_thread", "RLock")()
     return threading.RLock()
+
+
+def os_sleep() -> Callable[[float], None]:
+    """``time.sleep`` as the OS has it, for a thread of the OS where gevent patched it."""
+    if patched():
+        from gevent.monkey import get_original
+
+        return get_original("time", "sleep")
+    return time.sleep
 
 
 def in_os_thread(fn: Callable[[], T]) -> T:
@@ -96,3 +109,95 @@ def _gevent_loop() -> Any:
     from gevent import get_hub
 
     return get_hub().loop
+
+
+class OSThread:
+    """One thread of the OS that runs calls for the greenlets of this process, one at a time and
+    in order, each while its caller waits: under gevent the event loop serves other greenlets
+    meanwhile, as far as the call lets go of the GIL (SQLite does while it works). Lighter than
+    the hub's thread pool per call: a queue in C, and one watcher of the loop for every answer.
+    Outside gevent (or from a thread of its own hub) :meth:`call` runs the call in the caller's
+    thread. Nothing the call does may use a gevent primitive (a patched lock, queue or sleep)."""
+
+    def __init__(self) -> None:
+        self._state: _Served | None = None
+        self._stopped = False
+
+    def call(self, fn: Callable[[], T], then: Callable[[], Any] | None = None) -> T:
+        """``fn()`` in the thread; ``then()`` (when given) afterwards in the loop's thread, even
+        if the caller was killed meanwhile: what ``fn`` borrowed from greenlets goes back there."""
+        served = self._served()
+        if served is None:
+            try:
+                return fn()
+            finally:
+                if then is not None:
+                    then()
+        return served.call(fn, then)
+
+    def stop(self) -> None:
+        """End the thread; later calls run in their caller's thread."""
+        self._stopped = True
+        if self._state is not None:
+            self._state.jobs.put(None)
+            self._state = None
+
+    def _served(self) -> _Served | None:
+        if self._stopped or not patched():
+            return None
+        from gevent import get_hub
+
+        hub, state = get_hub(), self._state
+        if state is None or state.pid != os.getpid():  # first use in this process (or a fork's)
+            state = self._state = _Served(hub)
+        return state if state.hub is hub else None  # another thread's hub: run it there
+
+
+class _Served:
+    def __init__(self, hub: Any):
+        from gevent.monkey import get_original
+
+        self.hub, self.pid = hub, os.getpid()
+        self.jobs: Any = _queue.SimpleQueue()  # in C: gevent does not patch it
+        self.done: collections.deque[list[Any]] = collections.deque()
+        self.pending = 0
+        self.answers = hub.loop.async_()
+        self.answers.ref = False  # an idle thread keeps no loop alive
+        self.answers.start(self._answer)
+        start_thread = get_original("_thread", "start_new_thread")
+        start_thread(_serve, (self.jobs, self.done, self.answers))
+
+    def call(self, fn: Callable[[], T], then: Callable[[], Any] | None) -> T:
+        from gevent.hub import Waiter
+
+        waiter = Waiter(self.hub)
+        self.pending += 1
+        self.answers.ref = True  # while a caller waits, the loop must wait for the answer
+        self.jobs.put([fn, then, waiter, False, None])
+        ok, value = waiter.get()
+        if not ok:
+            raise value
+        return value
+
+    def _answer(self) -> None:
+        while self.done:
+            _, then, waiter, ok, value = self.done.popleft()
+            self.pending -= 1
+            if then is not None:
+                try:
+                    then()
+                except Exception as exc:  # the call's answer wins; a failing then() is still said
+                    ok, value = (ok, value) if not ok else (False, exc)
+            waiter.switch((ok, value))
+        if not self.pending:
+            self.answers.ref = False
+
+
+def _serve(jobs: Any, done: collections.deque[list[Any]], answers: Any) -> None:
+    while (job := jobs.get()) is not None:
+        try:
+            job[4], job[3] = job[0](), True
+        except BaseException as exc:
+            job[4] = exc
+        done.append(job)
+        answers.send()

@@ -77,6 +77,8 @@ class AgentLoop(AgentActivity):
         self.pending: list[dict[str, Any]] = []
         self.model_state: dict[str, Any] = {}
         self.steps = 0
+        #: History entries waiting for the run's next durable crumb: one write for all of them.
+        self._unwritten: list[dict[str, Any]] = []
 
     def pending_tool(self) -> Tool | None:
         """The tool whose call the run paused on (None if the agent no longer has it)."""
@@ -249,9 +251,13 @@ class AgentLoop(AgentActivity):
         run's own agent (written with the run's next durable crumb)."""
         self.messages.append(message)
         if self.record:
-            entry = {**message, "runId": self.ctx.run_id, "at": now_iso()}
-            store, session_id = self.ctx.runtime.store, self.ctx.session_id
-            self.ctx.emitter.defer(lambda: store.append_messages(session_id, [entry]))
+            if not self._unwritten:
+                self.ctx.emitter.defer(self._write_history)
+            self._unwritten.append({**message, "runId": self.ctx.run_id, "at": now_iso()})
+
+    def _write_history(self) -> None:
+        entries, self._unwritten = self._unwritten, []
+        self.ctx.runtime.store.append_messages(self.ctx.session_id, entries)
 
     def _system_prompt(self) -> str:
         skill = self.agent.skills.get(self.skill) if self.skill else None

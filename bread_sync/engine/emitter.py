@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..crumbs import TEXT_DELTA, Frame, json_string, text_delta_wire_head
-from ..stores import batch
+from ..crumbs import STREAM_END, TEXT_DELTA, Frame, json_string, text_delta_wire_head
+from ..stores import batch, write_batch
 
 log = logging.getLogger("bread_sync")
 
@@ -76,6 +76,11 @@ class Emitter:
         deferred, self._deferred = self._deferred, []
         if not deferred:  # most commits: no batch to open
             self._store.append_crumbs(self.run_id, rows)
+        elif crumb["type"] in STREAM_END:
+            # A run's end (or pause) writes the most (its text, messages, status, the session's
+            # release), and many runs end at once: a store may write it off the event loop's
+            # thread (SQLite under gevent). A smaller batch is cheaper than that hand-over.
+            write_batch(self._store, [lambda: self._store.append_crumbs(self.run_id, rows), *deferred])
         else:
             with batch(self._store):
                 self._store.append_crumbs(self.run_id, rows)

@@ -7,6 +7,7 @@ Records are plain dicts with the camelCase keys the HTTP API serves. Timestamps 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
@@ -202,6 +203,18 @@ def batch(store: Any) -> AbstractContextManager[Any]:
     are then written one by one."""
     make = getattr(store, "batch", None)
     return make() if callable(make) else nullcontext()
+
+
+def write_batch(store: Any, writes: list[Callable[[], Any]]) -> None:
+    """``writes`` (calls of ``store``) as one :func:`batch`, through ``store.write_batch`` when
+    the store has it (SQLite: under gevent, off the event loop's thread)."""
+    write = getattr(store, "write_batch", None)
+    if callable(write):
+        write(writes)
+        return
+    with batch(store):
+        for each in writes:
+            each()
 
 
 def last_seqs(store: Any, run_ids: list[str]) -> dict[str, int]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from ... import greenlets
 from ...errors import STORE_BUSY, BreadError
 
 BUSY_TIMEOUT_SECONDS = 5.0
@@ -29,6 +31,8 @@ class PatientConnection(sqlite3.Connection):
     take the lock with their first statement (``BEGIN IMMEDIATE``, or an autocommit write)."""
 
     busy_seconds = BUSY_TIMEOUT_SECONDS
+    #: The sleep between attempts; None: ``time.sleep``, gevent's where it patched it.
+    os_sleep: Callable[[float], None] | None = None
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         try:  # the first attempt costs no more than a plain connection's
@@ -53,13 +57,24 @@ class PatientConnection(sqlite3.Connection):
         for pause in _pauses():
             if time.monotonic() + pause > deadline:
                 raise BreadError(STORE_BUSY, "the store is locked by another process; retry later")
-            time.sleep(pause)  # cooperative under gevent: the worker serves others meanwhile
+            (self.os_sleep or time.sleep)(pause)  # gevent's: the worker serves others meanwhile
             try:
                 return attempt()
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise
         raise AssertionError("unreachable")
+
+
+@contextmanager
+def in_os_thread(conn: PatientConnection) -> Iterator[None]:
+    """For work on ``conn`` in a thread of the OS under gevent (the store's writer): a locked
+    file is waited for with the OS's sleep, as gevent's must not be called from such a thread."""
+    conn.os_sleep = greenlets.os_sleep()
+    try:
+        yield
+    finally:
+        conn.os_sleep = None
 
 
 def _pauses() -> Iterator[float]:

@@ -13,7 +13,7 @@ import os
 import queue
 import sqlite3
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -21,11 +21,12 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from ... import greenlets
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, BreadError
 from .. import RunRow, iso_days_ago, now_iso, tags_match
 from . import wal
-from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection
+from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, in_os_thread
 from .migrations import immediate, migrate
 from .purge import purge
 
@@ -85,7 +86,10 @@ class SQLiteStore:
         self._pool: queue.Queue[Database | None] = queue.LifoQueue()
         for _ in range(pool_size):
             self._pool.put(None)
-        self._finalizer = weakref.finalize(self, _close, self._pool, self._checkpointer)
+        # One thread for the transactions of write_batch: two in threads at once would wait for
+        # each other's write lock in busy waits, a millisecond at least.
+        self._writer = greenlets.OSThread()
+        self._finalizer = weakref.finalize(self, _close, self._pool, self._checkpointer, self._writer)
         # Per thread and per greenlet alike (each has its own context), whenever gevent patched.
         self._batch: ContextVar[Database | None] = ContextVar("bread_sqlite_batch", default=None)
 
@@ -101,6 +105,13 @@ class SQLiteStore:
         if held is not None:
             yield held
             return
+        db = self._take()
+        try:
+            yield db
+        finally:
+            self._pool.put(db)
+
+    def _take(self) -> Database:
         db = self._pool.get()
         try:
             if db is None:
@@ -109,9 +120,10 @@ class SQLiteStore:
                 db = self._open()
             if self._checkpointer is not None:  # started on first use in each process
                 self._checkpointer.ensure_running()
-            yield db
-        finally:
+        except BaseException:
             self._pool.put(db)
+            raise
+        return db
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -124,6 +136,31 @@ class SQLiteStore:
             token = self._batch.set(db)
             try:
                 yield
+            finally:
+                self._batch.reset(token)
+
+    def write_batch(self, writes: list[Callable[[], Any]]) -> None:
+        """``writes`` (calls of this store) as one :meth:`batch`. Under gevent the transaction
+        runs in a thread of the OS while the calling greenlet waits for its commit: SQLite lets
+        go of the GIL, so the event loop serves other greenlets meanwhile instead of standing
+        still for every statement. The caller still goes on only once it is committed."""
+        if not greenlets.patched() or self._batch.get() is not None:
+            with self.batch():
+                for write in writes:
+                    write()
+            return
+        db = self._take()  # here, not in the thread: the pool's queue is gevent's
+        self._writer.call(lambda: self._write_in_os_thread(db, writes), then=lambda: self._pool.put(db))
+
+    def _write_in_os_thread(self, db: Database, writes: list[Callable[[], Any]]) -> None:
+        # No gevent primitive may run here: the store's calls inside find the batch's connection
+        # (no pool), and a locked file is waited for with the OS's sleep, not gevent's.
+        with in_os_thread(db.conn):
+            token = self._batch.set(db)
+            try:
+                with immediate(db):
+                    for write in writes:
+                        write()
             finally:
                 self._batch.reset(token)
 
@@ -369,7 +406,10 @@ def _session(row: tuple[Any, ...]) -> dict[str, Any]:
     return {"id": session_id, "tags": json.loads(tags), "createdAt": created_at, "updatedAt": updated_at}
 
 
-def _close(pool: queue.Queue[Database | None], checkpointer: wal.Checkpointer | None) -> None:
+def _close(
+    pool: queue.Queue[Database | None], checkpointer: wal.Checkpointer | None, writer: greenlets.OSThread
+) -> None:
+    writer.stop()
     if checkpointer is not None:
         checkpointer.stop()
     # Closed connections go back in, so a call after close() fails instead of waiting forever.

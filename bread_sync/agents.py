@@ -84,6 +84,10 @@ class Tool:
         except ValidationError as exc:
             raise BreadError(INPUT_INVALID, describe_validation(exc, f"tool {self.name!r} input")) from None
 
+    def response_json_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema of what this input tool's human may answer, if it says."""
+        return self._response.json_schema() if self._response is not None else None
+
     def validate_response(self, kind: str, response: Any) -> Any:
         """The human's answer to this tool's pause of ``kind``, as JSON-safe data: an approval is
         ``{"approved": bool}`` (else ``INVALID_REQUEST``); an input answer fits the

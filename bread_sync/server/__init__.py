@@ -4,7 +4,7 @@ from .actions import HTTP_ACTIONS, register_http_route
 from .auth import AUTH_ACTIONS, auth_plugin
 from .extension import BreadSync, create_server
 from .guard import authorize_run
-from .run_streams import start_run_stream
+from .run_streams import followed_run, start_run_stream, stream_position, stream_response
 
 __all__ = [
     "AUTH_ACTIONS",
@@ -13,6 +13,9 @@ __all__ = [
     "auth_plugin",
     "authorize_run",
     "create_server",
+    "followed_run",
     "register_http_route",
     "start_run_stream",
+    "stream_position",
+    "stream_response",
 ]

@@ -1,14 +1,24 @@
-"""Start a run off the request and tail it: what every route that streams a run it starts does,
-the bread routes and the protocol bridges alike."""
+"""What every route that streams a run does, the bread routes and the protocol bridges alike:
+start a run off the request and tail it, or follow a run from a client's position, and answer
+with a stream response."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from flask import Response, request
+
+from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError
 from ..runtime import Run
+from ..stores import FINISHED
 from .guard import authorize_run
 from .state import state
+
+#: The largest position a client may ask for: SQLite's integers are 64-bit.
+MAX_SEQ = 2**63 - 1
+_SEQ = re.compile(r"^[0-9]{1,19}$")
 
 
 def start_run_stream(
@@ -34,3 +44,44 @@ def start_run_stream(
         )
         slot.drive(run)
     return run, frames
+
+
+def stream_position() -> int:
+    """Where a stream of a run starts: ``Last-Event-ID`` wins over ``?after=`` (EventSource
+    resends the URL with the header)."""
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None:
+        raw = request.args.get("after", "0")
+    raw = raw.strip()
+    if not _SEQ.match(raw) or int(raw) > MAX_SEQ:
+        raise BreadError(INVALID_REQUEST, "Last-Event-ID and ?after= must be a non-negative integer seq")
+    return int(raw)
+
+
+def followed_run(run_id: str, after: int, check: Callable[[dict[str, Any]], None] | None = None) -> dict | None:
+    """The record of a run a client follows from ``after``, once the run-ownership hook (and
+    ``check(record)``, when given) allowed it; None when the run ended with nothing after
+    ``after`` (answer 204). ``RUN_NOT_FOUND``, or ``INVALID_REQUEST`` for a position past its log:
+    a client only holds seqs the log has (each is committed before it is sent), and a tail past
+    the log would wait beyond the run's end for nothing."""
+    authorize_run(run_id)
+    store = state().bread.store
+    record = store.get_run(run_id)
+    if record is None:
+        raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
+    if check is not None:
+        check(record)
+    last = store.last_seq(run_id)
+    if record["status"] in FINISHED and last <= after:
+        return None
+    if last < after:
+        raise BreadError(INVALID_REQUEST, f"run {run_id} has no seq {after} yet: its log ends at {last}")
+    return record
+
+
+def stream_response(body: Iterator[bytes], content_type: str, run_id: str | None) -> Response:
+    """A stream's response: never cached, buffered or compressed on the way, and naming its run."""
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Content-Encoding": "identity"}
+    if run_id:
+        headers["Bread-Run-Id"] = run_id
+    return Response(body, status=200, content_type=content_type, headers=headers, direct_passthrough=True)

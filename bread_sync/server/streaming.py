@@ -6,29 +6,23 @@ formats frames and nothing more.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flask import Response, request
+from flask import Response
 
 from ..crumbs import Frame, is_delta_frame
-from ..errors import INVALID_REQUEST, RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError, internal_error
+from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError, internal_error
 from ..greenlets import Pacer
 from ..runtime import Bread, new_id
-from ..stores import FINISHED
 from ..tails import Gap
 from ..transports.http import HTTPTransport
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import authorize_run, may_reach_run, valid_body
-from .run_streams import start_run_stream
+from .run_streams import followed_run, start_run_stream, stream_position, stream_response
 from .schemas import PipelineRunBody, ResumeBody, RunBody
 
 log = logging.getLogger("bread_sync.server")
-
-#: The largest position a client may ask for: SQLite's integers are 64-bit.
-MAX_SEQ = 2**63 - 1
-_SEQ = re.compile(r"^[0-9]{1,19}$")
 
 
 def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:
@@ -92,18 +86,9 @@ class _Views:
         return self._response(self._frames(frames), run.run_id)
 
     def passive(self, run_id: str) -> Response:
-        after = _position()
-        authorize_run(run_id)
-        record = self.bread.store.get_run(run_id)
-        if record is None:
-            raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
-        last = self.bread.store.last_seq(run_id)
-        if record["status"] in FINISHED and last <= after:
+        after = stream_position()
+        if followed_run(run_id, after) is None:
             return Response(status=204)
-        if last < after:
-            # A client only holds seqs the log has (each is committed before it is sent); the
-            # tail of a position past the log would wait beyond the run's end for nothing.
-            raise BreadError(INVALID_REQUEST, f"run {run_id} has no seq {after} yet: its log ends at {last}")
         frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat, batched=True)
         return self._response(self._frames(frames, prelude=self.wire.passive_prelude), run_id)
 
@@ -143,22 +128,8 @@ class _Views:
         return self.wire.gap(item.earliest_seq, "") if item.__class__ is Gap else self.wire.frame(item)
 
     def _response(self, body: Iterator[bytes], run_id: str | None) -> Response:
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Content-Encoding": "identity"}
-        if run_id:
-            headers["Bread-Run-Id"] = run_id
-        return Response(body, status=200, content_type=self.wire.content_type, headers=headers, direct_passthrough=True)
+        return stream_response(body, self.wire.content_type, run_id)
 
 
 def _session(req: RunBody | PipelineRunBody) -> dict[str, Any] | None:
     return req.session.model_dump(exclude_none=True) if req.session else None
-
-
-def _position() -> int:
-    """Where a passive stream starts: ``Last-Event-ID`` wins over ``?after=``."""
-    raw = request.headers.get("Last-Event-ID")
-    if raw is None:
-        raw = request.args.get("after", "0")
-    raw = raw.strip()
-    if not _SEQ.match(raw) or int(raw) > MAX_SEQ:
-        raise BreadError(INVALID_REQUEST, "Last-Event-ID and ?after= must be a non-negative integer seq")
-    return int(raw)

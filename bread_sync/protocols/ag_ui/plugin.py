@@ -18,8 +18,8 @@ from ag_ui.core import (
     TextPart,
     UserMessage,
 )
-from flask import Response, g, request
-from pydantic import TypeAdapter, ValidationError
+from flask import Response, g
+from pydantic import ValidationError
 
 from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
@@ -27,14 +27,19 @@ from ...errors import (
     CHECKPOINT_ALREADY_RESUMED,
     CHECKPOINT_NOT_FOUND,
     INVALID_REQUEST,
-    RUN_NOT_FOUND,
     BreadError,
     internal_error,
 )
 from ...greenlets import Pacer
-from ...server import authorize_run, register_http_route, start_run_stream
+from ...server import (
+    authorize_run,
+    followed_run,
+    register_http_route,
+    start_run_stream,
+    stream_position,
+    stream_response,
+)
 from ...server.guard import Forbidden, json_body, may_reach_run
-from ...stores import FINISHED
 from .translator import CONTENT_TYPE, AgUiTransformer, create_ag_ui_transformer, encode
 
 log = logging.getLogger("bread_sync.protocols.ag_ui")
@@ -161,17 +166,9 @@ class AgUiPlugin:
         """The run's events after ``Last-Event-ID`` (or ``?after=``), then live, to its end: its
         past up to there is translated silently, so the stream opens with RUN_STARTED and
         re-opens what was open there."""
-        after = _position()
-        authorize_run(run_id)
-        record = bread.store.get_run(run_id)
-        if record is None:
-            raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
-        self._check_thread(record["sessionId"])
-        last = bread.store.last_seq(run_id)
-        if record["status"] in FINISHED and last <= after:
+        after = stream_position()
+        if followed_run(run_id, after, check=lambda record: self._check_thread(record["sessionId"])) is None:
             return Response(status=204)
-        if last < after:  # the client holds only seqs the log has: each is committed before it is sent
-            raise BreadError(INVALID_REQUEST, f"run {run_id} has no seq {after} yet: its log ends at {last}")
         transformer = create_ag_ui_transformer(response_schema=partial(self._answer_schema, bread))
         for frame in _log_through(bread, run_id, after):
             transformer(frame.crumb)
@@ -184,7 +181,7 @@ class AgUiPlugin:
         agent = bread.agent(self.agent_id)
         for tool in getattr(agent, "tools", None) or []:
             if tool.name == crumb.get("toolName") and tool.response_schema is not None:
-                return TypeAdapter(tool.response_schema).json_schema()
+                return tool.response_json_schema()
         return None
 
 
@@ -236,14 +233,6 @@ def _log_through(bread: Any, run_id: str, seq: int) -> Iterator[Frame]:
         after = page[-1].seq
 
 
-def _position() -> int:
-    """Where a resumed stream starts: ``Last-Event-ID`` wins over ``?after=``."""
-    raw = request.headers.get("Last-Event-ID", request.args.get("after", "0")).strip()
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
-        raise BreadError(INVALID_REQUEST, "Last-Event-ID and ?after= must be a non-negative integer seq")
-    return int(raw)
-
-
 def _stream(
     frames: Iterator[Any], transformer: AgUiTransformer, run_id: str, prelude: list[bytes] | None = None
 ) -> Iterator[bytes]:
@@ -293,8 +282,4 @@ def _failure(transformer: AgUiTransformer, error: BreadError, run_id: str = "") 
 
 
 def _response(body: Iterator[bytes], run_id: str | None) -> Response:
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Content-Encoding": "identity"}
-    if run_id:
-        headers["Bread-Run-Id"] = run_id
-    return Response(body, status=200, content_type=CONTENT_TYPE, headers=headers,
-                    direct_passthrough=True)  # fmt: skip
+    return stream_response(body, CONTENT_TYPE, run_id)

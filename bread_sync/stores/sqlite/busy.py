@@ -67,7 +67,7 @@ class PatientConnection(sqlite3.Connection):
 
 
 @contextmanager
-def in_os_thread(conn: PatientConnection) -> Iterator[None]:
+def os_sleeping(conn: PatientConnection) -> Iterator[None]:
     """For work on ``conn`` in a thread of the OS under gevent (the store's writer): a locked
     file is waited for with the OS's sleep, as gevent's must not be called from such a thread."""
     conn.os_sleep = greenlets.os_sleep()

@@ -26,7 +26,7 @@ from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, BreadError
 from .. import RunRow, iso_days_ago, now_iso, tags_match
 from . import wal
-from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, in_os_thread
+from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, os_sleeping
 from .migrations import immediate, migrate
 from .purge import purge
 
@@ -155,7 +155,7 @@ class SQLiteStore:
     def _write_in_os_thread(self, db: Database, writes: list[Callable[[], Any]]) -> None:
         # No gevent primitive may run here: the store's calls inside find the batch's connection
         # (no pool), and a locked file is waited for with the OS's sleep, not gevent's.
-        with in_os_thread(db.conn):
+        with os_sleeping(db.conn):
             token = self._batch.set(db)
             try:
                 with immediate(db):

@@ -16,7 +16,11 @@ from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
 from ..crumbs import Frame
 
-STORES = {"memory": "bread_sync.stores.memory", "sqlite": "bread_sync.stores.sqlite"}
+STORES = {
+    "memory": "bread_sync.stores.memory",
+    "sqlite": "bread_sync.stores.sqlite",
+    "postgres": "bread_sync.stores.postgres",
+}
 
 RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interrupted")
 FINISHED = frozenset({"completed", "failed", "cancelled", "interrupted"})

@@ -12,9 +12,13 @@ from bread_sync.stores import STORES, has_crumb_log
 OLD = "2020-01-01T00:00:00.000Z"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request, tmp_path):
-    opts = {"path": tmp_path / "bread.db"} if request.param == "sqlite" else {}
+    opts = {
+        "memory": dict,
+        "sqlite": lambda: {"path": tmp_path / "bread.db"},
+        "postgres": lambda: {"url": request.getfixturevalue("postgres_url")},
+    }[request.param]()
     made = resolve(request.param, STORES, "store", **opts)
     yield made
     close = getattr(made, "close", None)

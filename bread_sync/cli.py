@@ -82,7 +82,7 @@ exit codes: each command's --help lists its own; for every command 2 is a usage 
 CONFIG_HELP = """
 BREAD_CONFIG=module:attribute (or --config) names the config, the demo agents by default;
 its module may be in the current folder. BREAD_DB names the SQLite file that keeps runs
-and checkpoints across processes.
+and checkpoints across processes, or a Postgres database (postgresql://...) shared by hosts.
 """
 
 Begin = Callable[[CancelToken], Run]

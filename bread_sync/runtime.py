@@ -17,7 +17,7 @@ from . import crumbs as c
 from .agents import Agent, Tool, check_response_kind
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
-from .config import Config, default_db_path
+from .config import Config, default_db_path, postgres_url
 from .crumbs import Frame
 from .engine import owners
 from .engine.context import RunContext
@@ -147,6 +147,10 @@ class Bread:
 
     @staticmethod
     def _make_store(config: Config) -> Any:
+        if config.store == "postgres" or (config.store is None and postgres_url()):
+            if postgres_url() is None:
+                raise ValueError("the postgres store needs BREAD_DB=postgresql://user@host/database")
+            return resolve("postgres", STORES, "store", url=postgres_url())
         if config.store is None or config.store == "sqlite":
             from .stores.sqlite import store
 

@@ -83,6 +83,20 @@ class CrumbLog(Protocol):
         them or none. An exception inside ends the batch; a store with transactions (SQLite)
         undoes the calls before it, the memory store keeps them. Nested batches join the outer."""
 
+    def listen(self) -> AppendListener:
+        """A listener that hears appends made by any process (Postgres: LISTEN/NOTIFY), for the
+        log follower, which then reads a log when it grew instead of polling it."""
+
+
+class AppendListener(Protocol):
+    """What :meth:`CrumbLog.listen` gives: one caller's wake-up on appends."""
+
+    def wait(self, timeout: float) -> set[str] | None:
+        """Wait up to ``timeout`` seconds for appends; the run ids appended to since the last
+        wait (empty: none), or None when some may have gone unheard (read every log)."""
+
+    def close(self) -> None: ...
+
 
 class RunStore(Protocol):
     def create_run(self, record: RunRow) -> bool:
@@ -226,6 +240,12 @@ def last_seqs(store: Any, run_ids: list[str]) -> dict[str, int]:
     if callable(getattr(store, "last_seqs", None)):
         return store.last_seqs(run_ids)
     return {run_id: seq for run_id in run_ids if (seq := store.last_seq(run_id))}
+
+
+def append_listener(store: Any) -> AppendListener | None:
+    """``store.listen()``, or None for a store that cannot tell who appended (its logs are polled)."""
+    listen = getattr(store, "listen", None)
+    return listen() if callable(listen) else None
 
 
 def now_iso() -> str:

@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, STORE_UNAVAILABLE, BreadError
 from .. import RunRow, iso_days_ago, now_iso
+from .listener import AppendListener
 from .migrations import migrate
 from .purge import purge
 
@@ -175,6 +176,10 @@ class PostgresStore:
             return {}
         with self.connection() as conn:
             return {run_id: seq for run_id, seq in conn.execute(LAST_SEQS, [run_ids]) if seq is not None}
+
+    def listen(self) -> AppendListener:
+        """A listener on the appends of every process (LISTEN/NOTIFY), with a connection of its own."""
+        return AppendListener(self.url, self.connect_seconds)
 
     # runs
     def create_run(self, record: RunRow) -> bool:

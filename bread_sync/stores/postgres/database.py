@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -131,7 +132,7 @@ class PostgresStore:
                 if self._pool is None or self._pool_pid != os.getpid():
                     self._pool = ConnectionPool(
                         self.url, min_size=1, max_size=self.pool_size, kwargs={"autocommit": True},
-                        timeout=self.connect_seconds, name="bread", open=True,
+                        timeout=self.connect_seconds, check=still_connected, name="bread", open=True,
                     )  # fmt: skip
                     self._pool_pid = os.getpid()
         return self._pool
@@ -348,6 +349,17 @@ class PostgresStore:
     def _records(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         with self.connection() as conn:
             return [json.loads(text) for (text,) in conn.execute(sql, params)]
+
+
+def still_connected(conn: Any) -> None:
+    """The pool's check of a connection it is about to lend, without a round trip: an idle
+    connection has nothing to read unless the server said goodbye (Postgres restarting sends
+    "terminating connection", then closes). The pool then lends another instead, waiting up to
+    ``connect_seconds`` for Postgres to be back."""
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+        conn.close()  # closed, the pool drops it rather than lend it again
+        raise psycopg.OperationalError("the server closed the connection")
 
 
 @contextmanager

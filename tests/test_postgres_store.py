@@ -248,6 +248,34 @@ def test_an_unreachable_server_is_store_unavailable(postgres_url):
         postgres.store(url=postgres_server.database_url("postgresql://postgres@127.0.0.1:1", "x"), connect_seconds=1)
     assert info.value.code == STORE_UNAVAILABLE
     assert info.value.status == 503
+    assert "127.0.0.1" not in info.value.message  # it reaches clients: no host named
+
+
+def race(count, attempt):
+    """``attempt(n)`` in ``count`` threads released together; their answers, by ``n``."""
+    start, answers = threading.Barrier(count), {}
+
+    def go(n):
+        start.wait()
+        answers[n] = attempt(n)
+
+    threads = [threading.Thread(target=go, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return [answers[n] for n in range(count)]
+
+
+def test_of_hosts_racing_for_a_session_or_a_checkpoint_one_wins(open_store):
+    """Each racer has a store of its own (its own pool, as a replica on another host has)."""
+    stores = [open_store(pool_size=1) for _ in range(6)]
+    stores[0].save_checkpoint({"id": "cp1", "runId": "r1", "status": "pending"})
+
+    claims = race(6, lambda n: stores[n].claim_session("s1", f"run{n}"))
+    (winner,) = [f"run{n}" for n, holder in enumerate(claims) if holder is None]
+    assert [holder for holder in claims if holder is not None] == [winner] * 5
+    assert race(6, lambda n: stores[n].claim_checkpoint("cp1")).count(True) == 1
 
 
 def test_a_closed_store_refuses_work(open_store):

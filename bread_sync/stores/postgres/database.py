@@ -356,8 +356,9 @@ def still_connected(conn: Any) -> None:
     connection has nothing to read unless the server said goodbye (Postgres restarting sends
     "terminating connection", then closes). The pool then lends another instead, waiting up to
     ``connect_seconds`` for Postgres to be back."""
-    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    if readable or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
+    poller = select.poll()  # not select(), which refuses a descriptor past 1023
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    if poller.poll(0) or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
         conn.close()  # closed, the pool drops it rather than lend it again
         raise psycopg.OperationalError("the server closed the connection")
 
@@ -365,17 +366,14 @@ def still_connected(conn: Any) -> None:
 @contextmanager
 def unavailable_as_error() -> Iterator[None]:
     """Postgres unreachable (down, restarting, refusing connections, the pool's wait over):
-    ``STORE_UNAVAILABLE``, with nothing of the call written."""
+    ``STORE_UNAVAILABLE``, with nothing of the call written. The message reaches clients, so it
+    names no host; the cause stays chained for the server's log."""
     from psycopg_pool import PoolTimeout
 
     try:
         yield
     except (psycopg.OperationalError, PoolTimeout) as exc:
-        raise BreadError(STORE_UNAVAILABLE, f"the Postgres store does not answer: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise BreadError(STORE_UNAVAILABLE, "the Postgres store does not answer; retry later") from exc
 
 
 def _conflict(run_id: str, seqs: list[int]) -> BreadError:

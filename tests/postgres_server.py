@@ -178,7 +178,11 @@ class PostgresServer:
         probe = subprocess.run([*self._prefix(), str(bindir / "postgres"), "--version"], capture_output=True)
         if probe.returncode == 0:
             return bindir
-        copy = self.home / "pginstall"
-        shutil.copytree(bindir.parent, copy, symlinks=True)
-        subprocess.run(["chown", "-R", self._as_user, str(copy)], check=True)
-        return copy / "bin"
+        # The wheel's package, and beside it the libraries its binaries find relative to
+        # themselves (auditwheel's ``pgserver.libs``, their RPATH is $ORIGIN/../../../).
+        package = bindir.parent.parent
+        for folder in (package, package.with_name(f"{package.name}.libs")):
+            if folder.exists():
+                shutil.copytree(folder, self.home / folder.name, symlinks=True)
+                subprocess.run(["chown", "-R", self._as_user, str(self.home / folder.name)], check=True)
+        return self.home / package.name / bindir.parent.name / "bin"

@@ -41,7 +41,7 @@ RUN_COLUMNS = {
     "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
 }  # fmt: skip
 
-APPEND_CRUMBS = "SELECT bread_append_crumbs(%s, %s::bigint[], %s::text[], %s::text[])"
+APPEND_CRUMBS = "SELECT bread_append_crumbs(%s, %b::bigint[], %b::text[], %b::text[])"
 SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM crumbs WHERE run_id = %s"
 # One max() subquery per run: an index seek each, where a GROUP BY reads every row.

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from ... import greenlets
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, STORE_UNAVAILABLE, BreadError
 from .. import RunRow, iso_days_ago, now_iso
@@ -356,11 +357,21 @@ def still_connected(conn: Any) -> None:
     connection has nothing to read unless the server said goodbye (Postgres restarting sends
     "terminating connection", then closes). The pool then lends another instead, waiting up to
     ``connect_seconds`` for Postgres to be back."""
-    poller = select.poll()  # not select(), which refuses a descriptor past 1023
+    poller = _os_poll()  # not select(), which refuses a descriptor past 1023
     poller.register(conn.pgconn.socket, select.POLLIN)
     if poller.poll(0) or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
         conn.close()  # closed, the pool drops it rather than lend it again
         raise psycopg.OperationalError("the server closed the connection")
+
+
+def _os_poll() -> Any:
+    """The OS's poll even where gevent patched it: a poll that does not wait blocks no
+    greenlet, and gevent's costs a watcher on its loop each time."""
+    if greenlets.patched():
+        from gevent.monkey import get_original
+
+        return get_original("select", "poll")()
+    return select.poll()
 
 
 @contextmanager

@@ -237,10 +237,15 @@ def test_a_late_batch_cannot_land_behind_one_that_committed_after_it_began(open_
 
 def test_a_frame_is_stored_in_its_wire_form_as_is(open_store, postgres_url):
     store = open_store()
-    frame = Frame("r1", 1, {"type": "text:delta", "runId": "r1", "delta": "ü \u2028"})
-    store.append_crumbs("r1", [frame])
-    assert read(postgres_url, "SELECT crumb, type FROM crumbs") == [(frame.wire, "text:delta")]
-    assert store.get_crumbs("r1")[0].wire == frame.wire
+    frames = [
+        Frame("r1", 1, {"type": "text:delta", "runId": "r1", "delta": "ü \u2028"}),
+        # What an array literal must escape or could misread: quotes, backslashes, braces, commas.
+        Frame("r1", 2, {"type": "tool:result", "runId": "r1", "output": 'a "b" \\ {c}, NULL \\" \n'}),
+    ]
+    store.append_crumbs("r1", frames)
+    assert read(postgres_url, "SELECT crumb, type FROM crumbs ORDER BY seq") == [(f.wire, f.type) for f in frames]
+    assert [f.wire for f in store.get_crumbs("r1")] == [f.wire for f in frames]
+    assert store.get_crumbs("r1")[1].crumb == frames[1].crumb
 
 
 def test_an_unreachable_server_is_store_unavailable(postgres_url):

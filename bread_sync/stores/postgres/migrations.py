@@ -106,17 +106,16 @@ def m001_initial(conn: Any) -> None:
         """
         CREATE FUNCTION bread_append_crumbs(p_run text, p_seqs bigint[], p_types text[], p_crumbs text[])
         RETURNS void LANGUAGE plpgsql AS $$
-        DECLARE
-            last_seq bigint;
         BEGIN
             PERFORM pg_advisory_xact_lock(hashtextextended(p_run, 0));
-            SELECT max(seq) INTO last_seq FROM crumbs WHERE run_id = p_run;
-            IF last_seq IS NOT NULL AND p_seqs[1] <= last_seq THEN
-                RAISE EXCEPTION 'run %: seq % is at or below the last written, %', p_run, p_seqs[1], last_seq
+            -- A statement of its own, after the lock: it sees what the run's last writer committed.
+            INSERT INTO crumbs (run_id, seq, type, crumb)
+                SELECT p_run, s, t, c FROM unnest(p_seqs, p_types, p_crumbs) AS u(s, t, c)
+                WHERE NOT EXISTS (SELECT FROM crumbs WHERE run_id = p_run AND seq >= p_seqs[1]);
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'run %: seq % is at or below the last one written', p_run, p_seqs[1]
                     USING ERRCODE = 'unique_violation';
             END IF;
-            INSERT INTO crumbs (run_id, seq, type, crumb)
-                SELECT p_run, s, t, c FROM unnest(p_seqs, p_types, p_crumbs) AS u(s, t, c);
             PERFORM pg_notify('bread_crumbs', p_run);
         END
         $$

@@ -159,6 +159,25 @@ def test_subagents_and_tasks_are_steps_with_their_state(bread):
     assert set(task) <= {"taskRunId", "taskId", "model", "status", "durationMs", "usage", "error"}
 
 
+def test_each_snapshot_carries_the_clients_state_with_breads_keys_winning(bread):
+    client = {"plan": ["knead", "bake"], "loop": "the client's own", "task": 0}
+    transformer = create_ag_ui_transformer(state=client)
+    snapshots = [e["snapshot"] for e in translate(bread.run("counter", {"until": 1}), transformer)
+                 if e["type"] == "STATE_SNAPSHOT"]  # fmt: skip
+    assert snapshots and all(s["plan"] == ["knead", "bake"] and s["task"] == 0 for s in snapshots)
+    assert all(isinstance(s["loop"], dict) and s["loop"]["loopId"] for s in snapshots)
+    assert client["loop"] == "the client's own"  # the client's state given is not changed
+
+
+def test_a_snapshot_keeps_breads_keys_seen_before_it(bread):
+    # A snapshot replaces the client's whole state: the task's keeps what the subagent's said.
+    events = translate(bread.run("manager", None), create_ag_ui_transformer(state={"plan": "x"}))
+    snapshots = [e["snapshot"] for e in events if e["type"] == "STATE_SNAPSHOT"]
+    assert set(snapshots[0]) == {"plan", "subagent"}
+    assert set(snapshots[-1]) == {"plan", "subagent", "task"}
+    assert snapshots[-1]["subagent"]["status"] == "completed" and snapshots[-1]["task"]["status"] == "completed"
+
+
 def test_a_generated_file_is_a_custom_event(bread):
     events = translate(bread.run("artist", None))
     (custom,) = [e for e in events if e["type"] == "CUSTOM"]

@@ -70,7 +70,10 @@ def encode(event: BaseEvent) -> str:
 
 
 def create_ag_ui_transformer(
-    thread_id: str | None = None, run_id: str | None = None, response_schema: ResponseSchema | None = None
+    thread_id: str | None = None,
+    run_id: str | None = None,
+    response_schema: ResponseSchema | None = None,
+    state: dict[str, Any] | None = None,
 ) -> AgUiTransformer:
     """A translator for one stream: call it with each crumb, get that crumb's AG-UI events.
 
@@ -78,15 +81,23 @@ def create_ag_ui_transformer(
     the run's session id and its bread run id): the HTTP ingress echoes the client's own.
     ``response_schema(human_required_crumb)`` gives the JSON Schema an input interrupt expects
     (an approval's is :data:`APPROVAL_SCHEMA`); without it, or when it gives None, an input
-    interrupt names :data:`ANSWER_SCHEMA`.
+    interrupt names :data:`ANSWER_SCHEMA`. ``state`` is the client's: a STATE_SNAPSHOT replaces
+    the client's whole state, so each carries it, with bread's keys (``loop``, ``subagent``,
+    ``task``, as far as the stream has them) merged at the top level, bread's winning.
     """
-    return AgUiTransformer(thread_id, run_id, response_schema)
+    return AgUiTransformer(thread_id, run_id, response_schema, state)
 
 
 class AgUiTransformer:
     """See :func:`create_ag_ui_transformer`. Does no I/O; not thread-safe (one per stream)."""
 
-    def __init__(self, thread_id: str | None, run_id: str | None, response_schema: ResponseSchema | None):
+    def __init__(
+        self,
+        thread_id: str | None,
+        run_id: str | None,
+        response_schema: ResponseSchema | None,
+        state: dict[str, Any] | None = None,
+    ):
         self.thread_id = thread_id
         self.run_id = run_id
         self.response_schema = response_schema
@@ -98,6 +109,7 @@ class AgUiTransformer:
         self._streamed: set[str] = set()  # tool calls whose input was streamed: tool:call adds nothing
         self._steps: list[str] = []  # open steps, innermost last
         self._loop: dict[str, Any] = {}
+        self._state: dict[str, Any] = dict(state or {})  # what the next snapshot carries
         self._tasks: dict[str, dict[str, Any]] = {}
         self._files: set[str] = set()  # uris announced, so an echoed file reference is not announced twice
         self._table: dict[str, Callable[[dict[str, Any]], list[BaseEvent]]] = {
@@ -330,7 +342,7 @@ class AgUiTransformer:
 
     def _loop_state(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         self._loop.update({k: v for k, v in crumb.items() if k not in ("type", "runId")})
-        return [StateSnapshotEvent(snapshot={"loop": dict(self._loop)})]
+        return [self._snapshot("loop", dict(self._loop))]
 
     def _loop_iteration_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         return [*self._open_step(_iteration_step(crumb)), *self._loop_state(crumb)]
@@ -339,21 +351,26 @@ class AgUiTransformer:
         snapshot = self._loop_state(crumb)
         return [*self._close_message(), *snapshot, *self._close_step(_iteration_step(crumb))]
 
+    def _snapshot(self, key: str, value: dict[str, Any]) -> StateSnapshotEvent:
+        self._state[key] = value
+        return StateSnapshotEvent(snapshot=dict(self._state))
+
     def _subagent_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
-        return [*self._open_step(f"subagent_{crumb['subagentId']}"), _snapshot("subagent", crumb, _SUBAGENT_KEYS)]
+        snapshot = self._snapshot("subagent", _picked(crumb, _SUBAGENT_KEYS))
+        return [*self._open_step(f"subagent_{crumb['subagentId']}"), snapshot]
 
     def _subagent_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
-        snapshot = _snapshot("subagent", crumb, _SUBAGENT_KEYS)
+        snapshot = self._snapshot("subagent", _picked(crumb, _SUBAGENT_KEYS))
         return [*self._close_message(), snapshot, *self._close_step(f"subagent_{crumb['subagentId']}")]
 
     def _task_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         self._tasks[crumb["taskRunId"]] = dict(crumb)
-        return [*self._open_step(f"task_{crumb['taskRunId']}"), _snapshot("task", crumb, _TASK_KEYS)]
+        return [*self._open_step(f"task_{crumb['taskRunId']}"), self._snapshot("task", _picked(crumb, _TASK_KEYS))]
 
     def _task_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         # task:end may leave out what task:start said (the model): the snapshot keeps it.
         merged = {**self._tasks.pop(crumb["taskRunId"], {}), **crumb}
-        snapshot = _snapshot("task", merged, _TASK_KEYS)
+        snapshot = self._snapshot("task", _picked(merged, _TASK_KEYS))
         return [*self._close_message(), snapshot, *self._close_step(f"task_{crumb['taskRunId']}")]
 
 
@@ -361,5 +378,5 @@ def _iteration_step(crumb: dict[str, Any]) -> str:
     return f"{crumb['loopId']}_iteration_{crumb['iteration']}"
 
 
-def _snapshot(key: str, crumb: dict[str, Any], keys: tuple[str, ...]) -> StateSnapshotEvent:
-    return StateSnapshotEvent(snapshot={key: {k: crumb[k] for k in keys if crumb.get(k) is not None}})
+def _picked(crumb: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: crumb[k] for k in keys if crumb.get(k) is not None}

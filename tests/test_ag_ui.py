@@ -42,6 +42,22 @@ def test_every_demo_agent_translates_to_a_conformant_stream(bread, agent, given)
     check_stream(translate(bread.run(agent, given)))
 
 
+ESCAPES = 'a "quoted" \\ line\nwith\ttabs, \u00e9t\u00e9 \u2028 \U0001f35e \x01'
+
+
+@pytest.mark.parametrize(("agent", "given"), [*DEMO_RUNS, ("echo", ESCAPES)],
+                         ids=[*(a for a, _ in DEMO_RUNS), "echo-escapes"])  # fmt: skip
+def test_frames_are_the_events_as_the_encoder_writes_them(bread, agent, given):
+    # frames() splices a delta into its message's content frame: the same events, decoded.
+    crumbs = list(bread.run(agent, given))
+    by_model, by_frames = create_ag_ui_transformer(), create_ag_ui_transformer()
+    framed = "".join(frame for crumb in crumbs for frame in by_frames.frames(crumb))
+    assert decode_sse(framed) == translate(crumbs, by_model)
+    assert [e["type"] for e in decode_sse(framed)].count("TEXT_MESSAGE_CONTENT") == sum(
+        crumb["type"] == "text:delta" for crumb in crumbs
+    )
+
+
 def test_a_pipeline_translates_with_its_steps(bread):
     events = translate(bread.run_pipeline("draft-then-echo", {"topic": "rye"}))
     check_stream(events)

@@ -261,13 +261,14 @@ def _stream(
                 if item.__class__ is not Frame:
                     log.warning("AG-UI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
                     continue
-                events = transformer(item.crumb)
-                for event in events[:-1]:
-                    yield encode(event).encode()
-                if events:
-                    last = encode(events[-1])
-                    yield (f"id: {item.seq}\n{last}" if item.durable else last).encode()
-                    pace()
+                frames = transformer.frames(item.crumb)
+                if not frames:
+                    continue
+                if item.durable:
+                    frames[-1] = f"id: {item.seq}\n{frames[-1]}"
+                for frame in frames:
+                    yield frame.encode()
+                pace()
     except Exception as exc:  # the stream is open: a failure can only be its last event
         log.exception("AG-UI stream of run %s failed", run_id)
         yield from _failure(transformer, internal_error(exc), run_id)

@@ -35,7 +35,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from ... import crumbs as c
-from ...crumbs import dumps, to_wire_crumb
+from ...crumbs import dumps, json_string, to_wire_crumb
 
 #: Every event type the translator can emit; tests/test_ag_ui.py pins it against the code.
 EMITTED_EVENT_TYPES = frozenset({
@@ -62,6 +62,9 @@ ResponseSchema = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 _encoder = EventEncoder()
 #: What an event stream's response is.
 CONTENT_TYPE = _encoder.get_content_type()
+#: The delta a message's TEXT_MESSAGE_CONTENT frame is encoded with once, to find where each
+#: delta's JSON string goes in it.
+_SENTINEL = "\x00delta\x00"
 
 
 def encode(event: BaseEvent) -> str:
@@ -104,6 +107,7 @@ class AgUiTransformer:
         #: "idle" before RUN_STARTED, "running", then "paused" (a HITL interrupt) or "ended".
         self.phase = "idle"
         self._message: str | None = None  # the open text message
+        self._content: tuple[str, str] | None = None  # its TEXT_MESSAGE_CONTENT frame, around the delta
         self._messages = 0  # messages opened: their ids are the run's id and this count
         self._tool_calls: dict[str, str] = {}  # tool calls open (their input still streaming), to their names
         self._streamed: set[str] = set()  # tool calls whose input was streamed: tool:call adds nothing
@@ -150,6 +154,18 @@ class AgUiTransformer:
         return handle(crumb) if self.phase == "running" else []
 
     translate = __call__
+
+    def frames(self, crumb: dict[str, Any]) -> list[str]:
+        """The crumb's events as SSE frames, as :func:`encode` writes them. A text delta of the
+        open message, most of a stream, is its JSON string put into the message's content frame,
+        encoded by the model once per message: no event built or serialised per delta."""
+        if self._content is not None and crumb["type"] == c.TEXT_DELTA and self.phase == "running":
+            head, tail = self._content
+            return [f"{head}{json_string(crumb['delta'])}{tail}"]
+        frames = [encode(event) for event in self(crumb)]
+        if self._message is not None and self._content is None:
+            self._content = _content_frame(self._message)
+        return frames
 
     def reopen(self) -> list[BaseEvent]:
         """What a stream that resumes here opens with, after this transformer was fed the run's
@@ -244,7 +260,7 @@ class AgUiTransformer:
     def _close_message(self) -> list[BaseEvent]:
         if self._message is None:
             return []
-        message, self._message = self._message, None
+        message, self._message, self._content = self._message, None, None
         return [TextMessageEndEvent(message_id=message)]
 
     def _file(self, crumb: dict[str, Any]) -> list[BaseEvent]:
@@ -372,6 +388,13 @@ class AgUiTransformer:
         merged = {**self._tasks.pop(crumb["taskRunId"], {}), **crumb}
         snapshot = self._snapshot("task", _picked(merged, _TASK_KEYS))
         return [*self._close_message(), snapshot, *self._close_step(f"task_{crumb['taskRunId']}")]
+
+
+def _content_frame(message_id: str) -> tuple[str, str]:
+    """A TEXT_MESSAGE_CONTENT frame of the message, as the encoder writes it, split where its
+    delta's JSON string goes."""
+    head, tail = encode(TextMessageContentEvent(message_id=message_id, delta=_SENTINEL)).split(json_string(_SENTINEL))
+    return head, tail
 
 
 def _iteration_step(crumb: dict[str, Any]) -> str:

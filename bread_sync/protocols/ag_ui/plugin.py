@@ -23,19 +23,13 @@ from pydantic import ValidationError
 
 from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
-from ...errors import (
-    CHECKPOINT_ALREADY_RESUMED,
-    CHECKPOINT_NOT_FOUND,
-    INVALID_REQUEST,
-    BreadError,
-    internal_error,
-)
-from ...greenlets import Pacer
+from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError
 from ...server import (
     authorize_run,
     followed_run,
     register_http_route,
     start_run_stream,
+    stream_body,
     stream_position,
     stream_response,
 )
@@ -250,32 +244,23 @@ def _stream(
     """The response body: ``prelude``, then each frame's events, encoded, the last event of a
     durable crumb's with ``id: <seq>`` (where a resumed stream may start). The run is driven
     elsewhere."""
-    pace = Pacer().pace
-    try:
-        yield from prelude or ()
-        for items in frames:
-            if items is None:
-                yield HEARTBEAT
+
+    def encode_all(items: list[Any]) -> list[bytes]:
+        chunks: list[bytes] = []
+        for item in items:
+            if item.__class__ is not Frame:
+                log.warning("AG-UI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
                 continue
-            for item in items:
-                if item.__class__ is not Frame:
-                    log.warning("AG-UI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
-                    continue
-                frames = transformer.frames(item.crumb)
-                if not frames:
-                    continue
-                if item.durable:
-                    frames[-1] = f"id: {item.seq}\n{frames[-1]}"
-                for frame in frames:
-                    yield frame.encode()
-                pace()
-    except Exception as exc:  # the stream is open: a failure can only be its last event
-        log.exception("AG-UI stream of run %s failed", run_id)
-        yield from _failure(transformer, internal_error(exc), run_id)
-    finally:
-        close = getattr(frames, "close", None)
-        if close is not None:
-            close()
+            events = transformer.frames(item.crumb)
+            if events and item.durable:
+                events[-1] = f"id: {item.seq}\n{events[-1]}"
+            chunks += [event.encode() for event in events]
+        return chunks
+
+    return stream_body(
+        frames, encode_all, heartbeat=HEARTBEAT, prelude=prelude or (),
+        failure=lambda error: _failure(transformer, error, run_id), name=f"AG-UI stream of run {run_id}",
+    )  # fmt: skip
 
 
 class _Cancelled(Exception):

@@ -112,14 +112,6 @@ def concurrent(server: Gunicorn, route: Route, text: str, streams: int, events: 
     return sum(c.count for c in conns) / (max(c.finished for c in conns) - min(c.started for c in conns))
 
 
-def with_worker_cpu(server: Gunicorn, events: int, measure: Callable[[], float]) -> tuple[float, float]:
-    """What ``measure()`` returns, and the worker's CPU time meanwhile per event."""
-    pid = server.worker()
-    before = harness.cpu_seconds(pid)
-    result = measure()
-    return result, (harness.cpu_seconds(pid) - before) / events
-
-
 # -- driving -------------------------------------------------------------------------------
 
 
@@ -135,13 +127,13 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             order = ROUTES[rep % 2 :] + ROUTES[: rep % 2]
             for route in order:
                 n = events[route.name]["single"]
-                rate, cpu = with_worker_cpu(server, n, lambda route=route: single(server, route, long))
+                rate, cpu = harness.with_worker_cpu(server, n, single, server, route, long)
                 samples[route.name]["single"].append(rate)
                 samples[route.name]["single_cpu"].append(cpu)
             for route in order:
                 n = events[route.name]["concurrent"]
-                rate, cpu = with_worker_cpu(server, args.streams * n, lambda route=route, n=n: concurrent(
-                    server, route, short, args.streams, n))  # fmt: skip
+                rate, cpu = harness.with_worker_cpu(server, args.streams * n, concurrent, server, route, short,
+                                                    args.streams, n)  # fmt: skip
                 samples[route.name]["concurrent"].append(rate)
                 samples[route.name]["concurrent_cpu"].append(cpu)
     load.append(harness.load_average())

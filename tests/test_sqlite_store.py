@@ -176,6 +176,21 @@ def test_reopening_applies_only_a_new_migration(open_store, monkeypatch):
         assert "note" in db["runs"].columns_dict
 
 
+def test_a_session_kept_before_the_state_column_has_an_empty_state(open_store, monkeypatch):
+    with monkeypatch.context() as older:  # a database of the release before m004
+        older.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[: SHIPPED.index("m004_session_state")])
+        old = open_store()
+        with old.connection() as db:
+            db.execute("INSERT INTO sessions (id, tags, created_at, updated_at) VALUES ('s1', '{}', 'then', 'then')")
+        old.close()
+
+    store = open_store()
+
+    assert store.get_session("s1")["state"] == {}
+    store.touch_session("s1", state={"plan": "rye"})
+    assert store.get_session("s1")["state"] == {"plan": "rye"}
+
+
 def test_a_migration_another_process_applied_meanwhile_is_not_applied_again(path, monkeypatch):
     """The pending set is read again inside the write transaction, after waiting for the lock."""
     real_immediate = migrations.immediate

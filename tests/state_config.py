@@ -2,7 +2,7 @@
 that say what their run was given. ``peek`` calls a tool that answers its ``ctx.state`` and
 ``ctx.context``; ``guarded`` does the same behind an approval; ``mirror``'s model writes its
 request's ``session_state`` and ``context`` as its text. Each is mounted over AG-UI at
-``/ag-ui/<id>``."""
+``/ag-ui/<id>``; the pipeline ``peek-step`` runs ``peek``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bread_sync.agents import Agent, ToolContext, tool
 from bread_sync.config import Config
 from bread_sync.models import ModelEvent, ModelRequest, TextDelta, script
 from bread_sync.models.script import call, say
+from bread_sync.pipelines import Pipeline, Step
 from bread_sync.protocols.ag_ui import ag_ui
 
 
@@ -51,4 +52,4 @@ AGENTS = [
 
 def config() -> Config:
     mounts = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in AGENTS]
-    return Config(agents=list(AGENTS), plugins=mounts)
+    return Config(agents=list(AGENTS), pipelines=[Pipeline(id="peek-step", steps=[Step(agent="peek")])], plugins=mounts)

@@ -44,6 +44,13 @@ def test_the_state_given_is_the_sessions_and_a_later_run_has_it(bread):
     assert bread.store.get_session("s1")["state"] == {}
 
 
+def test_a_pipelines_run_has_its_sessions_state(bread):
+    bread.run("peek", "go", session="s1", state={"plan": "rye"}, mode="sync")
+    assert seen_by_the_tool(bread.run_pipeline("peek-step", "go", session="s1", mode="sync")) == {
+        "state": {"plan": "rye"}, "context": [],
+    }  # fmt: skip
+
+
 def test_a_new_session_has_an_empty_state(bread):
     assert seen_by_the_tool(bread.run("peek", "go", mode="sync")) == {"state": {}, "context": []}
 

@@ -22,6 +22,7 @@ from mcp_types import (
     InitializeRequest,
     InitializeResult,
     JSONRPCError,
+    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
     ListToolsResult,
@@ -265,9 +266,13 @@ def _message() -> Any:
     except BreadError as exc:
         raise _Refused(400, PARSE_ERROR, exc.message) from None
     try:
-        return jsonrpc_message_adapter.validate_python(body)
+        message = jsonrpc_message_adapter.validate_python(body)
     except ValidationError:
-        raise _Refused(400, INVALID_REQUEST, "the body is not a JSON-RPC 2.0 message") from None
+        message = None
+    # A request whose id is no string or integer would read as a notification, and go unanswered.
+    if message is None or ("id" in body and isinstance(message, JSONRPCNotification)):
+        raise _Refused(400, INVALID_REQUEST, "the body is not a JSON-RPC 2.0 message")
+    return message
 
 
 def _check_version() -> None:

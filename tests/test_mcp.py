@@ -262,7 +262,7 @@ def test_a_subagent_cycle_ends_the_pause_search():
 
 def test_calling_an_agent_answers_its_output_as_text(mcp):
     result = mcp.call("agent_echo", {"input": "one two"})
-    assert result == {"content": [{"type": "text", "text": "one two"}], "isError": False, "resultType": "complete"}
+    assert result == {"content": [{"type": "text", "text": "one two"}], "isError": False}
 
 
 def test_calling_a_task_answers_text_and_structured_content(mcp):
@@ -319,7 +319,7 @@ def test_a_call_with_a_progress_token_streams_a_notification_per_crumb(mcp):
     assert messages[0] == "agent:run:start" and messages[-1] == "agent:run:end"
     assert "".join(m for m in messages if m.startswith("tick")) == "tick 1 tick 2 tick 3 "
     assert last == {"jsonrpc": "2.0", "id": mcp.ids, "result": {"content": [{"type": "text", "text":
-                    "tick 1 tick 2 tick 3 "}], "isError": False, "resultType": "complete"}}  # fmt: skip
+                    "tick 1 tick 2 tick 3 "}], "isError": False}}  # fmt: skip
 
 
 def test_a_progress_token_without_sse_in_accept_is_answered_as_json(mcp):

@@ -297,7 +297,8 @@ def _problem(exc: ValidationError) -> str:
 
 
 def _response_body(request_id: Any, result: Result) -> dict[str, Any]:
-    payload = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    # resultType is of the 2026-07-28 era, which this server does not speak.
+    payload = result.model_dump(by_alias=True, exclude_none=True, exclude={"result_type"}, mode="json")
     return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload).model_dump(by_alias=True)
 
 

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, BreadError, internal_error
+from ...greenlets import Pacer
 from ...server import register_http_route, start_run_stream, stream_response
 from ...server.guard import json_body, may_reach_run
 from ...stores import now_iso
@@ -237,7 +238,7 @@ def _crumbs(frames: Iterator[Any], run_id: str) -> Iterator[dict[str, Any] | Non
 def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: Any, run_id: str) -> Iterator[bytes]:
     """The SSE body of a call with a progress token: a ``notifications/progress`` per crumb,
     then the call's response. The run is driven elsewhere."""
-    last, count = None, 0
+    last, count, pace = None, 0, Pacer().pace
     try:
         for crumb in _crumbs(frames, run_id):
             if crumb is None:
@@ -245,6 +246,7 @@ def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: An
                 continue
             last, count = crumb, count + 1
             yield _event(progress(token, count, crumb))
+            pace()
         result = ended(tool, last)
     except Exception as exc:  # the stream is open: a failure can only be its last event
         log.exception("MCP call of run %s failed", run_id)

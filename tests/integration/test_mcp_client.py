@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
-from pathlib import Path
 
 import httpx2 as httpx
 import pytest
@@ -16,7 +14,6 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-NODE = Path(__file__).resolve().parent.parent / "node"
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 SECONDS = 30
 
@@ -154,21 +151,9 @@ def test_every_refusal_on_the_wire_leaves_the_server_serving(pool):
         assert http.get(f"{url}/health").status_code == 200
 
 
-@pytest.fixture(scope="session")
-def mcp_node_client():
-    """The folder holding @modelcontextprotocol/sdk, installed if it is not there yet."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not on PATH: the official MCP TypeScript client test needs them")
-    if not (NODE / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
-        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-    return NODE
-
-
-def test_the_typescript_sdk_client_lists_calls_pauses_and_resumes(mcp_node_client, pool):
+def test_the_typescript_sdk_client_lists_calls_pauses_and_resumes(node_clients, pool):
     server = pool.primary("http-sse")
-    done = subprocess.run(["node", "run_mcp.mjs", f"{server.url}/mcp"], cwd=mcp_node_client, capture_output=True,
+    done = subprocess.run(["node", "run_mcp.mjs", f"{server.url}/mcp"], cwd=node_clients, capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # no warning

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
-
-NODE = Path(__file__).resolve().parent.parent / "node"
 
 
 def test_http_agent_runs_echo_and_the_writers_interrupt_and_resume(node_clients, pool):

@@ -235,6 +235,14 @@ def test_only_the_agents_and_tasks_named_are_tools(make_bread):
     assert [t["name"] for t in session.rpc("tools/list")["result"]["tools"]] == ["agent_echo", "resume"]
 
 
+def test_by_default_the_agents_are_the_configs_entrypoints(make_bread):
+    config = demo_config().model_copy(update={"plugins": [mcp_server()], "entrypoints": ["echo", "writer"]})
+    session = Mcp(create_server(make_bread(config, transport="http-sse")).test_client())
+    session.initialize()
+    names = [t["name"] for t in session.rpc("tools/list")["result"]["tools"]]
+    assert names == ["agent_echo", "agent_writer", "task_word-count", "resume"]
+
+
 def test_an_agent_that_can_pause_has_no_output_schema():
     asker = Agent(id="asker", output=Loose(), output_schema=Verdict, tools=[launch])
     boss = Agent(id="boss", tools=[subagent("asker")])

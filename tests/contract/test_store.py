@@ -433,4 +433,3 @@ def test_a_deleted_mcp_session_is_gone_and_deletes_once(store):
     assert store.get_mcp_session("m1") is None
     assert store.delete_mcp_session("m1") is False
     assert store.get_mcp_session("m2") == mcp_session("m2")
-

@@ -69,9 +69,10 @@ def mcp_server(
     """The MCP plugin, for ``Config.plugins``: the instance's agents and tasks as MCP tools,
     served over Streamable HTTP at ``path`` (action ``mcp.request``).
 
-    ``agents``, ``tasks``: the ids (or the objects) to expose; None exposes all the instance has,
-    ``[]`` none. Tools: ``agent_<agentId>``, ``task_<taskId>`` and ``resume``. ``name``: the
-    ``serverInfo`` name ``initialize`` answers with. See docs/http.md."""
+    ``agents``, ``tasks``: the ids (or the objects) to expose, ``[]`` none; None exposes all the
+    instance has (of agents, its ``Config.entrypoints`` when it names them). Tools:
+    ``agent_<agentId>``, ``task_<taskId>`` and ``resume``. ``name``: the ``serverInfo`` name
+    ``initialize`` answers with. See docs/http.md."""
     return McpPlugin(path, _ids(agents), _ids(tasks), name)
 
 
@@ -109,7 +110,9 @@ class McpPlugin:
                    if not callable(getattr(bread.store, m, None))]  # fmt: skip
         if missing:
             raise TypeError(f"the MCP plugin keeps its sessions in the store, and this store has no {missing}")
-        agents = [bread.agent(i) for i in (self.agent_ids if self.agent_ids is not None else bread.agents)]
+        # By default the agents served over HTTP: the config's entrypoints, or all of them.
+        agent_ids = self.agent_ids if self.agent_ids is not None else bread.config.entrypoints
+        agents = [bread.agent(i) for i in (agent_ids if agent_ids is not None else bread.agents)]
         tasks = [bread.task(i) for i in (self.task_ids if self.task_ids is not None else bread.tasks)]
         self.tools = tool_table(agents, tasks, bread.agents)
         register_http_route(blueprint, "POST", self.path, MCP_ACTIONS.request, lambda: self._post(bread),

@@ -15,6 +15,7 @@ from bread_sync.models.script import say
 from bread_sync.protocols.mcp import MCP_ACTIONS, mcp_server
 from bread_sync.protocols.mcp.tools import agent_tool, can_pause
 from bread_sync.server import auth_plugin, create_server
+from bread_sync.tasks import Task
 
 VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 KEY = "k" * 40
@@ -32,12 +33,20 @@ def launch(verdict: Verdict, ctx) -> dict:
 
 judge = Agent(id="judge", output="json", output_schema=Verdict, description="Judges.",
               model=script.provider([say('{"verdict": "fine"}')]))  # fmt: skip
+
+
+def _crash(convo):
+    raise RuntimeError("/secret/path exploded")
+
+
+broken = Task(id="broken", input_schema=Verdict, output_schema=Verdict, model=script.provider([_crash]))
 garbled = Agent(id="garbled", output="json", output_schema=Verdict, model=script.provider([say("not json")]))
 
 
-def serve(make_bread, *plugins, agents=(), **server):
+def serve(make_bread, *plugins, agents=(), tasks=(), **server):
     config = demo_config()
-    config = config.model_copy(update={"plugins": list(plugins), "agents": [*config.agents, *agents]})
+    more = {"agents": [*config.agents, *agents], "tasks": [*config.tasks, *tasks]}
+    config = config.model_copy(update={"plugins": list(plugins), **more})
     return create_server(make_bread(config, transport="http-sse", server=server)).test_client()
 
 
@@ -80,7 +89,7 @@ class Mcp:
 
 @pytest.fixture
 def mcp(make_bread):
-    session = Mcp(serve(make_bread, mcp_server(agents=None, tasks=None), agents=[judge, garbled]))
+    session = Mcp(serve(make_bread, mcp_server(agents=None, tasks=None), agents=[judge, garbled], tasks=[broken]))
     session.initialize()
     return session
 
@@ -209,7 +218,7 @@ def test_an_initialize_without_its_params_is_invalid_params(make_bread):
 def test_tools_list_names_every_agent_and_task_and_resume(mcp, make_bread):
     tools = {t["name"]: t for t in mcp.rpc("tools/list")["result"]["tools"]}
     agents = [a.id for a in demo_config().agents] + ["judge", "garbled"]
-    assert list(tools) == [*(f"agent_{a}" for a in agents), "task_word-count", "resume"]
+    assert list(tools) == [*(f"agent_{a}" for a in agents), "task_word-count", "task_broken", "resume"]
     text = {"type": "string", "description": "What the agent is asked, as text."}
     assert tools["agent_echo"]["inputSchema"] == {"type": "object", "properties": {"input": text},
                                                   "required": ["input"]}  # fmt: skip
@@ -224,7 +233,7 @@ def test_tools_list_names_every_agent_and_task_and_resume(mcp, make_bread):
     assert tools["task_word-count"]["outputSchema"]["properties"] == {"words": {"title": "Words", "type": "integer"}}
     assert tools["agent_judge"]["outputSchema"]["required"] == ["verdict"]
     assert [name for name, t in tools.items() if "outputSchema" in t] == ["agent_judge", "agent_garbled",
-                                                                          "task_word-count"]  # fmt: skip
+                                                                          "task_word-count", "task_broken"]  # fmt: skip
     assert tools["resume"]["inputSchema"]["required"] == ["checkpointId", "response"]
     assert all(t["inputSchema"]["type"] == "object" for t in tools.values())
 
@@ -306,6 +315,14 @@ def test_a_run_that_fails_is_an_error_result_with_its_code(mcp):
     result = mcp.call("agent_garbled", {"input": "x"})
     assert result["isError"] is True and result["structuredContent"]["code"] == "OUTPUT_INVALID"
     assert result["content"] == [{"type": "text", "text": f"OUTPUT_INVALID: {result['structuredContent']['message']}"}]
+
+
+def test_a_task_that_crashes_is_an_internal_error_result_that_shows_nothing_of_the_server(mcp, caplog):
+    result = mcp.call("task_broken", {"verdict": "x"})
+    assert result["isError"] is True and result["structuredContent"]["code"] == "INTERNAL"
+    assert "secret" not in json.dumps(result) and "RuntimeError" not in json.dumps(result)
+    assert "exploded" in caplog.text  # the log has it whole
+    assert mcp.rpc("ping")["result"] == {}
 
 
 def test_an_unknown_tool_and_params_that_are_no_call_are_invalid_params(mcp):

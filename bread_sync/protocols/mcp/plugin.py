@@ -35,7 +35,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from pydantic import ValidationError
 
 from ...crumbs import Frame, dumps
-from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, BreadError, internal_error
+from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...greenlets import Pacer
 from ...server import register_http_route, start_run_stream, stream_response
 from ...server.guard import json_body, may_reach_run
@@ -207,9 +207,13 @@ class McpPlugin:
 
 
 def _task_result(bread: Any, tool: McpTool, arguments: dict[str, Any]) -> CallToolResult:
+    """A task called once, in this request; its failure, whatever it is, is the tool's."""
     try:
         return completed(tool, bread.run_task(tool.target, tool.run_input(arguments)))
-    except BreadError as error:
+    except Exception as exc:
+        error = internal_error(exc)
+        if error.code == INTERNAL:
+            log.exception("MCP call of task %s failed", tool.target)
         return failed(error)
 
 

@@ -440,3 +440,16 @@ def test_the_demo_mounts_every_agent_and_task_at_mcp(make_bread):
     session.initialize()
     names = {t["name"] for t in session.rpc("tools/list")["result"]["tools"]}
     assert names == {f"agent_{a.id}" for a in config.agents} | {f"task_{t.id}" for t in config.tasks} | {"resume"}
+
+
+def test_the_bridge_loads_no_asyncio_server_stack_nor_the_mcp_sdk():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, bread_sync.protocols.mcp, bread_sync.server, bread_sync.demo\n"
+        "stacks = ('asyncio', 'anyio', 'starlette', 'uvicorn', 'sse_starlette', 'mcp')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in stacks))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "[]", "")

@@ -75,7 +75,8 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
         "session_messages": [("position", "bigint", False), ("session_id", "text", False),
                              ("message", "text", False)],
         "sessions": [("position", "bigint", False), ("id", "text", False), ("tags", "jsonb", False),
-                     ("created_at", "text", False), ("updated_at", "text", False)],
+                     ("created_at", "text", False), ("updated_at", "text", False), ("state", "text", False)],
+        "mcp_sessions": [("id", "text", False), ("created_at", "text", False), ("data", "text", False)],
         "task_runs": [("position", "bigint", False), ("id", "text", False), ("task_id", "text", True),
                       ("session_id", "text", True), ("agent_id", "text", True), ("status", "text", True),
                       ("run_id", "text", True), ("created_at", "text", True), ("data", "text", False)],
@@ -93,7 +94,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
     }
     assert indexes["crumbs_pkey"].endswith("btree (run_id, seq)")
     assert read(postgres_url, "SELECT name FROM bread_migrations ORDER BY position") == [(n,) for n in SHIPPED]
-    assert SHIPPED == ["m001_initial"]
+    assert SHIPPED == ["m001_initial", "m002_session_state", "m003_mcp_sessions"]
 
 
 def test_reopening_applies_nothing_twice_and_keeps_the_data(open_store, postgres_url):

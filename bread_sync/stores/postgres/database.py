@@ -58,11 +58,13 @@ SAVE_CHECKPOINT = """
         created_at = excluded.created_at, data = excluded.data
 """
 TOUCH_SESSION = """
-    INSERT INTO sessions (id, tags, created_at, updated_at) VALUES (%s, %s::jsonb, %s, %s)
-    ON CONFLICT (id) DO UPDATE SET tags = sessions.tags || excluded.tags, updated_at = excluded.updated_at
+    INSERT INTO sessions (id, tags, created_at, updated_at, state)
+    VALUES (%(id)s, %(tags)s::jsonb, %(now)s, %(now)s, coalesce(%(state)s::text, '{}'))
+    ON CONFLICT (id) DO UPDATE SET tags = sessions.tags || excluded.tags, updated_at = excluded.updated_at,
+        state = coalesce(%(state)s::text, sessions.state)
 """
 SELECT_SESSION = """
-    SELECT s.id, s.tags, s.created_at, s.updated_at, m.message
+    SELECT s.id, s.tags, s.created_at, s.updated_at, s.state, m.message
     FROM sessions s LEFT JOIN session_messages m ON m.session_id = s.id
     WHERE s.id = %s ORDER BY m.position
 """
@@ -240,10 +242,12 @@ class PostgresStore:
             return conn.execute(sql, [status, checkpoint_id]).rowcount == 1
 
     # sessions
-    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
-        now = now_iso()
+    def touch_session(
+        self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None
+    ) -> None:
+        given = None if state is None else dumps(state)  # None: the session keeps its state
         with self.connection() as conn:
-            conn.execute(TOUCH_SESSION, [session_id, dumps(tags or {}), now, now])
+            conn.execute(TOUCH_SESSION, {"id": session_id, "tags": dumps(tags or {}), "now": now_iso(), "state": given})
 
     def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         touch = "UPDATE sessions SET updated_at = %s WHERE id = %s"
@@ -257,8 +261,8 @@ class PostgresStore:
             rows = conn.execute(SELECT_SESSION, [session_id]).fetchall()
         if not rows:
             return None
-        messages = [json.loads(row[4]) for row in rows if row[4] is not None]
-        return {**_session(rows[0][:4]), "messages": messages}
+        messages = [json.loads(row[5]) for row in rows if row[5] is not None]
+        return {**_session(rows[0][:4]), "state": json.loads(rows[0][4]), "messages": messages}
 
     def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         sql = "SELECT id, tags, created_at, updated_at FROM sessions WHERE tags @> %s::jsonb ORDER BY position"
@@ -343,6 +347,20 @@ class PostgresStore:
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None:
         found = self._records("SELECT data FROM task_runs WHERE id = %s", [task_run_id])
         return found[0] if found else None
+
+    # MCP sessions
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        sql = "INSERT INTO mcp_sessions (id, created_at, data) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING"
+        with self.connection() as conn:
+            return conn.execute(sql, [record["id"], record["createdAt"], dumps(record)]).rowcount == 1
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None:
+        found = self._records("SELECT data FROM mcp_sessions WHERE id = %s", [session_id])
+        return found[0] if found else None
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        with self.connection() as conn:
+            return conn.execute("DELETE FROM mcp_sessions WHERE id = %s", [session_id]).rowcount == 1
 
     # retention
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:

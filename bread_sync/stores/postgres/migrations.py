@@ -121,3 +121,15 @@ def m001_initial(conn: Any) -> None:
         $$
         """
     )
+
+
+@migration
+def m002_session_state(conn: Any) -> None:
+    # What a run's caller gave as the session's state (Bread.run(state=...)), as its JSON text.
+    conn.execute("ALTER TABLE sessions ADD COLUMN state text NOT NULL DEFAULT '{}'")
+
+
+@migration
+def m003_mcp_sessions(conn: Any) -> None:
+    # The MCP bridge's Mcp-Session-Id, known to every process on the database.
+    conn.execute("CREATE TABLE mcp_sessions (id text PRIMARY KEY, created_at text NOT NULL, data text NOT NULL)")

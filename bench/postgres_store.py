@@ -153,14 +153,7 @@ def catch_ups(new_database: Callable[[], str], args: argparse.Namespace, folder:
     finally:
         store.close()
     built = time.perf_counter() - start
-    near = min(100, args.small)
-    queries = {
-        "big_end_100": ("big", args.big - near, near),
-        "small_end_100": ("small", args.small - near, near),
-        "big_end_1000": ("big", args.big - args.small, args.small),
-        "small_all": ("small", 0, args.small),
-        "big_start": ("big", 100, args.big - 100),
-    }
+    queries = catch_up.catch_up_queries(args.big, args.small)
     samples: dict[str, list[float]] = {name: [] for name in queries}
     with Gunicorn("bread", "wsgi:app", folder, env={"BREAD_DB": url}) as server:
         for name in queries:  # warm: imports, connections, Postgres's cache

@@ -315,6 +315,21 @@ store.close()
 """
 
 
+def test_psycopg_imported_before_gevent_patched_is_said_at_the_first_query(postgres_url):
+    code = (
+        "import psycopg, sys\nfrom gevent import monkey; monkey.patch_all()\n"
+        "from bread_sync.stores import postgres\nstore = postgres.store(url=sys.argv[1])\n"
+        "store.last_seq('r1'); store.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, postgres_url], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "psycopg was imported before gevent patched" in done.stderr
+    patched_first = subprocess.run([sys.executable, "-c", GREEN, postgres_url], capture_output=True, text=True,
+                                   cwd=ROOT, timeout=60)  # fmt: skip
+    assert "imported before gevent" not in patched_first.stderr
+
+
 def test_under_gevent_a_slow_query_stalls_no_other_greenlet(postgres_url):
     done = subprocess.run([sys.executable, "-c", GREEN, postgres_url], capture_output=True, text=True, cwd=ROOT,
                           timeout=60)  # fmt: skip

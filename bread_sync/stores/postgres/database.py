@@ -11,6 +11,7 @@ claims are compare-and-set statements.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import threading
@@ -29,6 +30,8 @@ from .. import RunRow, iso_days_ago, now_iso
 from .listener import AppendListener
 from .migrations import migrate
 from .purge import purge
+
+log = logging.getLogger("bread_sync")
 
 POOL_SIZE = 4
 #: How long a call waits for a free pooled connection (or for Postgres to take a new one).
@@ -133,6 +136,7 @@ class PostgresStore:
                 if self._closed:
                     raise RuntimeError("the Postgres store is closed")
                 if self._pool is None or self._pool_pid != os.getpid():
+                    _warn_if_blocking()
                     self._pool = ConnectionPool(
                         self.url, min_size=1, max_size=self.pool_size, kwargs={"autocommit": True},
                         timeout=self.connect_seconds, check=still_connected, name="bread", open=True,
@@ -369,6 +373,18 @@ class PostgresStore:
     def _records(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
         with self.connection() as conn:
             return [json.loads(text) for (text,) in conn.execute(sql, params)]
+
+
+def _warn_if_blocking() -> None:
+    """psycopg picks how it waits for the server when it is imported: imported before gevent
+    patched (``gunicorn --preload``), its queries block every greenlet of the worker."""
+    from psycopg import waiting
+
+    if greenlets.patched() and waiting.wait is getattr(waiting, "wait_c", None):
+        log.warning(
+            "psycopg was imported before gevent patched: each Postgres query blocks the whole worker "
+            "(do not preload the app; import the Postgres store after gevent's monkey.patch_all())"
+        )
 
 
 def still_connected(conn: Any) -> None:

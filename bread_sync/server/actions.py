@@ -31,6 +31,7 @@ class HTTP_ACTIONS:  # noqa: N801 - the reference's spelling of a constant table
     task_read = "task.read"
     file_read = "file.read"
     openapi_read = "openapi.read"
+    playground_read = "playground.read"
 
 
 #: The route that load balancers probe: no action, no auth, no Host rule.

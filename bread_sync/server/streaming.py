@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flask import Response
+from flask import Response, request
 
 from ..crumbs import Frame, is_delta_frame
 from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError, internal_error
@@ -17,6 +17,7 @@ from ..greenlets import Pacer
 from ..runtime import Bread, new_id
 from ..tails import Gap
 from ..transports.http import HTTPTransport
+from ..wire import SSE, Wire
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import authorize_run, may_reach_run, valid_body
 from .run_streams import followed_run, start_run_stream, stream_position, stream_response
@@ -83,14 +84,15 @@ class _Views:
                 authorize_run(failed_id)
             # Nothing was created: the failure is the whole stream, at HTTP 200.
             return self._response(iter([self.wire.failure(error, failed_id or "")]), failed_id)
-        return self._response(self._frames(frames), run.run_id)
+        return self._response(self._frames(frames, self.wire), run.run_id)
 
     def passive(self, run_id: str) -> Response:
         after = stream_position()
         if followed_run(run_id, after) is None:
             return Response(status=204)
         frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat, batched=True)
-        return self._response(self._frames(frames, prelude=self.wire.passive_prelude), run_id)
+        wire = SSE if _wants_event_stream() else self.wire  # an EventSource, whatever the configured wire
+        return stream_response(self._frames(frames, wire, prelude=wire.passive_prelude), wire.content_type, run_id)
 
     def cancel(self, run_id: str) -> Any:
         authorize_run(run_id)
@@ -98,37 +100,43 @@ class _Views:
             raise BreadError(RUN_NOT_FOUND, f"no live or paused run {run_id}")
         return {"ok": True, "runId": run_id}
 
-    def _frames(self, lists: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
+    def _frames(self, lists: Iterator[Any], wire: Wire, prelude: bytes = b"") -> Iterator[bytes]:
         """The response body: one chunk per event, as a tail with ``batched=True`` hands them
         over. Each list is formatted whole and then written, chunk after chunk, back to back.
 
         A write to a client that keeps up never blocks, so between chunks the writer gives way
         now and then (a replay page or a fast run's frames would otherwise hold the worker)."""
-        encode, crumb, pace = self._encode, self.wire.crumb, Pacer().pace
+        crumb, pace = wire.crumb, Pacer().pace
         try:
             if prelude:
                 yield prelude
             for items in lists:
                 if items is None:
-                    yield self.wire.heartbeat
+                    yield wire.heartbeat
                     continue
                 # Most items are deltas, which the wire encodes alone (no error sidecar).
-                for chunk in [crumb(item) if is_delta_frame(item) else encode(item) for item in items]:
+                for chunk in [crumb(item) if is_delta_frame(item) else _encode(wire, item) for item in items]:
                     yield chunk
                     pace()
         except Exception as exc:  # the stream is open: a failure can only be its last event
             log.exception("stream failed")
-            yield self.wire.failure(internal_error(exc), "")
+            yield wire.failure(internal_error(exc), "")
         finally:
             close = getattr(lists, "close", None)
             if close is not None:
                 close()
 
-    def _encode(self, item: Frame | Gap) -> bytes:
-        return self.wire.gap(item.earliest_seq, "") if item.__class__ is Gap else self.wire.frame(item)
-
     def _response(self, body: Iterator[bytes], run_id: str | None) -> Response:
         return stream_response(body, self.wire.content_type, run_id)
+
+
+def _encode(wire: Wire, item: Frame | Gap) -> bytes:
+    return wire.gap(item.earliest_seq, "") if item.__class__ is Gap else wire.frame(item)
+
+
+def _wants_event_stream() -> bool:
+    """The request's ``Accept`` names ``text/event-stream`` (as an ``EventSource`` sends it)."""
+    return any(value == "text/event-stream" and quality > 0 for value, quality in request.accept_mimetypes)
 
 
 def _session(req: RunBody | PipelineRunBody) -> dict[str, Any] | None:

@@ -16,8 +16,8 @@ async function api(path, options = {}) {
   if (key) headers.Authorization = `Bearer ${key}`;
   const response = await fetch(ROOT + path.replace(/^\//, ""), { ...options, headers });
   if (response.status === 401) {
-    askForKey(key ? "That key was refused." : "");
-    throw new Error("this server needs an API key");
+    askForKey();
+    throw new Error(key ? "that key was refused: type another" : "this server needs an API key");
   }
   if (!response.ok && response.status !== 204) {
     const body = await response.json().catch(() => ({}));
@@ -30,10 +30,9 @@ async function api(path, options = {}) {
 const postJson = (path, body) =>
   api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
 
-function askForKey(message) {
+function askForKey() {
   $("key-form").hidden = false;
   $("forget-key").hidden = !key;
-  if (message) problem(message);
 }
 
 function problem(message) {
@@ -500,6 +499,6 @@ $("key-form").addEventListener("submit", guarded(() => {
 $("forget-key").addEventListener("click", () => {
   key = "";
   sessionStorage.removeItem("bread-key");
-  askForKey("");
+  askForKey();
 });
 guarded(loadAgents)();

@@ -278,7 +278,6 @@ const RENDER = {
     v.setRun(c.runId);
     v.setStatus("running");
     v.line(`${c.agentId} started, session ${c.sessionId}`);
-    $("session").placeholder = c.sessionId;
     v.sessionId = c.sessionId;
   },
   "agent:run:end": (v, c) => {

@@ -31,6 +31,15 @@ def choose(page, agent: str) -> None:
     page.wait_for_function("id => document.getElementById('description').textContent !== ''", arg=agent)
 
 
+def start(page, server, agent: str, **fields: str) -> None:
+    """Open the page, pick ``agent``, fill its form (``text=`` is the text box) and run it."""
+    open_page(page, f"{server.url}/_bread/")
+    choose(page, agent)
+    for name, value in fields.items():
+        page.fill("#input" if name == "text" else f"#fields input[name={name}]", value)
+    page.click("#run")
+
+
 def run_id(page) -> str:
     page.wait_for_function("() => document.getElementById('run-id').textContent.startsWith('run_')")
     return page.inner_text("#run-id")
@@ -63,10 +72,7 @@ def test_echo_streams_into_the_page_from_either_wire(page, servers, wire):
                                                           ("deny", False, "Not published.")])  # fmt: skip
 def test_the_writer_s_publish_is_approved_or_denied(page, servers, button, approved, said):
     server = servers("sse")
-    open_page(page, f"{server.url}/_bread/")
-    choose(page, "writer")
-    page.fill("#fields input[name=topic]", "rye")
-    page.click("#run")
+    start(page, server, "writer", topic="rye")
 
     page.wait_for_selector(f"#pause .{button}")
     assert page.inner_text("#pause p") == 'Approve publish({"title":"rye"})?'
@@ -82,9 +88,7 @@ def test_the_writer_s_publish_is_approved_or_denied(page, servers, button, appro
 
 def test_the_interviewer_is_answered(page, servers):
     server = servers("ndjson")
-    open_page(page, f"{server.url}/_bread/")
-    choose(page, "interviewer")
-    page.click("#run")
+    start(page, server, "interviewer")
 
     page.wait_for_selector("#pause .answer")
     assert page.inner_text("#pause p") == "What is your name?"
@@ -97,10 +101,7 @@ def test_the_interviewer_is_answered(page, servers):
 
 def test_slow_is_cancelled(page, servers):
     server = servers("sse")
-    open_page(page, f"{server.url}/_bread/")
-    choose(page, "slow")
-    page.fill("#input", "200 ticks")
-    page.click("#run")
+    start(page, server, "slow", text="200 ticks")
     page.wait_for_function("() => document.querySelector('#transcript .text')?.textContent.includes('tick 3 ')")
 
     page.click("#cancel")
@@ -169,9 +170,7 @@ def test_a_paused_run_opened_by_id_is_answered_from_its_tail(page, servers):
 
 def test_nested_work_is_shown_nested(page, servers):
     server = servers("sse")
-    open_page(page, f"{server.url}/_bread/")
-    choose(page, "manager")
-    page.click("#run")
+    start(page, server, "manager")
     completed(page)
 
     assert page.inner_text("details.subagent > summary") == "subagent echo"
@@ -203,9 +202,7 @@ def test_a_pipeline_runs_its_steps_nested(page, servers):
 
 def test_the_artist_s_image_is_shown_inline(page, servers):
     server = servers("sse")
-    open_page(page, f"{server.url}/_bread/")
-    choose(page, "artist")
-    page.click("#run")
+    start(page, server, "artist")
     completed(page)
 
     image = page.wait_for_selector(".file img")

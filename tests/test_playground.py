@@ -3,7 +3,6 @@ the browser's redirect from /, and the files a non-editable install carries."""
 
 from __future__ import annotations
 
-import configparser
 import os
 from pathlib import Path
 
@@ -179,11 +178,14 @@ def test_the_page_is_in_the_openapi_document_without_security(app):
     assert "text/event-stream" in doc["paths"]["/runs/{runId}/stream"]["get"]["responses"]["200"]["content"]
 
 
-def test_a_non_editable_install_carries_the_page():
-    # setup.cfg's package data must name every file the page is made of.
-    parser = configparser.ConfigParser()
-    parser.read(ROOT / "setup.cfg")
-    patterns = parser["options.package_data"]["bread_sync.server"].split()
-    server = ROOT / "bread_sync" / "server"
-    carried = {p for pattern in patterns for p in server.glob(pattern)}
-    assert {server / "static" / name for name, _ in playground.FILES.values()} <= carried
+def test_a_non_editable_install_carries_the_page(monkeypatch):
+    # What setuptools' build_py copies into a wheel beside the modules: every file of the page.
+    from setuptools.dist import Distribution
+
+    monkeypatch.chdir(ROOT)
+    dist = Distribution()
+    dist.parse_config_files(["setup.cfg"])
+    build = dist.get_command_obj("build_py")
+    build.ensure_finalized()
+    carried = {(package, name) for package, _, _, names in build.data_files for name in names}
+    assert {("bread_sync.server", f"static/{name}") for name, _ in playground.FILES.values()} <= carried

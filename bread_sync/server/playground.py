@@ -17,7 +17,7 @@ from flask import Response, current_app, redirect, request
 
 from ..config import Config
 from .actions import HTTP_ACTIONS, actions_of, register_http_route
-from .guard import LOOPBACK_BINDS, has_auth, is_loopback_host
+from .guard import LOOPBACK_BINDS, accepts, has_auth, is_loopback_host
 
 PATH = "/_bread/"
 ENV_VAR = "BREAD_PLAYGROUND"
@@ -62,7 +62,7 @@ def root_redirect(prefix: str, auth: bool) -> Response | None:
     (curl's ``*/*`` does not): a redirect to the page. None for anything else."""
     if request.method not in ("GET", "HEAD") or request.path not in (prefix or "/", prefix + "/"):
         return None
-    if not any(value == "text/html" and quality > 0 for value, quality in request.accept_mimetypes):
+    if not accepts("text/html"):
         return None
     if not auth and not is_loopback_host(request.headers.get("Host")):
         return None  # the Host rule: as for any path of bread's

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from flask import Response, request
+from flask import Response
 
 from ..crumbs import Frame, is_delta_frame
 from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError, internal_error
@@ -19,7 +19,7 @@ from ..tails import Gap
 from ..transports.http import HTTPTransport
 from ..wire import SSE, Wire
 from .actions import HTTP_ACTIONS, register_http_route
-from .guard import authorize_run, may_reach_run, valid_body
+from .guard import accepts, authorize_run, may_reach_run, valid_body
 from .run_streams import followed_run, start_run_stream, stream_position, stream_response
 from .schemas import PipelineRunBody, ResumeBody, RunBody
 
@@ -91,7 +91,8 @@ class _Views:
         if followed_run(run_id, after) is None:
             return Response(status=204)
         frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat, batched=True)
-        wire = SSE if _wants_event_stream() else self.wire  # an EventSource, whatever the configured wire
+        # An EventSource names text/event-stream: it gets SSE whatever the configured wire.
+        wire = SSE if accepts("text/event-stream") else self.wire
         return stream_response(self._frames(frames, wire, prelude=wire.passive_prelude), wire.content_type, run_id)
 
     def cancel(self, run_id: str) -> Any:
@@ -132,11 +133,6 @@ class _Views:
 
 def _encode(wire: Wire, item: Frame | Gap) -> bytes:
     return wire.gap(item.earliest_seq, "") if item.__class__ is Gap else wire.frame(item)
-
-
-def _wants_event_stream() -> bool:
-    """The request's ``Accept`` names ``text/event-stream`` (as an ``EventSource`` sends it)."""
-    return any(value == "text/event-stream" and quality > 0 for value, quality in request.accept_mimetypes)
 
 
 def _session(req: RunBody | PipelineRunBody) -> dict[str, Any] | None:

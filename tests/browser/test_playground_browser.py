@@ -263,4 +263,5 @@ def test_the_auth_flow(page, servers):
     page.click("#tail")  # an EventSource: it can only open the stream with a stream token
     completed(page)
     assert re.fullmatch(r"\d+", page.inner_text("#seq"))
+    page.wait_for_selector(".file img")  # the tail's own download of the file, with the bearer
     assert page.locator(".file img").count() == 1

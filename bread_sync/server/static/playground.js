@@ -44,7 +44,9 @@ function guarded(action) {
   return (event) => {
     if (event) event.preventDefault();
     problem("");
-    Promise.resolve(action(event)).catch((error) => problem(error.message));
+    Promise.resolve()
+      .then(() => action(event))
+      .catch((error) => problem(error.message));
   };
 }
 
@@ -301,7 +303,7 @@ const RENDER = {
     v.setStatus("running");
     v.line(`resumed with ${json(c.response)}`);
   },
-  "file:generated": (v, c) => showFile(v, c),
+  "file:generated": (v, c) => showFile(v, c).catch((error) => problem(error.message)),
   "pipeline:step:start": (v, c) => v.open(`step ${c.index + 1}: ${c.stepName}`, "step"),
   "pipeline:step:end": (v) => v.shut(),
   "loop:start": (v, c) => v.line(`loop ${c.loopId}: at most ${c.maxIterations} iterations`),

@@ -86,6 +86,18 @@ def test_the_writer_s_publish_is_approved_or_denied(page, servers, button, appro
     assert page.locator("#transcript .tool").count() == 1
 
 
+def test_a_paused_run_is_cancelled(page, servers):
+    server = servers("sse")
+    start(page, server, "writer", topic="barley")
+    page.wait_for_selector("#pause .approve")
+
+    page.click("#cancel")  # no stream is open during a pause: the page tails the run to its end
+    completed(page, "cancelled")
+
+    assert page.is_hidden("#pause")
+    assert httpx.get(f"{server.url}/runs/{run_id(page)}", timeout=10).json()["status"] == "cancelled"
+
+
 def test_the_interviewer_is_answered(page, servers):
     server = servers("ndjson")
     start(page, server, "interviewer")

@@ -1,13 +1,16 @@
 """The playground against real servers: the passive tail answers an EventSource in SSE whatever
-the configured wire, and ``bread-sync start`` on loopback serves the page."""
+the configured wire, and ``bread-sync start`` and ``dev`` on loopback serve the page."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx2 as httpx
+import pytest
 
 from .client import MEDIA_TYPES, fetch, open_stream, passive_url, pause_writer, run, text_of
 from .servers import free_port, wait_until_serving
@@ -49,13 +52,14 @@ def test_an_event_stream_tail_starts_after_last_event_id(http, server, wire):
     assert [e.type for e in tail.crumbs] == ["tool:call", "human:required"]
 
 
-def test_bread_sync_start_on_loopback_serves_the_page(tmp_path):
+@pytest.mark.parametrize("command", [["start", "--workers", "1"], ["dev"]], ids=["start", "dev"])
+def test_the_servers_on_loopback_serve_the_page(tmp_path, command):
     port = free_port()
-    log = tmp_path / "start.log"
+    log = tmp_path / "server.log"
     env = {"PATH": "/usr/bin:/bin", "BREAD_INSTANCE": str(tmp_path / "instance"), "HOME": str(tmp_path)}
     with open(log, "wb") as out:
-        proc = subprocess.Popen([BREAD_SYNC, "start", "--port", str(port), "--workers", "1"], env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen([BREAD_SYNC, *command, "--port", str(port)], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     try:
         wait_until_serving(proc, port, log)
         base = f"http://127.0.0.1:{port}"
@@ -64,7 +68,7 @@ def test_bread_sync_start_on_loopback_serves_the_page(tmp_path):
         root = httpx.get(base, headers={"Accept": "text/html"}, timeout=10)
         assert (root.status_code, root.headers["location"]) == (302, "/_bread/")
     finally:
-        proc.terminate()
+        os.killpg(proc.pid, signal.SIGTERM)  # the group this test started: dev's reloader child too
         proc.wait(30)
 
 

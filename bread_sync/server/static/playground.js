@@ -280,7 +280,6 @@ const RENDER = {
     v.setRun(c.runId);
     v.setStatus("running");
     v.line(`${c.agentId} started, session ${c.sessionId}`);
-    v.sessionId = c.sessionId;
   },
   "agent:run:end": (v, c) => {
     if (typeof c.output !== "string") v.line(`output: ${json(c.output)}`);

@@ -125,6 +125,7 @@ class RunView {
     this.aborter = new AbortController();
     this.source = null;
     this.ended = false;
+    this.paused = false;
     $("transcript").replaceChildren();
     $("pause").hidden = true;
     $("run-view").hidden = false;
@@ -393,7 +394,10 @@ async function describe() {
   const fields = $("fields");
   fields.replaceChildren(Object.assign(document.createElement("legend"), { textContent: "Input" }));
   fields.hidden = true;
-  if (kind !== "agent") return ($("description").textContent = "Pipelines are not listed: type its id.");
+  if (kind !== "agent") {
+    $("description").textContent = "Pipelines are not listed: type its id.";
+    return;
+  }
   $("description").textContent = $("target").agents[id].description || "";
   const detail = await api(`/agents/${encodeURIComponent(id)}`).then((r) => r.json());
   const schema = detail.inputSchema || {};

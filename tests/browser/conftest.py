@@ -1,7 +1,7 @@
 """Fixtures of the browser tests: headless Chromium (Debian's ``chromium``, driven by Playwright
 for Python) against real gunicorn servers with the playground on.
 
-One browser for the whole session, a fresh context (no storage, no cache) per test. Where
+One browser for all of them, a fresh context (no storage, no cache) per test. Where
 Playwright or ``/usr/bin/chromium`` is missing, every test here skips and says why (``.ci/run``
 installs chromium with apt-get where it can)."""
 
@@ -35,7 +35,9 @@ def missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API runs an asyncio loop in this thread while it
+# is open, and later tests call asyncio.run (the MCP client tests), which a running loop refuses.
+@pytest.fixture(scope="package")
 def browser():
     reason = missing()
     if reason:

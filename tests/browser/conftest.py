@@ -64,9 +64,9 @@ def page(browser):
     assert errors == [], errors
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def servers(tmp_path_factory):
-    """Gunicorn servers with the playground on, started on first use and kept for the session:
+    """Gunicorn servers with the playground on, started on first use and kept for these tests:
     ``servers("sse")``, ``servers("ndjson")``, ``servers("auth")`` (auth on, SSE)."""
     root = tmp_path_factory.mktemp("playground-servers")
     started: dict[str, Server] = {}

@@ -79,10 +79,14 @@ class Ticks(OrText):
 
     @classmethod
     def from_text(cls, text: str) -> dict[str, Any]:
-        found = re.search(r"[0-9]+", text)
-        if found is None:
-            raise ValueError("a text input needs an integer in it: the tick count")
-        return {"count": int(found.group()), "delayMs": 100}
+        return {"count": _first_integer(text, "the tick count"), "delayMs": 100}
+
+
+def _first_integer(text: str, meaning: str) -> int:
+    found = re.search(r"[0-9]+", text)
+    if found is None:
+        raise ValueError(f"a text input needs an integer in it: {meaning}")
+    return int(found.group())
 
 
 @tool(ask=True)
@@ -136,8 +140,13 @@ slow = Agent(
 )
 
 
-class Until(BaseModel):
+class Until(OrText):
+    text_means: ClassVar[str] = "a text whose first integer is `until`"
     until: int = Field(ge=1, le=1000)
+
+    @classmethod
+    def from_text(cls, text: str) -> dict[str, Any]:
+        return {"until": _first_integer(text, "until")}
 
 
 class Text(BaseModel):

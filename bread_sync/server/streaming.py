@@ -5,25 +5,21 @@ formats frames and nothing more.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from flask import Response
 
 from ..crumbs import Frame, is_delta_frame
-from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError, internal_error
-from ..greenlets import Pacer
+from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
 from ..runtime import Bread, new_id
 from ..tails import Gap
 from ..transports.http import HTTPTransport
 from ..wire import SSE, Wire
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import accepts, authorize_run, may_reach_run, valid_body
-from .run_streams import followed_run, start_run_stream, stream_position, stream_response
+from .run_streams import followed_run, start_run_stream, stream_body, stream_position, stream_response
 from .schemas import PipelineRunBody, ResumeBody, RunBody
-
-log = logging.getLogger("bread_sync.server")
 
 
 def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:
@@ -102,33 +98,20 @@ class _Views:
         return {"ok": True, "runId": run_id}
 
     def _frames(self, lists: Iterator[Any], wire: Wire, prelude: bytes = b"") -> Iterator[bytes]:
-        """The response body: one chunk per event, as a tail with ``batched=True`` hands them
-        over. Each list is formatted whole and then written, chunk after chunk, back to back.
-
-        A write to a client that keeps up never blocks, so between chunks the writer gives way
-        now and then (a replay page or a fast run's frames would otherwise hold the worker)."""
-        crumb, pace = wire.crumb, Pacer().pace
-        try:
-            if prelude:
-                yield prelude
-            for items in lists:
-                if items is None:
-                    yield wire.heartbeat
-                    continue
-                # Most items are deltas, which the wire encodes alone (no error sidecar).
-                for chunk in [crumb(item) if is_delta_frame(item) else _encode(wire, item) for item in items]:
-                    yield chunk
-                    pace()
-        except Exception as exc:  # the stream is open: a failure can only be its last event
-            log.exception("stream failed")
-            yield wire.failure(internal_error(exc), "")
-        finally:
-            close = getattr(lists, "close", None)
-            if close is not None:
-                close()
+        """The response body: one chunk per event, in ``wire``'s format."""
+        return stream_body(
+            lists, lambda items: _encode_all(wire, items), heartbeat=wire.heartbeat,
+            prelude=(prelude,) if prelude else (), failure=lambda error: [wire.failure(error, "")],
+        )  # fmt: skip
 
     def _response(self, body: Iterator[bytes], run_id: str | None) -> Response:
         return stream_response(body, self.wire.content_type, run_id)
+
+
+def _encode_all(wire: Wire, items: list[Any]) -> list[bytes]:
+    # Most items are deltas, which the wire encodes alone (no error sidecar).
+    crumb = wire.crumb
+    return [crumb(item) if is_delta_frame(item) else _encode(wire, item) for item in items]
 
 
 def _encode(wire: Wire, item: Frame | Gap) -> bytes:

@@ -107,13 +107,16 @@ class CheckpointStore(Protocol):
 
 
 class SessionStore(Protocol):
-    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
-        """Create the session, or merge tags into it and mark it active."""
+    def touch_session(
+        self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None
+    ) -> None:
+        """Create the session, or merge tags into it and mark it active; a ``state`` given
+        replaces the session's (a new session's is ``{}``)."""
 
     def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None: ...
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """``{id, tags, createdAt, updatedAt, messages}``."""
+        """``{id, tags, createdAt, updatedAt, state, messages}``."""
 
     def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Sessions whose tags include every given pair, without their messages."""

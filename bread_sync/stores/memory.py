@@ -115,15 +115,19 @@ class MemoryStore:
             return True
 
     # sessions
-    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
+    def touch_session(
+        self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None
+    ) -> None:
         with self._lock:
             now = now_iso()
             session = self._sessions.setdefault(
                 session_id,
-                {"id": session_id, "tags": {}, "createdAt": now, "updatedAt": now, "messages": []},
+                {"id": session_id, "tags": {}, "createdAt": now, "updatedAt": now, "state": {}, "messages": []},
             )
             session["tags"].update(tags or {})
             session["updatedAt"] = now
+            if state is not None:
+                session["state"] = copy.deepcopy(state)
 
     def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         with self._lock:
@@ -139,7 +143,7 @@ class MemoryStore:
     def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         with self._lock:
             return [
-                {k: copy.deepcopy(v) for k, v in s.items() if k != "messages"}
+                {k: copy.deepcopy(v) for k, v in s.items() if k not in ("messages", "state")}
                 for s in self._sessions.values()
                 if tags_match(s["tags"], tags)
             ]

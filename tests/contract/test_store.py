@@ -324,6 +324,20 @@ def test_touch_creates_a_session_and_merges_tags(store):
     assert store.get_session("nobody") is None
 
 
+def test_a_session_keeps_the_last_state_given(store):
+    store.touch_session("s1")
+    assert store.get_session("s1")["state"] == {}
+
+    store.touch_session("s1", state={"plan": {"steps": ["knead", "bake"]}})
+    store.touch_session("s1", {"user": "ann"})  # no state given: the session keeps its own
+
+    assert store.get_session("s1")["state"] == {"plan": {"steps": ["knead", "bake"]}}
+    store.touch_session("s1", state={})
+    assert store.get_session("s1")["state"] == {}
+    store.touch_session("s2", state={"fresh": True})  # a new session starts with the state given
+    assert store.get_session("s2")["state"] == {"fresh": True}
+
+
 def test_messages_accumulate_in_order(store):
     store.touch_session("s1")
     store.touch_session("s2")

@@ -1,6 +1,6 @@
 """The official AG-UI client, npm's ``@ag-ui/client`` ``HttpAgent``, against a real gunicorn gevent
-server: echo, and the writer's interrupt and its resume. The package is installed into
-tests/node/ (the ``node_clients`` fixture) once, and reused on later runs."""
+server: echo, the writer's interrupt and its resume, and the manager's shared state. The package is
+installed into tests/node/ (the ``node_clients`` fixture) once, and reused on later runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import subprocess
 
 
-def test_http_agent_runs_echo_and_the_writers_interrupt_and_resume(node_clients, pool):
+def test_http_agent_runs_echo_the_writers_interrupt_and_resume_and_shares_state(node_clients, pool, http):
     server = pool.primary("http-sse")
     done = subprocess.run(["node", "run_agents.mjs", server.url], cwd=node_clients, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
@@ -26,3 +26,10 @@ def test_http_agent_runs_echo_and_the_writers_interrupt_and_resume(node_clients,
     assert interrupt["id"].startswith("cp_") and interrupt["responseSchema"]["required"] == ["approved"]
     assert resumed["result"] == "Published." and resumed["pending"] == []
     assert resumed["types"][:2] == ["RUN_STARTED", "TOOL_CALL_RESULT"]
+    manager = seen["manager"]
+    assert "STATE_SNAPSHOT" in manager["types"]
+    state = manager["stateAfterFirst"]  # the client applied bread's snapshots to its state
+    assert state["plan"] == "rye" and state["subagent"]["status"] == "completed"
+    assert state["task"]["taskId"] == "word-count"  # bread's key won over the client's
+    # The second run sent the client's state as it then was: the thread keeps it.
+    assert http.get(f"{server.url}/sessions/{manager['thread']}").json()["state"] == state

@@ -125,6 +125,12 @@ def m003_retention_indexes(db: Database) -> None:
 
 
 @migration
+def m004_session_state(db: Database) -> None:
+    # What a run's caller gave as the session's state (Bread.run(state=...)); read by later runs.
+    db["sessions"].add_column("state", str, not_null_default="{}")
+
+
+@migration
 def m005_mcp_sessions(db: Database) -> None:
     # The MCP bridge's Mcp-Session-Id, known to every process on the file; created_at for a purge.
     db["mcp_sessions"].create({"id": str, "created_at": str, "data": str}, pk="id", not_null={"created_at", "data"})

@@ -3,7 +3,7 @@
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
 tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
 AG-UI routes (``/ag-ui/run`` for echo, ``/ag-ui/<agentId>`` for the others) when the ``ag-ui``
-extra is installed.
+extra is installed; the A2A endpoints of echo and slow when the ``a2a`` extra is.
 """
 
 from __future__ import annotations
@@ -197,12 +197,32 @@ def bridges() -> list:
     """The protocol bridges the demo mounts: those whose extra is installed (a plain install
     serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
     every other agent. These paths are fixed: other projects' clients find them there."""
+    return [*_ag_ui_bridges(), *_a2a_bridges()]
+
+
+def _ag_ui_bridges() -> list:
     if importlib.util.find_spec("ag_ui") is None:
         return []
     from .protocols.ag_ui import ag_ui
 
     others = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in AGENTS if agent is not echo]
     return [ag_ui(agent_id="echo"), *others]
+
+
+def _a2a_bridges() -> list:
+    """A2A: echo and slow (which a client can cancel or resubscribe to mid-task), each in v0.3
+    and v1.0, at fixed paths (see docs/http.md)."""
+    if importlib.util.find_spec("a2a") is None:
+        return []
+    from .protocols.a2a import a2a_server
+
+    return [
+        a2a_server("echo", card_path="/.well-known/agent-card.json", rpc_path="/a2a"),
+        a2a_server("echo", card_path="/.well-known/agent-card-v1.json", rpc_path="/a2a-v1", spec_version="1.0"),
+        a2a_server("slow", card_path="/.well-known/agent-card-slow.json", rpc_path="/a2a/slow"),
+        a2a_server("slow", card_path="/.well-known/agent-card-slow-v1.json", rpc_path="/a2a/slow-v1",
+                   spec_version="1.0"),
+    ]  # fmt: skip
 
 
 def config() -> Config:

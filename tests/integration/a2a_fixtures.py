@@ -1,0 +1,71 @@
+"""The A2A tests' server (the demo, gunicorn with gevent and two workers on one SQLite file)
+and what their raw passes read with."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from a2a import types as t1
+from a2a.compat.v0_3 import types as t3
+from a2a.utils.proto_utils import validate_proto_required_fields
+from google.protobuf import json_format
+
+from . import servers
+
+
+@pytest.fixture(scope="module")
+def a2a(tmp_path_factory):
+    """The demo on gunicorn + gevent with two workers, so requests of one task land on both."""
+    home = tmp_path_factory.mktemp("a2a")
+    env = {"BREAD_CONFIG": "tests.integration.a2a_config:config"}
+    server = servers.Server("a2a", home, home / "bread.db", "http-sse", workers=2, env=env)
+    server.start()
+    yield server
+    server.stop()
+
+
+def rpc_body(method, params, request_id=1):
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def sse_frames(text):
+    """An SSE body as ``[(id, data, comments)]`` per frame; ``\\n`` line ends only."""
+    frames = []
+    for block in text.split("\n\n"):
+        if not block:
+            continue
+        seq, data, comments = None, [], []
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                comments.append(line[1:].strip())
+            elif line.startswith("id: "):
+                seq = int(line[4:])
+            elif line.startswith("data: "):
+                data.append(line[6:])
+        frames.append((seq, json.loads("\n".join(data)) if data else None, comments))
+    return frames
+
+
+V03_KINDS = {"task": t3.Task, "message": t3.Message, "status-update": t3.TaskStatusUpdateEvent,
+             "artifact-update": t3.TaskArtifactUpdateEvent}  # fmt: skip
+
+
+def strict_v03(item):
+    """A v0.3 result, checked as the SDK's pydantic models would not: its ``kind`` present, and
+    nothing in it the model does not write back (no unknown key, no wrong spelling)."""
+    model = V03_KINDS[item["kind"]].model_validate(item)
+    assert model.model_dump(mode="json", by_alias=True, exclude_none=True) == item
+    return model
+
+
+def strict_v10(item, message=t1.StreamResponse, required=True, **written):
+    """A v1.0 result parsed as ProtoJSON, strictly (an unknown field or enum value raises), its
+    REQUIRED fields present, and written back the same (no ``kind``, no ``final``); ``written``:
+    MessageToDict's options the server writes it with. ``required=False`` for ListTasks: its last
+    page's ``nextPageToken`` is REQUIRED and empty, which the SDK's check counts as missing."""
+    parsed = json_format.ParseDict(item, message())
+    if required:
+        validate_proto_required_fields(parsed)
+    assert json_format.MessageToDict(parsed, **written) == item
+    return parsed

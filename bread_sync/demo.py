@@ -216,12 +216,12 @@ def _a2a_bridges() -> list:
         return []
     from .protocols.a2a import a2a_server
 
+    mounts = [("echo", "", "/a2a", "0.3"), ("echo", "-v1", "/a2a-v1", "1.0"), ("slow", "-slow", "/a2a/slow", "0.3"),
+              ("slow", "-slow-v1", "/a2a/slow-v1", "1.0")]  # fmt: skip
     return [
-        a2a_server("echo", card_path="/.well-known/agent-card.json", rpc_path="/a2a"),
-        a2a_server("echo", card_path="/.well-known/agent-card-v1.json", rpc_path="/a2a-v1", spec_version="1.0"),
-        a2a_server("slow", card_path="/.well-known/agent-card-slow.json", rpc_path="/a2a/slow"),
-        a2a_server("slow", card_path="/.well-known/agent-card-slow-v1.json", rpc_path="/a2a/slow-v1",
-                   spec_version="1.0"),
+        a2a_server(agent, card_path=f"/.well-known/agent-card{card}.json", rpc_path=rpc, spec_version=version,
+                   push_notifications=True)
+        for agent, card, rpc, version in mounts
     ]  # fmt: skip
 
 

@@ -167,6 +167,34 @@ class TaskRunStore(Protocol):
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None: ...
 
 
+class PushStore(Protocol):
+    """Push subscriptions (the A2A bridge's push notifications): optional, found by
+    :func:`records_pushes`. A subscription is ``{taskId, id, url, token, authentication,
+    delivered, attempts, nextAttemptAt, lastError, done, claimedBy, claimedUntil, createdAt}``:
+    ``delivered`` counts the task's events sent to ``url`` so far (the record of its deliveries,
+    which survives a restart); times are epoch seconds."""
+
+    def save_push_config(self, config: dict[str, Any]) -> None:
+        """Insert a subscription (``taskId``, ``id``, ``mount``, ``url``, ``token``,
+        ``authentication``; ``delivered`` 0, due now), or replace the ``url``, ``token`` and
+        ``authentication`` of the one with its ``(taskId, id)``, keeping its deliveries."""
+
+    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's subscriptions, oldest first."""
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        """Delete one; False when there was none."""
+
+    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
+        """Atomically claim one subscription that is not ``done``, is due (``nextAttemptAt <=
+        now``) and unclaimed (or whose claim expired): ``claimedBy = owner``, ``claimedUntil =
+        until``, and return it; None when none is. One caller wins a claim, across processes."""
+
+    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
+        """Set ``delivered``, ``attempts``, ``nextAttemptAt``, ``lastError`` or ``done`` and
+        release the claim, if ``owner`` still holds it; False (and no change) otherwise."""
+
+
 #: What :meth:`Retention.purge` counts, one number per kind.
 PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns")
 
@@ -184,6 +212,26 @@ class Store(
     CrumbLog, RunStore, CheckpointStore, SessionStore, SessionClaims, LoopStore, TaskRunStore, Retention, Protocol
 ):
     """Everything a first-party store implements."""
+
+
+def records_pushes(store: Any) -> bool:
+    """Whether the store keeps push subscriptions (:class:`PushStore`)."""
+    names = ("save_push_config", "list_push_configs", "delete_push_config", "claim_push", "settle_push")
+    return all(callable(getattr(store, name, None)) for name in names)
+
+
+#: The fields :meth:`PushStore.settle_push` may set.
+PUSH_SETTLED = frozenset({"delivered", "attempts", "nextAttemptAt", "lastError", "done"})
+
+
+def new_push_config(config: dict[str, Any], now: float) -> dict[str, Any]:
+    """A subscription as :meth:`PushStore.save_push_config` first stores it."""
+    return {
+        "taskId": config["taskId"], "id": config["id"], "mount": config.get("mount"), "url": config["url"],
+        "token": config.get("token"),
+        "authentication": config.get("authentication"), "delivered": 0, "attempts": 0, "nextAttemptAt": now,
+        "lastError": None, "done": False, "claimedBy": None, "claimedUntil": None, "createdAt": now_iso(),
+    }  # fmt: skip
 
 
 def records_task_runs(store: Any) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urljoin
 
 from flask import Response, g, jsonify, request, url_for
 
@@ -21,9 +22,11 @@ from ...server import (
     stream_response,
 )
 from ...server.guard import may_reach_run
+from ...stores import records_pushes
 from . import rpc, v03, v10
 from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
+from .push import check_webhook, sender_of
 from .rpc import RpcError
 from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder
 from .translator import CANCELED, INPUT_REQUIRED, RUN_STATES, TERMINAL_STATES, Status, TaskFold, pause_part
@@ -55,6 +58,8 @@ def a2a_server(
     rpc_path: str = DEFAULT_RPC_PATH,
     spec_version: str = "0.3",
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    push_notifications: bool = False,
+    allow_private_webhooks: bool = False,
 ) -> A2AServer:
     """The A2A plugin, for ``Config.plugins``: ``agent_id`` served at ``POST rpc_path`` (action
     ``a2a.rpc``), its Agent Card at ``GET card_path`` (action ``a2a.card``), in A2A
@@ -62,10 +67,15 @@ def a2a_server(
     names (by default, the request's own). One mount serves one agent in one version; mount
     another (each with its own paths) for another. ``max_body_bytes``: the RPC route's body limit
     (past it, 413 ``BODY_TOO_LARGE``); an inline file part is held to 10 MB (-32602) below it.
+    ``push_notifications``: take push configs (the store must keep them, see
+    ``stores.PushStore``) and deliver the tasks' updates to their webhooks from a sender that
+    :meth:`A2AServer.start` runs (each gunicorn worker calls it); a webhook whose host is a
+    loopback or private address is refused unless ``allow_private_webhooks``.
     """
     if spec_version not in DIALECTS:
         raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")
-    return A2AServer(agent_id, url, card_path, rpc_path, DIALECTS[spec_version], max_body_bytes)
+    return A2AServer(agent_id, url, card_path, rpc_path, DIALECTS[spec_version], max_body_bytes,
+                     push_notifications, allow_private_webhooks)  # fmt: skip
 
 
 class A2AServer:
@@ -74,11 +84,15 @@ class A2AServer:
     name = "a2a"
 
     def __init__(self, agent_id: str, url: str | None, card_path: str, rpc_path: str, dialect: Any,
-                 max_body_bytes: int):  # fmt: skip
+                 max_body_bytes: int, push_notifications: bool, allow_private_webhooks: bool):  # fmt: skip
         self.agent_id, self.url = agent_id, url
         self.card_path, self.rpc_path = card_path, rpc_path
         self.dialect = dialect
         self.max_body_bytes = max_body_bytes
+        self.push_notifications = push_notifications
+        self.allow_private_webhooks = allow_private_webhooks
+        #: Where a pushed file's relative uri is resolved: the origin of ``url``, when given.
+        self.base_url = urljoin(url, "/") if url else None
         self._methods: dict[str, Callable[[Any, Any, Any], Any]] = {
             "send": self._send,
             "stream": self._stream,
@@ -87,8 +101,22 @@ class A2AServer:
             "resubscribe": self._resubscribe,
             "list": self._list,
             "extended_card": self._extended_card,
-            **dict.fromkeys(("push_set", "push_get", "push_list", "push_delete"), self._no_push),
+            "push_set": self._push_set,
+            "push_get": self._push_get,
+            "push_list": self._push_list,
+            "push_delete": self._push_delete,
         }
+
+    def start(self, bread: Any) -> None:
+        """Run this process's push sender, and have it deliver this mount's subscriptions (each
+        gunicorn worker calls it once it serves; call it yourself under another server)."""
+        if self._pushes(bread):
+            sender = sender_of(bread)
+            sender.mounts[self.rpc_path] = self
+            sender.start()
+
+    def _pushes(self, bread: Any) -> bool:
+        return self.push_notifications and records_pushes(bread.store)
 
     def routes(self, blueprint: Any, bread: Any) -> None:
         register_http_route(blueprint, "GET", self.card_path, A2A_ACTIONS.card, lambda: self._card(bread))
@@ -105,7 +133,7 @@ class A2AServer:
         return url_for(f"{request.blueprint}.{endpoint}", _external=True)
 
     def _card(self, bread: Any) -> Any:
-        facts = card_facts(bread.agent(self.agent_id), self._rpc_url(), AGENT_VERSION)
+        facts = card_facts(bread.agent(self.agent_id), self._rpc_url(), AGENT_VERSION, push=self._pushes(bread))
         return jsonify(self.dialect.card(facts))
 
     # -- the JSON-RPC route -------------------------------------------------------------------
@@ -164,11 +192,22 @@ class A2AServer:
         """Start the run a message asks for and tail it; its encoder, brought up to where a
         continuation starts (so its artifacts are the next turn's)."""
         begin, context_id = self._begin(bread, params)
+        target = self._send_push(bread, params)
         run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
+        if target is not None:  # its sender starts from the task's first event: nothing is missed
+            self._subscribe(bread, run.run_id, target)
         encoder = StreamEncoder(self.dialect, request_id, run.run_id, context_id, self._base_url())
         for frame in _log_through(bread, run.run_id, run.first_seq - 1):
             encoder.translator(frame.crumb)
         return run, frames, encoder
+
+    def _send_push(self, bread: Any, params: Any) -> dict[str, Any] | None:
+        """The push config a message names, checked before its run starts."""
+        target = self.dialect.read_send_push(params)
+        if target is not None:
+            self._check_pushes(bread)
+            check_webhook(target["url"], self.allow_private_webhooks)
+        return target
 
     def _send(self, bread: Any, request_id: Any, params: Any) -> Any:
         """message/send: the run to its end or pause, answered as its Task."""
@@ -274,8 +313,54 @@ class A2AServer:
     def _extended_card(self, bread: Any, request_id: Any, params: Any) -> Any:
         raise RpcError(rpc.EXTENDED_CARD_NOT_CONFIGURED, "this agent has no extended card")
 
-    def _no_push(self, bread: Any, request_id: Any, params: Any) -> Any:
-        raise RpcError(rpc.PUSH_NOT_SUPPORTED, "push notifications are not enabled on this mount")
+    # -- push notifications -------------------------------------------------------------------
+
+    def _push_set(self, bread: Any, request_id: Any, params: Any) -> Any:
+        """Subscribe a webhook to a task's updates (its id, when not given, is made here)."""
+        self._check_pushes(bread)
+        config = _valid(self.dialect.read_push_config, params)
+        return self.dialect.push_config(self._subscribe(bread, self._record(bread, config["taskId"])["id"], config))
+
+    def _subscribe(self, bread: Any, task_id: str, target: dict[str, Any]) -> dict[str, Any]:
+        check_webhook(target["url"], self.allow_private_webhooks)
+        config = {**target, "taskId": task_id, "id": target.get("id") or new_id("push"), "mount": self.rpc_path}
+        bread.store.save_push_config(config)
+        return next(c for c in bread.store.list_push_configs(task_id) if c["id"] == config["id"])
+
+    def _push_ref(self, bread: Any, params: Any) -> tuple[str, list[dict[str, Any]], str | None]:
+        """A get, list or delete's task id (a task of this agent), its subscriptions, the one named."""
+        self._check_pushes(bread)
+        task_id, config_id = _valid(self.dialect.read_push_ref, params)
+        task_id = self._record(bread, task_id)["id"]
+        return task_id, bread.store.list_push_configs(task_id), config_id
+
+    def _push_get(self, bread: Any, request_id: Any, params: Any) -> Any:
+        _, configs, config_id = self._push_ref(bread, params)
+        found = [c for c in configs if config_id is None or c["id"] == config_id]
+        if not found:
+            raise RpcError(rpc.TASK_NOT_FOUND, f"no push notification config {config_id} on this task")
+        return self.dialect.push_config(found[0])
+
+    def _push_list(self, bread: Any, request_id: Any, params: Any) -> Any:
+        _, configs, _ = self._push_ref(bread, params)
+        return self.dialect.push_list(configs)
+
+    def _push_delete(self, bread: Any, request_id: Any, params: Any) -> Any:
+        task_id, _, config_id = self._push_ref(bread, params)
+        if config_id is None or not bread.store.delete_push_config(task_id, config_id):
+            raise RpcError(rpc.TASK_NOT_FOUND, f"no push notification config {config_id} on this task")
+        return None
+
+    def _check_pushes(self, bread: Any) -> None:
+        if not self._pushes(bread):
+            raise RpcError(rpc.PUSH_NOT_SUPPORTED, "push notifications are not enabled on this mount")
+
+
+def _valid(read: Callable[[Any], Any], params: Any) -> Any:
+    try:
+        return read(params)
+    except ValueError as exc:
+        raise BadParams(str(exc)) from None
 
 
 def _task_id(params: Any) -> Any:

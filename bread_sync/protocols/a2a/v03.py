@@ -132,3 +132,51 @@ def card(facts: CardFacts) -> dict[str, Any]:
         skills=[t.AgentSkill(**skill) for skill in facts.skills],
         supports_authenticated_extended_card=facts.extended_card,
     ))  # fmt: skip
+
+
+def read_push_config(params: Any) -> dict[str, Any]:
+    """tasks/pushNotificationConfig/set params as ``{taskId, id?, url, token?, authentication?}``
+    (``authentication``: ``{scheme, credentials?}``); ValueError names what is wrong."""
+    try:
+        given = t.TaskPushNotificationConfig.model_validate(params)
+    except ValidationError as exc:
+        raise ValueError(_problems(exc)) from None
+    return {"taskId": given.task_id, **_push_target(given.push_notification_config)}
+
+
+def read_send_push(params: Any) -> dict[str, Any] | None:
+    """The push config a message/send or message/stream names (``configuration.pushNotificationConfig``)."""
+    configuration = t.MessageSendParams.model_validate(params).configuration
+    config = configuration.push_notification_config if configuration else None
+    return None if config is None else _push_target(config)
+
+
+def _push_target(config: t.PushNotificationConfig) -> dict[str, Any]:
+    auth = config.authentication
+    scheme = {"scheme": auth.schemes[0], "credentials": auth.credentials} if auth and auth.schemes else None
+    return {"id": config.id, "url": config.url, "token": config.token, "authentication": scheme}
+
+
+def read_push_ref(params: Any) -> tuple[str, str | None]:
+    """The ``(taskId, configId)`` of a get, list or delete (``{id, pushNotificationConfigId?}``)."""
+    if not isinstance(params, dict) or not isinstance(params.get("id"), str):
+        raise ValueError("params.id must be the task's id")
+    config_id = params.get("pushNotificationConfigId")
+    if config_id is not None and not isinstance(config_id, str):
+        raise ValueError("params.pushNotificationConfigId must be a string")
+    return params["id"], config_id
+
+
+def push_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored subscription as a TaskPushNotificationConfig."""
+    auth = config.get("authentication")
+    info = None
+    if auth:
+        info = t.PushNotificationAuthenticationInfo(schemes=[auth["scheme"]], credentials=auth.get("credentials"))
+    target = t.PushNotificationConfig(id=config["id"], url=config["url"], token=config.get("token"),
+                                      authentication=info)  # fmt: skip
+    return _dump(t.TaskPushNotificationConfig(task_id=config["taskId"], push_notification_config=target))
+
+
+def push_list(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [push_config(config) for config in configs]

@@ -165,3 +165,52 @@ def task_list(tasks: list[dict[str, Any]], next_page_token: str, page_size: int,
     for task_ in result["tasks"]:
         task_.pop("artifacts", None)
     return result
+
+
+def read_push_config(params: Any) -> dict[str, Any]:
+    """CreateTaskPushNotificationConfig params (a TaskPushNotificationConfig) as ``{taskId, id?,
+    url, token?, authentication?}``; ValueError names what is wrong."""
+    try:
+        given = json_format.ParseDict(params or {}, t.TaskPushNotificationConfig(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return {"taskId": given.task_id, **_push_target(given)}
+
+
+def read_send_push(params: Any) -> dict[str, Any] | None:
+    """The push config a SendMessage names (``configuration.taskPushNotificationConfig``)."""
+    request = json_format.ParseDict(params, t.SendMessageRequest(), ignore_unknown_fields=True)
+    if not request.configuration.HasField("task_push_notification_config"):
+        return None
+    return _push_target(request.configuration.task_push_notification_config)
+
+
+def _push_target(config: t.TaskPushNotificationConfig) -> dict[str, Any]:
+    auth = config.authentication if config.HasField("authentication") else None
+    scheme = {"scheme": auth.scheme, "credentials": auth.credentials or None} if auth and auth.scheme else None
+    return {"id": config.id or None, "url": config.url, "token": config.token or None, "authentication": scheme}
+
+
+def read_push_ref(params: Any) -> tuple[str, str | None]:
+    """The ``(taskId, id)`` of a get, list or delete."""
+    if not isinstance(params, dict) or not isinstance(params.get("taskId"), str):
+        raise ValueError("params.taskId must be the task's id")
+    config_id = params.get("id")
+    if config_id is not None and not isinstance(config_id, str):
+        raise ValueError("params.id must be a string")
+    return params["taskId"], config_id
+
+
+def push_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored subscription as a TaskPushNotificationConfig."""
+    auth = config.get("authentication")
+    info = t.AuthenticationInfo(scheme=auth["scheme"], credentials=auth.get("credentials")) if auth else None
+    return _dump(t.TaskPushNotificationConfig(id=config["id"], task_id=config["taskId"], url=config["url"],
+                                              token=config.get("token"), authentication=info))  # fmt: skip
+
+
+def push_list(configs: list[dict[str, Any]]) -> dict[str, Any]:
+    listed = t.ListTaskPushNotificationConfigsResponse()
+    for config in configs:
+        json_format.ParseDict(push_config(config), listed.configs.add())
+    return json_format.MessageToDict(listed, always_print_fields_with_no_presence=True)

@@ -122,3 +122,19 @@ def m003_retention_indexes(db: Database) -> None:
     db["checkpoints"].create_index(["run_id"], index_name="idx_checkpoints_run")
     db.execute("CREATE INDEX idx_loops_run ON loops (json_extract(data, '$.runId'))")
     db.execute("CREATE INDEX idx_task_runs_run ON task_runs (json_extract(data, '$.runId'))")
+
+
+@migration
+def m004_push_configs(db: Database) -> None:
+    # The A2A bridge's push subscriptions: one row per (task, config), its deliveries counted in
+    # `delivered`; a sender claims a due row (`claimed_by` until `claimed_until`, epoch seconds).
+    db["push_configs"].create(
+        {
+            "task_id": str, "id": str, "mount": str, "url": str, "token": str, "authentication": str, "delivered": int,
+            "attempts": int, "next_attempt_at": float, "last_error": str, "done": int, "claimed_by": str,
+            "claimed_until": float, "created_at": str,
+        },
+        pk=("task_id", "id"),
+        not_null={"url", "delivered", "attempts", "next_attempt_at", "done"},
+    )  # fmt: skip
+    db["push_configs"].create_index(["done", "next_attempt_at"], index_name="idx_push_configs_due")

@@ -77,7 +77,7 @@ def test_artifact_ids_come_from_the_task_and_the_log():
     assert file == ArtifactChunk(f"{RUN}-file-1", [{"file": {"uri": "http://h/files/ab", "mimeType": "image/png"}}],
                                  last_chunk=True)  # fmt: skip
     translate({"type": c.HUMAN_RESUMED, "runId": RUN})
-    assert translate.text("c") == TextChunk(f"{RUN}-text-2", "c", False)
+    assert translate.text("c") == TextChunk(f"{RUN}-text-2", False, "c")
     echoed = translate({"type": c.AGENT_RUN_END, "runId": RUN, "output": {"uri": "/files/ab", "mimeType": "image/png"}})
     assert echoed == [Status("completed", final=True)]  # that file was announced already
 
@@ -85,10 +85,11 @@ def test_artifact_ids_come_from_the_task_and_the_log():
 @pytest.mark.parametrize("dialect", [v03, v10])
 @pytest.mark.parametrize("text", ["plain", 'quote " and \\', "é 漢字 \U0001f35e", "line\nbreak\u2028", ""])
 def test_a_text_chunk_from_its_template_is_what_the_models_write(dialect, text):
-    encoder = StreamEncoder(dialect, 7, RUN, "ses_1")
+    context = 'a client\'s "context" é'  # ids go into the template escaped, as the models write them
+    encoder = StreamEncoder(dialect, 7, RUN, context)
     for append in (False, True):
-        chunk = TextChunk(f"{RUN}-text-1", text, append)
-        expected = f'data: {{"jsonrpc":"2.0","id":7,"result":{dumps(dialect.event(RUN, "ses_1", chunk))}}}\n\n'
+        chunk = TextChunk(f"{RUN}-text-1", append, text)
+        expected = f'data: {{"jsonrpc":"2.0","id":7,"result":{dumps(dialect.event(RUN, context, chunk))}}}\n\n'
         assert encoder.event(chunk).decode() == expected
 
 
@@ -156,7 +157,7 @@ def test_an_input_answer_is_the_text_or_the_data_as_is():
 
 def test_a_fold_is_the_task_a_stream_describes():
     fold = TaskFold()
-    for event in [TextChunk("t", "a", False), TextChunk("t", "b", True), ArtifactChunk("f", [{"file": {"uri": "u"}}]),
+    for event in [TextChunk("t", False, "a"), TextChunk("t", True, "b"), ArtifactChunk("f", [{"file": {"uri": "u"}}]),
                   Status("completed", final=True)]:  # fmt: skip
         fold.add(event)
     assert fold.status.state == "completed"

@@ -7,7 +7,7 @@ Records are plain dicts with the camelCase keys the HTTP API serves. Timestamps 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
@@ -212,6 +212,25 @@ class Store(
     CrumbLog, RunStore, CheckpointStore, SessionStore, SessionClaims, LoopStore, TaskRunStore, Retention, Protocol
 ):
     """Everything a first-party store implements."""
+
+
+#: Rows of a run's log :func:`read_log` reads at once.
+LOG_PAGE = 500
+
+
+def read_log(store: Any, run_id: str, through: int | None = None) -> Iterator[Frame]:
+    """A run's log from its start (up to seq ``through``, when given), :data:`LOG_PAGE` rows at
+    a time: what a bridge feeds its translator to bring it up to a position."""
+    after = 0
+    while through is None or after < through:
+        page = store.get_crumbs(run_id, after, limit=LOG_PAGE)
+        for frame in page:
+            if through is not None and frame.seq > through:
+                return
+            yield frame
+        if len(page) < LOG_PAGE:
+            return
+        after = page[-1].seq
 
 
 def records_pushes(store: Any) -> bool:

@@ -22,7 +22,7 @@ from ...server import (
     stream_response,
 )
 from ...server.guard import may_reach_run
-from ...stores import records_pushes
+from ...stores import read_log, records_pushes
 from . import rpc, v03, v10
 from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
@@ -38,8 +38,6 @@ DEFAULT_CARD_PATH = "/.well-known/agent-card.json"
 DEFAULT_RPC_PATH = "/a2a"
 #: The RPC route's own body limit: room for an inline file at the 10 MB limit, in base64.
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
-#: Rows of a run's log read at once, to bring a resubscribe's translator up to its position.
-REPLAY_PAGE = 500
 #: ListTasks' page size when the client names none, and the most it may ask for.
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
 #: The card's ``version``: the version of the agent, which bread does not track.
@@ -197,7 +195,7 @@ class A2AServer:
         if target is not None:  # its sender starts from the task's first event: nothing is missed
             self._subscribe(bread, run.run_id, target)
         encoder = StreamEncoder(self.dialect, request_id, run.run_id, context_id, self._base_url())
-        for frame in _log_through(bread, run.run_id, run.first_seq - 1):
+        for frame in read_log(bread.store, run.run_id, run.first_seq - 1):
             encoder.translator(frame.crumb)
         return run, frames, encoder
 
@@ -217,7 +215,7 @@ class A2AServer:
             for items in frames:
                 for item in items or ():
                     if item.__class__ is Frame:
-                        for event in _events(encoder, item):
+                        for event in encoder.translator(item.crumb):
                             fold.add(event)
         finally:
             frames.close()
@@ -282,7 +280,7 @@ class A2AServer:
         if last < after:
             raise RpcError(rpc.INVALID_PARAMS, f"task {run_id} has no event {after} yet: its log ends at {last}")
         encoder = StreamEncoder(self.dialect, request_id, run_id, record["sessionId"], self._base_url())
-        for frame in _log_through(bread, run_id, after):
+        for frame in read_log(bread.store, run_id, after):
             encoder.translator(frame.crumb)  # brings it to the client's position: artifact ids, append
         opening = [CONNECTED, encoder.frame(self.dialect.task_item(self._snapshot(bread, record)))]
         if record["status"] == "paused" and last <= after:  # nothing to replay: the Task says it all
@@ -330,7 +328,7 @@ class A2AServer:
     def _push_ref(self, bread: Any, params: Any) -> tuple[str, list[dict[str, Any]], str | None]:
         """A get, list or delete's task id (a task of this agent), its subscriptions, the one named."""
         self._check_pushes(bread)
-        task_id, config_id = _valid(self.dialect.read_push_ref, params)
+        task_id, config_id = _valid(lambda given: rpc.push_ref(given, *self.dialect.PUSH_REF), params)
         task_id = self._record(bread, task_id)["id"]
         return task_id, bread.store.list_push_configs(task_id), config_id
 
@@ -367,27 +365,6 @@ def _task_id(params: Any) -> Any:
     if not isinstance(params, dict):
         raise RpcError(rpc.INVALID_PARAMS, "params must be an object with the task's id")
     return params.get("id")
-
-
-def _events(encoder: StreamEncoder, frame: Frame) -> list[Any]:
-    translator = encoder.translator
-    if frame.crumb["type"] == "text:delta":
-        return [translator.text(frame.crumb["delta"])]
-    return translator(frame.crumb)
-
-
-def _log_through(bread: Any, run_id: str, seq: int) -> Iterator[Frame]:
-    """The task's log from its start through ``seq``, a page at a time."""
-    after = 0
-    while after < seq:
-        page = bread.store.get_crumbs(run_id, after, limit=REPLAY_PAGE)
-        for frame in page:
-            if frame.seq > seq:
-                return
-            yield frame
-        if not page:
-            return
-        after = page[-1].seq
 
 
 def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]) -> Iterator[bytes]:

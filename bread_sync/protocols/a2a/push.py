@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ...runtime import new_id
+from ...stores import read_log
 from .parts import BadParams
 from .translator import RUN_STATES, TERMINAL_STATES, A2ATranslator
 
@@ -43,7 +44,6 @@ EVENTS_PER_CLAIM = 200
 POST_TIMEOUT_SECONDS = 10.0
 #: The header the client's token comes back in (the a2a-sdk's own server sends the same).
 TOKEN_HEADER = "X-A2A-Notification-Token"
-REPLAY_PAGE = 500
 
 
 def check_webhook(url: str, allow_private: bool) -> None:
@@ -133,15 +133,8 @@ class PushSender:
         """The task's events as a resubscribe from its start gives them (the Task aside), each
         as the webhook's body: the same list each time, so ``delivered`` counts into it."""
         translator = A2ATranslator(record["id"], mount.base_url or "")
-        bodies, after = [], 0
-        while True:
-            page = self.bread.store.get_crumbs(record["id"], after, limit=REPLAY_PAGE)
-            for frame in page:
-                for event in translator(frame.crumb):
-                    bodies.append(mount.dialect.event(record["id"], record["sessionId"], event))
-            if len(page) < REPLAY_PAGE:
-                return bodies
-            after = page[-1].seq
+        events = (event for frame in read_log(self.bread.store, record["id"]) for event in translator(frame.crumb))
+        return [mount.dialect.event(record["id"], record["sessionId"], event) for event in events]
 
     def _post(self, mount: Any, config: dict[str, Any], body: dict[str, Any]) -> str | None:
         """POST one event; None when the webhook took it (2xx), else what went wrong."""

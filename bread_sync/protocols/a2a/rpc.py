@@ -87,3 +87,14 @@ def failure(request_id: Any, error: RpcError) -> dict[str, Any]:
 def result_head(request_id: Any) -> str:
     """A success envelope's JSON up to its result: each stream frame is this, an event, ``}``."""
     return f'{{"jsonrpc":"2.0","id":{dumps(request_id)},"result":'
+
+
+def push_ref(params: Any, task_key: str, config_key: str) -> tuple[str, str | None]:
+    """A push config's get, list or delete params: the task's id (``task_key``, required) and
+    the config's (``config_key``); ValueError names what is wrong."""
+    if not isinstance(params, dict) or not isinstance(params.get(task_key), str):
+        raise ValueError(f"params.{task_key} must be the task's id")
+    config_id = params.get(config_key)
+    if config_id is not None and not isinstance(config_id, str):
+        raise ValueError(f"params.{config_key} must be a string")
+    return params[task_key], config_id

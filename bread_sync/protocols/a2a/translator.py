@@ -62,8 +62,8 @@ class TextChunk:
     write them from a template)."""
 
     artifact_id: str
-    text: str
     append: bool
+    text: str
 
 
 Event = Status | ArtifactChunk | TextChunk
@@ -103,6 +103,7 @@ class A2ATranslator:
         self.task_id = task_id
         self.base_url = base_url
         self._turn = 1
+        self._text_id = f"{task_id}-text-1"
         self._text_open = False  # this turn's text artifact was sent: later chunks append
         self._files = 0
         self._uris: set[str] = set()
@@ -120,9 +121,14 @@ class A2ATranslator:
         return handle(crumb) if handle is not None else []
 
     def text(self, delta: str) -> TextChunk:
-        """A text delta's event: the hot path, without the table."""
+        """A text delta's event."""
+        return TextChunk(*self.text_key(), delta)
+
+    def text_key(self) -> tuple[str, bool]:
+        """What a text delta's event is, but its text: its artifact id and ``append``. The hot
+        path (an encoder writing deltas from a template) takes this and makes no event."""
         append, self._text_open = self._text_open, True
-        return TextChunk(f"{self.task_id}-text-{self._turn}", delta, append)
+        return self._text_id, append
 
     def _text(self, crumb: dict[str, Any]) -> list[Event]:
         return [self.text(crumb["delta"])]
@@ -139,6 +145,7 @@ class A2ATranslator:
 
     def _resumed(self, crumb: dict[str, Any]) -> list[Event]:
         self._turn += 1
+        self._text_id = f"{self.task_id}-text-{self._turn}"
         self._text_open = False
         return [Status(WORKING)]
 

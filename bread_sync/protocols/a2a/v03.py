@@ -8,7 +8,6 @@ from typing import Any
 from a2a.compat.v0_3 import types as t
 from pydantic import ValidationError
 
-from ...crumbs import dumps
 from .card import MODES, CardFacts
 from .translator import ArtifactChunk, Event, Status, TextChunk
 
@@ -25,6 +24,8 @@ METHODS = {
     "tasks/pushNotificationConfig/delete": "push_delete",
     "agent/getAuthenticatedExtendedCard": "extended_card",
 }
+#: The keys of a push config's get, list and delete: the task's id, the config's.
+PUSH_REF = ("id", "pushNotificationConfigId")
 #: Where a part's inline bytes are, in the raw JSON: ``part["file"]["bytes"]``.
 INLINE_BYTES = ("file", "bytes")
 #: v0.3's streaming status updates say whether they end the stream.
@@ -87,14 +88,6 @@ def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
                                            append=ev.append, last_chunk=ev.last_chunk))  # fmt: skip
 
 
-def text_template(task_id: str, context_id: str, artifact_id: str, append: bool) -> tuple[str, str]:
-    """A text chunk's JSON split around its text (a JSON string): the model's own output, made once."""
-    marker = "\x00text\x00"
-    whole = dumps(event(task_id, context_id, TextChunk(artifact_id, marker, append)))
-    head, _, tail = whole.partition(dumps(marker))
-    return head, tail
-
-
 def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | None]:
     """The message of message/send or message/stream params: its parts (neutral: ``{"text"}``,
     ``{"data"}``, ``{"file": {"uri" | "bytes", "mimeType"?, "name"?}}``), its taskId and
@@ -155,16 +148,6 @@ def _push_target(config: t.PushNotificationConfig) -> dict[str, Any]:
     auth = config.authentication
     scheme = {"scheme": auth.schemes[0], "credentials": auth.credentials} if auth and auth.schemes else None
     return {"id": config.id, "url": config.url, "token": config.token, "authentication": scheme}
-
-
-def read_push_ref(params: Any) -> tuple[str, str | None]:
-    """The ``(taskId, configId)`` of a get, list or delete (``{id, pushNotificationConfigId?}``)."""
-    if not isinstance(params, dict) or not isinstance(params.get("id"), str):
-        raise ValueError("params.id must be the task's id")
-    config_id = params.get("pushNotificationConfigId")
-    if config_id is not None and not isinstance(config_id, str):
-        raise ValueError("params.pushNotificationConfigId must be a string")
-    return params["id"], config_id
 
 
 def push_config(config: dict[str, Any]) -> dict[str, Any]:

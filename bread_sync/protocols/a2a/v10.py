@@ -10,7 +10,6 @@ from typing import Any
 from a2a import types as t
 from google.protobuf import json_format, struct_pb2
 
-from ...crumbs import dumps
 from .card import MODES, CardFacts
 from .translator import ArtifactChunk, Event, Status, TextChunk
 
@@ -28,6 +27,8 @@ METHODS = {
     "DeleteTaskPushNotificationConfig": "push_delete",
     "GetExtendedAgentCard": "extended_card",
 }
+#: The keys of a push config's get, list and delete: the task's id, the config's.
+PUSH_REF = ("taskId", "id")
 #: Where a part's inline bytes are, in the raw JSON: ``part["raw"]``.
 INLINE_BYTES = ("raw",)
 #: v1.0 ends a stream by closing it: its status updates have no ``final``.
@@ -95,14 +96,6 @@ def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
     update = t.TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, artifact=_artifact(ev),
                                        append=ev.append, last_chunk=ev.last_chunk)  # fmt: skip
     return _dump(t.StreamResponse(artifact_update=update))
-
-
-def text_template(task_id: str, context_id: str, artifact_id: str, append: bool) -> tuple[str, str]:
-    """A text chunk's JSON split around its text (a JSON string): the message's own output, made once."""
-    marker = "\x00text\x00"
-    whole = dumps(event(task_id, context_id, TextChunk(artifact_id, marker, append)))
-    head, _, tail = whole.partition(dumps(marker))
-    return head, tail
 
 
 def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | None]:
@@ -189,16 +182,6 @@ def _push_target(config: t.TaskPushNotificationConfig) -> dict[str, Any]:
     auth = config.authentication if config.HasField("authentication") else None
     scheme = {"scheme": auth.scheme, "credentials": auth.credentials or None} if auth and auth.scheme else None
     return {"id": config.id or None, "url": config.url, "token": config.token or None, "authentication": scheme}
-
-
-def read_push_ref(params: Any) -> tuple[str, str | None]:
-    """The ``(taskId, id)`` of a get, list or delete."""
-    if not isinstance(params, dict) or not isinstance(params.get("taskId"), str):
-        raise ValueError("params.taskId must be the task's id")
-    config_id = params.get("id")
-    if config_id is not None and not isinstance(config_id, str):
-        raise ValueError("params.id must be a string")
-    return params["taskId"], config_id
 
 
 def push_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ runs on both routes in turn (rotating which goes first):
 - concurrent: 200 runs of ``slow`` (``count`` 250) at once, aggregate events/s from the first
   request's start to the last chunk.
 
-For single, the worker's CPU time per event (``/proc/<pid>/stat``) too: what an event costs the
+For both, the worker's CPU time per event (``/proc/<pid>/stat``) too: what an event costs the
 server, whatever the client and the scheduler did meanwhile (a figure that holds on a busy
 machine, where the rates swing).
 
@@ -64,19 +64,23 @@ def single(route: str, port: int, count: int, pid: int | None = None) -> tuple[f
     return done.count / (done.finished - done.started), spent / done.count
 
 
-def concurrent(route: str, port: int, streams: int, count: int) -> float:
+def concurrent(route: str, port: int, streams: int, count: int, pid: int) -> tuple[float, float]:
+    """Aggregate events/s of ``streams`` tasks at once, and the worker's CPU time per event."""
+    cpu = harness.cpu_seconds(pid)
     client = rawhttp.Client()
     conns = client.open(conn(route, port, count) for _ in range(streams))
     if not client.pump(conns, timeout=180) or any(c.error or c.count != count + 2 for c in conns):
         client.close(conns)
         raise RuntimeError(f"{route}: concurrent streams failed: {[c.error for c in conns if c.error][:3]}")
-    return sum(c.count for c in conns) / (max(c.finished for c in conns) - min(c.started for c in conns))
+    events = sum(c.count for c in conns)
+    return events / (max(c.finished for c in conns) - min(c.started for c in conns)), (
+        harness.cpu_seconds(pid) - cpu) / events  # fmt: skip
 
 
 def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     harness.raise_open_files(4 * args.streams + 256)
     load = [harness.load_average()]
-    kinds = ("single", "cpu", "concurrent")
+    kinds = ("single", "cpu", "concurrent", "concurrent cpu")
     samples: dict[str, dict[str, list[float]]] = {kind: {r: [] for r in ROUTES} for kind in kinds}
     env = {"BREAD_DB": str(folder / "bread.db"), "BREAD_TRANSPORT": "http-sse"}
     with Gunicorn("bread", "wsgi:app", folder, env=env) as server:
@@ -90,7 +94,9 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                 samples["single"][route].append(rate)
                 samples["cpu"][route].append(cpu)
             for route in order:
-                samples["concurrent"][route].append(concurrent(route, server.port, args.streams, args.each))
+                rate, cpu = concurrent(route, server.port, args.streams, args.each, server.worker())
+                samples["concurrent"][route].append(rate)
+                samples["concurrent cpu"][route].append(cpu)
     load.append(harness.load_average())
     return {"samples": samples, "load": load}
 
@@ -106,10 +112,13 @@ def figures(result: dict[str, Any], args: argparse.Namespace) -> list[Figure]:
             met = statistics.median(ratio) >= AIM_RATIO
             out.append(Figure(f"{route} `message/stream`, {what}", ours, "ev/s", "native SSE", native,
                               "A2A / native", ratio, f">= {AIM_RATIO}x", met))  # fmt: skip
-    for route in ROUTES[1:]:
-        ours, native = result["samples"]["cpu"][route], result["samples"]["cpu"]["native"]
-        out.append(Figure(f"{route}: worker CPU per event, one task of {args.deltas:,} deltas", ours, "us",
-                          "native SSE", native, "A2A / native", harness.ratios(ours, native)))  # fmt: skip
+    for kind, what in (("cpu", f"one task of {args.deltas:,} deltas"),
+                       ("concurrent cpu", f"{args.streams} tasks at once")):  # fmt: skip
+        native = result["samples"][kind]["native"]
+        for route in ROUTES[1:]:
+            ours = result["samples"][kind][route]
+            out.append(Figure(f"{route}: worker CPU per event, {what}", ours, "us", "native SSE", native,
+                              "A2A / native", harness.ratios(ours, native)))  # fmt: skip
     return out
 
 

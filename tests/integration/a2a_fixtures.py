@@ -4,6 +4,9 @@ and what their raw passes read with."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from a2a import types as t1
@@ -69,3 +72,70 @@ def strict_v10(item, message=t1.StreamResponse, required=True, **written):
         validate_proto_required_fields(parsed)
     assert json_format.MessageToDict(parsed, **written) == item
     return parsed
+
+
+#: How long all of a task's deliveries may take to arrive.
+DELIVERY_SECONDS = 20.0
+
+
+class Webhook:
+    """An HTTP server on 127.0.0.1 that records each POST; the first ``fail`` ones answer 500."""
+
+    def __init__(self):
+        self.received: list[tuple[dict, dict]] = []
+        self.refused = 0
+        self.fail = 0
+        self.lock = threading.Lock()
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's spelling
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with hook.lock:
+                    failing = hook.fail > 0
+                    if failing:
+                        hook.fail -= 1
+                        hook.refused += 1
+                    else:
+                        hook.received.append((json.loads(body), dict(self.headers)))
+                self.send_response(500 if failing else 200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def bodies_for(self, task_id):
+        with self.lock:
+            return [body for body, _ in self.received if _task_of(body) == task_id]
+
+    def wait_for_end(self, task_id, ended, seconds=DELIVERY_SECONDS):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            bodies = self.bodies_for(task_id)
+            if bodies and ended(bodies[-1]):
+                return bodies
+            time.sleep(0.05)
+        raise AssertionError(f"the deliveries of {task_id} did not end within {seconds} s: {self.bodies_for(task_id)}")
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _task_of(body):
+    inner = body.get("statusUpdate") or body.get("artifactUpdate") or body
+    return inner.get("taskId")
+
+
+def v03_ended(body):
+    return body.get("kind") == "status-update" and body["status"]["state"] in ("completed", "failed", "canceled")
+
+
+def v10_ended(body):
+    return "statusUpdate" in body and body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"

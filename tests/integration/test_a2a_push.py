@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -29,74 +27,9 @@ from a2a.types import (
 )
 
 from . import servers
-from .a2a_fixtures import rpc_body, strict_v03, strict_v10
+from .a2a_fixtures import DELIVERY_SECONDS, Webhook, rpc_body, strict_v03, strict_v10, v03_ended, v10_ended
 
 CONFIG = "tests.integration.a2a_config:config"
-#: How long all of a task's deliveries may take to arrive.
-DELIVERY_SECONDS = 20.0
-
-
-class Webhook:
-    """An HTTP server on 127.0.0.1 that records each POST; the first ``fail`` ones answer 500."""
-
-    def __init__(self):
-        self.received: list[tuple[dict, dict]] = []
-        self.refused = 0
-        self.fail = 0
-        self.lock = threading.Lock()
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's spelling
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with hook.lock:
-                    failing = hook.fail > 0
-                    if failing:
-                        hook.fail -= 1
-                        hook.refused += 1
-                    else:
-                        hook.received.append((json.loads(body), dict(self.headers)))
-                self.send_response(500 if failing else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def bodies_for(self, task_id):
-        with self.lock:
-            return [body for body, _ in self.received if _task_of(body) == task_id]
-
-    def wait_for_end(self, task_id, ended, seconds=DELIVERY_SECONDS):
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            bodies = self.bodies_for(task_id)
-            if bodies and ended(bodies[-1]):
-                return bodies
-            time.sleep(0.05)
-        raise AssertionError(f"the deliveries of {task_id} did not end within {seconds} s: {self.bodies_for(task_id)}")
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _task_of(body):
-    inner = body.get("statusUpdate") or body.get("artifactUpdate") or body
-    return inner.get("taskId")
-
-
-def v03_ended(body):
-    return body.get("kind") == "status-update" and body["status"]["state"] in ("completed", "failed", "canceled")
-
-
-def v10_ended(body):
-    return "statusUpdate" in body and body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 @pytest.fixture(scope="module")
@@ -255,3 +188,27 @@ def test_v10_with_the_sdk_client_configs_and_a_push_named_at_send(pushing, hook)
     assert [i.WhichOneof("payload") for i in items][-1] == "status_update"
     chunks = [p.text for i in items if i.HasField("artifact_update") for p in i.artifact_update.artifact.parts]
     assert "".join(chunks) == "tick 1 tick 2 tick 3 tick 4 "
+
+
+def test_v03_config_methods_with_the_sdk_client(http, pushing, hook):
+    task = started(http, pushing, "/a2a/push", "2")
+
+    async def go():
+        card = "/.well-known/agent-card-push.json"  # a v0.3 card: the SDK's compat transport
+        async with await create_client(pushing.url, ClientConfig(streaming=True), relative_card_path=card) as client:
+            made = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task["id"], id="sdk", url=hook.url, token="t3")
+            )
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task["id"], id="sdk")
+            )
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task["id"])
+            )
+            return made, got, listed
+
+    made, got, listed = asyncio.run(asyncio.wait_for(go(), 30))
+    assert made.id == got.id == "sdk" and got.url == hook.url and got.token == "t3"
+    assert [c.id for c in listed.configs] == ["sdk"]
+    bodies = hook.wait_for_end(task["id"], v03_ended)
+    assert [strict_v03(b).kind for b in bodies] == ["artifact-update", "status-update"]

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from . import servers
-from .a2a_fixtures import rpc_body, sse_frames, strict_v03
+from .a2a_fixtures import Webhook, rpc_body, sse_frames, strict_v03, v03_ended
 
 CONFIG = "tests.integration.a2a_config:config"
 #: How long a cancelled task may take to end its stream on the replica that runs it.
@@ -117,3 +117,20 @@ def test_a_pause_survives_its_servers_restart(http, pair):
         "message": message("Cy", paused["id"])}))  # fmt: skip
     items = items_of(answer.text)
     assert text_of(items) == "Thanks, Cy." and items[-1].status.state.value == "completed"
+
+
+def test_pushes_are_claimed_once_across_replicas(http, pair):
+    a, b = pair
+    hook = Webhook()
+    try:
+        response, lines, task = opened(http, a, "/a2a/push", "6")
+        subscribed = call(http, b, "/a2a/push", "tasks/pushNotificationConfig/set",
+                          {"taskId": task["id"], "pushNotificationConfig": {"url": hook.url}})  # fmt: skip
+        assert subscribed["result"]["taskId"] == task["id"]
+        response.close()
+        bodies = hook.wait_for_end(task["id"], v03_ended)
+        time.sleep(1.0)  # a second delivery would be here by now: each replica's sender polls every 0.2 s
+        assert hook.bodies_for(task["id"]) == bodies
+        assert [strict_v03(body).kind for body in bodies] == ["artifact-update", "status-update"]
+    finally:
+        hook.close()

@@ -108,7 +108,7 @@ def test_the_demo_serves_without_the_extra(make_bread, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ag_ui" else real(name, *a))
     config = demo.config()
-    assert [plugin for plugin in config.plugins if plugin.name == "ag_ui"] == []
+    assert [plugin.name for plugin in config.plugins if plugin.name == "ag_ui"] == []
     client = create_server(make_bread(config, transport="http-sse")).test_client()
     assert client.get("/agents").status_code == 200
     assert client.post("/ag-ui/run", json=body()).status_code == 404

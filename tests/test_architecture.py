@@ -20,8 +20,9 @@ UPPER = ("bread_sync.server", "bread_sync.protocols", "bread_sync.client")
 ENTRY = ("bread_sync.cli", "bread_sync.demo", "wsgi", "gunicorn.conf", "bench")
 #: What a bridge may use of the server: route registration and the auth gate.
 SERVER_FOR_BRIDGES = ("bread_sync.server", "bread_sync.server.actions", "bread_sync.server.guard")
-#: What the client may use of the package: the sans-IO wire codecs.
+#: What the client may use of the package: the sans-IO wire codecs and the stream reader.
 CODECS = ("bread_sync.wire", "bread_sync.protocol", "bread_sync.crumbs", "bread_sync.errors")
+CODECS += ("bread_sync.stream_reader",)
 
 
 def module_name(path: Path) -> str:

@@ -107,13 +107,16 @@ class CheckpointStore(Protocol):
 
 
 class SessionStore(Protocol):
-    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
-        """Create the session, or merge tags into it and mark it active."""
+    def touch_session(
+        self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None
+    ) -> None:
+        """Create the session, or merge tags into it and mark it active; a ``state`` given
+        replaces the session's (a new session's is ``{}``)."""
 
     def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None: ...
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """``{id, tags, createdAt, updatedAt, messages}``."""
+        """``{id, tags, createdAt, updatedAt, state, messages}``."""
 
     def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Sessions whose tags include every given pair, without their messages."""
@@ -167,12 +170,26 @@ class TaskRunStore(Protocol):
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None: ...
 
 
+class McpSessionStore(Protocol):
+    """The sessions of the MCP bridge (its ``Mcp-Session-Id``), kept here so that every worker and
+    replica sharing the store knows them. A record is ``{id, protocolVersion, createdAt}``."""
+
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        """Insert a session record; False (and no change) when the id exists."""
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None: ...
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        """End a session; False when there was none of that id."""
+
+
 class PushStore(Protocol):
     """Push subscriptions (the A2A bridge's push notifications): optional, found by
-    :func:`records_pushes`. A subscription is ``{taskId, id, url, token, authentication,
+    :func:`records_pushes`. A subscription is ``{taskId, id, mount, url, token, authentication,
     delivered, attempts, nextAttemptAt, lastError, done, claimedBy, claimedUntil, createdAt}``:
-    ``delivered`` counts the task's events sent to ``url`` so far (the record of its deliveries,
-    which survives a restart); times are epoch seconds."""
+    ``mount`` names the endpoint that took it (whose shapes it is delivered in), ``delivered``
+    counts the task's events sent to ``url`` so far (the record of its deliveries, which survives
+    a restart); times are epoch seconds."""
 
     def save_push_config(self, config: dict[str, Any]) -> None:
         """Insert a subscription (``taskId``, ``id``, ``mount``, ``url``, ``token``,
@@ -209,7 +226,17 @@ class Retention(Protocol):
 
 
 class Store(
-    CrumbLog, RunStore, CheckpointStore, SessionStore, SessionClaims, LoopStore, TaskRunStore, Retention, Protocol
+    CrumbLog,
+    RunStore,
+    CheckpointStore,
+    SessionStore,
+    SessionClaims,
+    LoopStore,
+    TaskRunStore,
+    Retention,
+    McpSessionStore,
+    PushStore,
+    Protocol,
 ):
     """Everything a first-party store implements."""
 

@@ -29,6 +29,11 @@ class Dedup:
         """Live text was delivered since the last durable frame."""
         return bool(self._segment)
 
+    @property
+    def segment_text(self) -> str:
+        """The text delivered live since the last durable frame."""
+        return "".join(self._segment)
+
     def accept(self, frame: Frame, source: str) -> Frame | None:
         if frame.type == TEXT_DELTA:
             return self._log_text(frame) if source == LOG else self.live_text(frame)
@@ -47,7 +52,7 @@ class Dedup:
     def _log_text(self, frame: Frame) -> Frame | None:
         if frame.seq <= self.last:
             return None
-        text, shown = frame.crumb["delta"], "".join(self._segment)
+        text, shown = frame.crumb["delta"], self.segment_text
         self.last, self._segment = frame.seq, []
         if shown and text.startswith(shown):
             rest = text[len(shown) :]

@@ -10,14 +10,14 @@ from urllib.parse import urljoin
 
 from flask import Response, g, jsonify, request, url_for
 
-from ...crumbs import Frame
+from ...crumbs import Frame, error_crumb
 from ...errors import BreadError
-from ...greenlets import Pacer
 from ...runtime import new_id
 from ...server import (
     authorize_run,
     register_http_route,
     start_run_stream,
+    stream_body,
     stream_position,
     stream_response,
 )
@@ -368,26 +368,20 @@ def _task_id(params: Any) -> Any:
 
 
 def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]) -> Iterator[bytes]:
-    """The response body: ``opening``, then each frame's events. The run is driven elsewhere;
-    a failure once the stream is open can only be its last event."""
-    pace = Pacer().pace
-    try:
-        yield from opening
-        for items in frames:
-            if items is None:
-                yield HEARTBEAT
-                continue
-            for item in items:
-                if item.__class__ is not Frame:
-                    log.warning("A2A stream of task %s: events before seq %s are gone", run_id, item.earliest_seq)
-                    continue
-                yield from encoder.crumb(item)
-                pace()
-    except Exception:
-        log.exception("A2A stream of task %s failed", run_id)
-        failed = Status("failed", [{"text": "INTERNAL: the stream failed"}], final=True)
-        yield encoder.event(failed)
-    finally:
-        close = getattr(frames, "close", None)
-        if close is not None:
-            close()
+    """The response body: ``opening``, then each frame's events; a failure once the stream is
+    open is its last status update (``failed``). The run is driven elsewhere."""
+
+    def encode(items: list[Any]) -> list[bytes]:
+        out = []
+        for item in items:
+            if item.__class__ is Frame:
+                out += encoder.crumb(item)
+            else:
+                log.warning("A2A stream of task %s: events before seq %s are gone", run_id, item.earliest_seq)
+        return out
+
+    def failure(error: BreadError) -> list[bytes]:
+        return [encoder.event(event) for event in encoder.translator(error_crumb(run_id, error))]
+
+    return stream_body(frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening,
+                       name=f"A2A stream of task {run_id}")  # fmt: skip

@@ -125,7 +125,19 @@ def m003_retention_indexes(db: Database) -> None:
 
 
 @migration
-def m004_push_configs(db: Database) -> None:
+def m004_session_state(db: Database) -> None:
+    # What a run's caller gave as the session's state (Bread.run(state=...)); read by later runs.
+    db["sessions"].add_column("state", str, not_null_default="{}")
+
+
+@migration
+def m005_mcp_sessions(db: Database) -> None:
+    # The MCP bridge's Mcp-Session-Id, known to every process on the file; created_at for a purge.
+    db["mcp_sessions"].create({"id": str, "created_at": str, "data": str}, pk="id", not_null={"created_at", "data"})
+
+
+@migration
+def m006_push_configs(db: Database) -> None:
     # The A2A bridge's push subscriptions: one row per (task, config), its deliveries counted in
     # `delivered`; a sender claims a due row (`claimed_by` until `claimed_until`, epoch seconds).
     db["push_configs"].create(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, Flask, jsonify, request
+from flask import Blueprint, Flask, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
@@ -13,7 +13,7 @@ from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
 from . import cors, playground, routes, streaming
-from .actions import HEALTH_ENDPOINT, actions_of, statuses_of
+from .actions import HEALTH_ENDPOINT, actions_of, body_limits_of, statuses_of
 from .guard import Forbidden, authorize_request, check_host, has_auth, read_body, run_authorizer
 from .runner import Runner
 from .state import State, state
@@ -86,6 +86,7 @@ class BreadSync:
                 plugin.routes(blueprint, bread)
         actions_of(app).update({f"bread_sync.{k}": v for k, v in actions_of(blueprint).items()})
         statuses_of(app).update({f"bread_sync.{k}": v for k, v in statuses_of(blueprint).items()})
+        body_limits_of(app).update({f"bread_sync.{k}": v for k, v in body_limits_of(blueprint).items()})
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
 
 
@@ -114,7 +115,7 @@ def _guard() -> Any:
     if answer is not None:
         return answer
     if request.method in _BODY_METHODS:
-        read_body(current.max_body_bytes)
+        read_body(body_limits_of(current_app).get(request.endpoint or "", current.max_body_bytes))
     return None
 
 

@@ -5,7 +5,8 @@ the demo config. The environment then overrides what it names: ``BREAD_DB`` (the
 ``postgresql://`` URL: the Postgres store),
 ``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``,
 ``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis),
-``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS`` and ``BREAD_RETENTION_DAYS``.
+``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS`` and
+``BREAD_PLAYGROUND``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class ServerSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)
     #: A request body that has not fully arrived after this many seconds is ``REQUEST_TIMEOUT``.
     body_timeout_seconds: float = 60.0
+    #: Serve the playground page at ``GET /_bread/``; None: only under ``bread-sync dev`` and
+    #: ``bread-sync start`` on a loopback bind, and never while auth is on (``BREAD_PLAYGROUND``).
+    playground: bool | None = None
 
 
 class Config(BaseModel):
@@ -134,6 +138,8 @@ def apply_environment(config: Config) -> Config:
         server["max_body_bytes"] = int(os.environ["BREAD_MAX_BODY_BYTES"])
     if os.environ.get("BREAD_BODY_TIMEOUT_SECONDS"):
         server["body_timeout_seconds"] = _number("BREAD_BODY_TIMEOUT_SECONDS")
+    if os.environ.get("BREAD_PLAYGROUND"):
+        server["playground"] = _flag("BREAD_PLAYGROUND")
     if server:
         updates["server"] = config.server.model_copy(update=server)
     if os.environ.get("BREAD_LEASE_SECONDS"):
@@ -160,6 +166,13 @@ def _transport_name(configured: Any, name: str) -> str:
             "and its options: unset BREAD_TRANSPORT or name the transport in the config"
         )
     return name
+
+
+def _flag(name: str) -> bool:
+    text = os.environ[name].strip().lower()
+    if text not in ("1", "true", "0", "false"):
+        raise ValueError(f"{name} must be 1, true, 0 or false, not {os.environ[name]!r}")
+    return text in ("1", "true")
 
 
 def _number(name: str, most: float = math.inf) -> float:

@@ -3,7 +3,8 @@
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
 tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
 AG-UI routes (``/ag-ui/run`` for echo, ``/ag-ui/<agentId>`` for the others) when the ``ag-ui``
-extra is installed, and the MCP server at ``/mcp`` when the ``mcp`` extra is.
+extra is installed, the MCP server at ``/mcp`` when the ``mcp`` extra is, and the A2A endpoints of
+echo and slow when the ``a2a`` extra is.
 """
 
 from __future__ import annotations
@@ -205,9 +206,10 @@ AGENTS = [echo, writer, interviewer, slow, counter, manager, artist]
 def bridges() -> list:
     """The protocol bridges the demo mounts: those whose extra is installed (a plain install
     serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
-    every other agent. MCP: ``/mcp``, every agent and task as a tool. These paths are fixed:
-    other projects' clients find them there."""
-    return [*ag_ui_bridges(), *mcp_bridges()]
+    every other agent. MCP: ``/mcp``, every agent and task as a tool. A2A: echo and slow, each in
+    v0.3 and v1.0 (see docs/http.md). These paths are fixed: other projects' clients find them
+    there."""
+    return [*ag_ui_bridges(), *mcp_bridges(), *a2a_bridges()]
 
 
 def ag_ui_bridges() -> list:
@@ -225,6 +227,22 @@ def mcp_bridges() -> list:
     from .protocols.mcp import mcp_server
 
     return [mcp_server(agents=AGENTS, tasks=[word_count])]
+
+
+def a2a_bridges() -> list:
+    """A2A: echo and slow (which a client can cancel or resubscribe to mid-task), each in v0.3
+    and v1.0, at fixed paths (see docs/http.md)."""
+    if importlib.util.find_spec("a2a") is None:
+        return []
+    from .protocols.a2a import a2a_server
+
+    mounts = [("echo", "", "/a2a", "0.3"), ("echo", "-v1", "/a2a-v1", "1.0"), ("slow", "-slow", "/a2a/slow", "0.3"),
+              ("slow", "-slow-v1", "/a2a/slow-v1", "1.0")]  # fmt: skip
+    return [
+        a2a_server(agent, card_path=f"/.well-known/agent-card{card}.json", rpc_path=rpc, spec_version=version,
+                   push_notifications=True)
+        for agent, card, rpc, version in mounts
+    ]  # fmt: skip
 
 
 def config() -> Config:

@@ -89,8 +89,8 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
     tables, columns, indexes, triggers = schema(path)
 
     assert tables == [
-        "_bread_migrations", "checkpoints", "crumbs", "loop_iterations", "loops", "mcp_sessions", "runs",
-        "session_claims", "session_messages", "sessions", "task_runs",
+        "_bread_migrations", "checkpoints", "crumbs", "loop_iterations", "loops", "mcp_sessions", "push_configs",
+        "runs", "session_claims", "session_messages", "sessions", "task_runs",
     ]  # fmt: skip
     assert columns == {
         "_bread_migrations": [("name", "TEXT", 0, 1), ("applied_at", "TEXT", 0, 0)],
@@ -119,6 +119,13 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
             ("status", "TEXT", 0, 0), ("created_at", "TEXT", 0, 0), ("data", "TEXT", 1, 0),
         ],
         "mcp_sessions": [("id", "TEXT", 0, 1), ("created_at", "TEXT", 1, 0), ("data", "TEXT", 1, 0)],
+        "push_configs": [
+            ("task_id", "TEXT", 0, 1), ("id", "TEXT", 0, 2), ("mount", "TEXT", 0, 0), ("url", "TEXT", 1, 0),
+            ("token", "TEXT", 0, 0),
+            ("authentication", "TEXT", 0, 0), ("delivered", "INTEGER", 1, 0), ("attempts", "INTEGER", 1, 0),
+            ("next_attempt_at", "REAL", 1, 0), ("last_error", "TEXT", 0, 0), ("done", "INTEGER", 1, 0),
+            ("claimed_by", "TEXT", 0, 0), ("claimed_until", "REAL", 0, 0), ("created_at", "TEXT", 0, 0),
+        ],
     }  # fmt: skip
     assert indexes == {
         "idx_crumbs_run_seq": ("crumbs", 1, ["run_id", "seq"]),
@@ -130,12 +137,13 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
         "idx_checkpoints_run": ("checkpoints", 0, ["run_id"]),
         "idx_loops_run": ("loops", 0, [None]),  # an expression: json_extract(data, '$.runId')
         "idx_task_runs_run": ("task_runs", 0, [None]),
+        "idx_push_configs_due": ("push_configs", 0, ["done", "next_attempt_at"]),
     }
     assert triggers == [("crumbs_append_only", "crumbs")]
     migrations = [name for (name,) in read(path, "SELECT name FROM _bread_migrations")]
     assert migrations == [
         "m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes", "m004_session_state",
-        "m005_mcp_sessions",
+        "m005_mcp_sessions", "m006_push_configs",
     ]  # fmt: skip
 
 

@@ -31,6 +31,7 @@ class HTTP_ACTIONS:  # noqa: N801 - the reference's spelling of a constant table
     task_read = "task.read"
     file_read = "file.read"
     openapi_read = "openapi.read"
+    playground_read = "playground.read"
 
 
 #: The route that load balancers probe: no action, no auth, no Host rule.
@@ -42,13 +43,21 @@ _PARAM = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def register_http_route(
-    app: Any, method: str, path: str, action: str, handler: Callable[..., Any], *, statuses: tuple[int, ...] = ()
+    app: Any,
+    method: str,
+    path: str,
+    action: str,
+    handler: Callable[..., Any],
+    *,
+    statuses: tuple[int, ...] = (),
+    max_body_bytes: int | None = None,
 ) -> None:
     """Add a route to a Flask app or blueprint under a named action.
 
     ``path`` may use ``<param>`` or ``:param``; ``method`` ``"*"`` matches every method.
     ``statuses``: what a plugin's route may answer besides 200 and the statuses every route may
-    (e.g. 204, 404), for the OpenAPI document.
+    (e.g. 204, 404), for the OpenAPI document. ``max_body_bytes``: this route's own body limit,
+    instead of the server's ``max_body_bytes`` (a protocol whose requests carry files).
     """
     rule = _PARAM.sub(r"<\1>", path)
     endpoint = f"{method} {rule}".replace(".", "_")  # Flask endpoints may not hold dots
@@ -57,6 +66,8 @@ def register_http_route(
     actions_of(app)[endpoint] = action
     if statuses:
         statuses_of(app)[endpoint] = tuple(statuses)
+    if max_body_bytes is not None:
+        body_limits_of(app)[endpoint] = max_body_bytes
 
 
 def statuses_of(app: Any) -> dict[str, tuple[int, ...]]:
@@ -64,6 +75,13 @@ def statuses_of(app: Any) -> dict[str, tuple[int, ...]]:
     if not hasattr(app, "http_statuses"):
         app.http_statuses = {}
     return app.http_statuses
+
+
+def body_limits_of(app: Any) -> dict[str, int]:
+    """The endpoint -> body limit table of the routes with a limit of their own."""
+    if not hasattr(app, "http_body_limits"):
+        app.http_body_limits = {}
+    return app.http_body_limits
 
 
 def actions_of(app: Any) -> dict[str, str]:

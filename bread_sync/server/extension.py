@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, Flask, jsonify, request
+from flask import Blueprint, Flask, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
 from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
-from . import cors, routes, streaming
-from .actions import HEALTH_ENDPOINT, actions_of, statuses_of
+from . import cors, playground, routes, streaming
+from .actions import HEALTH_ENDPOINT, actions_of, body_limits_of, statuses_of
 from .guard import Forbidden, authorize_request, check_host, has_auth, read_body, run_authorizer
 from .runner import Runner
 from .state import State, state
@@ -28,8 +28,9 @@ class BreadSync:
 
     Settings, read from ``app.config`` with the bread config's values as defaults:
     ``BREAD_SYNC_MAX_BODY_BYTES``, ``BREAD_SYNC_MAX_CONCURRENT_RUNS``,
-    ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``, ``BREAD_SYNC_CORS_ORIGINS``. The body limit, the loopback
-    rule, auth and CORS apply to the bread routes only; the app's other routes are untouched.
+    ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``, ``BREAD_SYNC_CORS_ORIGINS``, ``BREAD_SYNC_PLAYGROUND``.
+    The body limit, the loopback rule, auth and CORS apply to the bread routes only; the app's
+    other routes are untouched.
     """
 
     def __init__(self, app: Flask | None = None, bread: Bread | None = None, url_prefix: str | None = None):
@@ -47,6 +48,7 @@ class BreadSync:
         app.config.setdefault("BREAD_SYNC_MAX_CONCURRENT_RUNS", server.max_concurrent_runs)
         app.config.setdefault("BREAD_SYNC_RUN_TIMEOUT_SECONDS", server.run_timeout_seconds)
         app.config.setdefault("BREAD_SYNC_CORS_ORIGINS", server.cors_origins)
+        app.config.setdefault("BREAD_SYNC_PLAYGROUND", server.playground)
         mount = _mounter(bread.transport)
         blueprint = Blueprint("bread_sync", __name__)
         app.extensions["bread_sync"] = State(
@@ -61,6 +63,7 @@ class BreadSync:
             auth=has_auth(bread.config.plugins),
             cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"]),
             url_prefix=(self.url_prefix or "").rstrip("/"),
+            playground=app.config["BREAD_SYNC_PLAYGROUND"] is True,
             authorize_run=run_authorizer(server.authorize_run, getattr(bread.transport, "authorize_stream", None)),
         )
         if self.url_prefix:
@@ -75,12 +78,15 @@ class BreadSync:
         blueprint.after_request(_cors_headers)
         blueprint.register_error_handler(Exception, _error_response)
         routes.register(blueprint)
+        if app.extensions["bread_sync"].playground:
+            playground.register(blueprint)
         mount(blueprint, bread)
         for plugin in bread.config.plugins:
             if callable(getattr(plugin, "routes", None)):
                 plugin.routes(blueprint, bread)
         actions_of(app).update({f"bread_sync.{k}": v for k, v in actions_of(blueprint).items()})
         statuses_of(app).update({f"bread_sync.{k}": v for k, v in statuses_of(blueprint).items()})
+        body_limits_of(app).update({f"bread_sync.{k}": v for k, v in body_limits_of(blueprint).items()})
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
 
 
@@ -103,11 +109,13 @@ def _guard() -> Any:
     current = state()
     if not current.auth:
         check_host()
+    if playground.is_page_request():
+        return playground.serve_request()  # before the auth plugin: the page loads without a credential
     answer = cors.preflight(current.cors_origins)
     if answer is not None:
         return answer
     if request.method in _BODY_METHODS:
-        read_body(current.max_body_bytes)
+        read_body(body_limits_of(current_app).get(request.endpoint or "", current.max_body_bytes))
     return None
 
 
@@ -119,12 +127,19 @@ def claim_unrouted_paths(app: Flask) -> None:
 
 def _authenticate_unrouted() -> Any:
     """With auth on, a path of bread's that matches no route (404, 405) is 401 to a caller
-    without a credential, like every route but /health: an anonymous caller cannot map them."""
+    without a credential, like every route but /health: an anonymous caller cannot map them.
+    While the playground is on, a browser's ``GET /`` is sent to it first."""
     if request.routing_exception is None or isinstance(request.routing_exception, RequestRedirect):
         return None
     current = state()
     path, prefix = request.path, current.url_prefix
-    if not current.auth or not (path == prefix or path.startswith(prefix + "/")) or cors.is_preflight():
+    if not (path == prefix or path.startswith(prefix + "/")):
+        return None
+    if current.playground:
+        answer = playground.root_redirect(prefix, current.auth)
+        if answer is not None:
+            return answer
+    if not current.auth or cors.is_preflight():
         return None
     auth = next(p for p in current.bread.config.plugins if getattr(p, "name", None) == "auth")
     authenticate = getattr(auth, "authenticate", None)

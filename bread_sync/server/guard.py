@@ -45,6 +45,11 @@ def is_loopback_host(host: str | None) -> bool:
     return bool(host) and _LOOPBACK_HOST.match(host) is not None
 
 
+def accepts(media_type: str) -> bool:
+    """The request's ``Accept`` names ``media_type`` itself (a wildcard such as ``*/*`` does not)."""
+    return any(value == media_type and quality > 0 for value, quality in request.accept_mimetypes)
+
+
 def check_host() -> None:
     # The Host header as the client sent it; X-Forwarded-Host is deliberately ignored.
     if not is_loopback_host(request.headers.get("Host")):

@@ -132,6 +132,9 @@ def started(worker: Any) -> Lifecycle | None:
         return None  # an app that does not mount bread_sync, or wraps the Flask app
     life = worker.bread_lifecycle = Lifecycle(current.bread, current.runner, worker.cfg.graceful_timeout)
     life.sweep_later()
+    for plugin in current.bread.config.plugins:  # what a plugin runs beside the requests
+        if callable(getattr(plugin, "start", None)):
+            plugin.start(current.bread)
     watcher = threading.Thread(target=life.watch, args=(lambda: worker.alive,), name="bread-shutdown", daemon=True)
     watcher.start()
     return life

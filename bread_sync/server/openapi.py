@@ -23,7 +23,7 @@ from .actions import HEALTH_ENDPOINT, HTTP_ACTIONS, actions_of, statuses_of
 from .auth import AUTH_ACTIONS
 from .state import state
 
-STREAM, FILE, DOCUMENT = "stream", "file", "document"
+STREAM, FILE, DOCUMENT, PAGE = "stream", "file", "document", "page"
 _REF = "#/components/schemas/{model}"
 _PARAM = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 _STATUS_TEXT = {
@@ -67,9 +67,11 @@ OPERATIONS: dict[str, Op] = {
     A.task_read: Op("Read a task run", s.TaskRunRecord, errors=(404, 501)),
     A.file_read: Op("Download a stored file", FILE, errors=(404, 501)),
     A.openapi_read: Op("This document", DOCUMENT),
+    A.playground_read: Op("The playground page's own files (HTML, CSS, script): no credential", PAGE),
     AUTH_ACTIONS.stream_token: Op("Mint a token that opens one run's stream", s.StreamToken, s.StreamTokenBody,
                                   errors=(*_BODY_ERRORS, 500)),
 }  # fmt: skip
+_PAGE_MEDIA = ("text/html", "text/css", "text/javascript")
 _HEALTH = Op("Liveness probe: any Host, no credential", s.Ok)
 _WIRES = {
     "text/event-stream": 'Server-Sent Events: `id: <seq>` and `data: {"type", "payload"}` per crumb.',
@@ -134,18 +136,24 @@ def _operation(
     health = rule.endpoint == HEALTH_ENDPOINT
     op = _HEALTH if health else OPERATIONS.get(action or "") or _plugin_op(action, method, more)
     name = action or rule.endpoint
+    if action == A.playground_read:  # one action for several files: operation ids are unique
+        name = f"{action}.{rule.rule.rpartition('/')[2] or 'index.html'}"
     out: dict[str, Any] = {
         "operationId": name if count == 1 else f"{name}.{method.lower()}",
         "summary": op.summary,
         "x-bread-action": action,
         "parameters": _parameters(rule, op, action, tokens),
-        "responses": {**_answer(op, action, media), **_successes(more), **_errors(op, auth, health)},
+        "responses": {
+            **_answer(op, action, media),
+            **_successes(more),
+            **_errors(op, auth and action != A.playground_read, health),
+        },
     }
     if action is None and not health:
         out["description"] = "Registered without register_http_route: 403 while auth is on."
     if op.body is not None:
         out["requestBody"] = {"required": False, "content": {"application/json": {"schema": _ref(op.body, "in")}}}
-    if health:
+    if health or action == A.playground_read:
         out["security"] = []
     elif action == A.run_stream and auth and tokens:
         out["security"] = [{"bearer": []}, {"streamToken": []}]
@@ -186,10 +194,15 @@ def _answer(op: Op, action: str | None, media: str) -> dict[str, Any]:
         headers = {"Bread-Run-Id": {"schema": {"type": "string"}, "description": "The run this stream carries."}}
         ok = {"description": _WIRES.get(media, media) + " A failure after the request was read ends the stream "
               "at 200.", "headers": headers, "content": {media: {"schema": {"type": "string"}}}}  # fmt: skip
-        finished = {"204": {"description": "The run is finished and nothing lies after the position."}}
-        return {"200": ok, **(finished if action == A.run_stream else {})}
+        if action != A.run_stream:
+            return {"200": ok}
+        # An EventSource's Accept gets SSE whatever the configured wire (docs/http.md).
+        ok["content"]["text/event-stream"] = {"schema": {"type": "string"}}
+        return {"200": ok, "204": {"description": "The run is finished and nothing lies after the position."}}
     if op.answer == FILE:
         return {"200": {"description": "The file, with its own Content-Type.", "content": {"*/*": {}}}}
+    if op.answer == PAGE:
+        return {"200": {"description": "The file", "content": {m: {} for m in _PAGE_MEDIA}}}
     if op.answer == DOCUMENT:
         return {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}
     schema = _json_schema(op.answer) if op.answer is not None else {}

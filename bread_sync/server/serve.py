@@ -7,6 +7,7 @@ from typing import Any
 
 from .. import logs
 from ..config import Config
+from . import playground
 from .listen import check_listen
 
 
@@ -19,6 +20,7 @@ def dev(config: Config, host: str, port: int, config_name: str | None = None) ->
     from .extension import create_server
 
     check_listen(config, host)
+    config = playground.default_on(config, host, dev=True)
     if config_name:
         os.environ["BREAD_CONFIG"] = config_name  # the reloader's child process loads it again
     logs.configure()
@@ -34,6 +36,7 @@ def start(config: Config, host: str, port: int, workers: int, config_name: str |
     from . import gunicorn_conf
 
     check_listen(config, host)
+    playground.default_on(config, host, dev=False)  # the workers load the config again
     if config_name:
         os.environ["BREAD_CONFIG"] = config_name
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -22,6 +22,8 @@ class State:
     cors_origins: list[str] = field(default_factory=list)
     #: Where the blueprint is mounted in its app ("" at the root).
     url_prefix: str = ""
+    #: Whether the playground page is served (``BREAD_SYNC_PLAYGROUND``).
+    playground: bool = False
     #: Per-run ownership: ``(identity, run_id) -> bool`` (see guard.authorize_run), or None.
     authorize_run: Callable[[Any, str], bool] | None = None
     #: The OpenAPI document, made at its first request (every route is mounted by then).

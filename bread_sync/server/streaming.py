@@ -15,8 +15,9 @@ from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
 from ..runtime import Bread, new_id
 from ..tails import Gap
 from ..transports.http import HTTPTransport
+from ..wire import SSE, Wire
 from .actions import HTTP_ACTIONS, register_http_route
-from .guard import authorize_run, may_reach_run, valid_body
+from .guard import accepts, authorize_run, may_reach_run, valid_body
 from .run_streams import followed_run, start_run_stream, stream_body, stream_position, stream_response
 from .schemas import PipelineRunBody, ResumeBody, RunBody
 
@@ -79,14 +80,16 @@ class _Views:
                 authorize_run(failed_id)
             # Nothing was created: the failure is the whole stream, at HTTP 200.
             return self._response(iter([self.wire.failure(error, failed_id or "")]), failed_id)
-        return self._response(self._frames(frames), run.run_id)
+        return self._response(self._frames(frames, self.wire), run.run_id)
 
     def passive(self, run_id: str) -> Response:
         after = stream_position()
         if followed_run(run_id, after) is None:
             return Response(status=204)
         frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat, batched=True)
-        return self._response(self._frames(frames, prelude=self.wire.passive_prelude), run_id)
+        # An EventSource names text/event-stream: it gets SSE whatever the configured wire.
+        wire = SSE if accepts("text/event-stream") else self.wire
+        return stream_response(self._frames(frames, wire, prelude=wire.passive_prelude), wire.content_type, run_id)
 
     def cancel(self, run_id: str) -> Any:
         authorize_run(run_id)
@@ -94,23 +97,25 @@ class _Views:
             raise BreadError(RUN_NOT_FOUND, f"no live or paused run {run_id}")
         return {"ok": True, "runId": run_id}
 
-    def _frames(self, lists: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
-        """The response body: one chunk per event, in the wire's format."""
+    def _frames(self, lists: Iterator[Any], wire: Wire, prelude: bytes = b"") -> Iterator[bytes]:
+        """The response body: one chunk per event, in ``wire``'s format."""
         return stream_body(
-            lists, self._encode_all, heartbeat=self.wire.heartbeat, prelude=(prelude,) if prelude else (),
-            failure=lambda error: [self.wire.failure(error, "")],
+            lists, lambda items: _encode_all(wire, items), heartbeat=wire.heartbeat,
+            prelude=(prelude,) if prelude else (), failure=lambda error: [wire.failure(error, "")],
         )  # fmt: skip
-
-    def _encode_all(self, items: list[Any]) -> list[bytes]:
-        # Most items are deltas, which the wire encodes alone (no error sidecar).
-        crumb, encode = self.wire.crumb, self._encode
-        return [crumb(item) if is_delta_frame(item) else encode(item) for item in items]
-
-    def _encode(self, item: Frame | Gap) -> bytes:
-        return self.wire.gap(item.earliest_seq, "") if item.__class__ is Gap else self.wire.frame(item)
 
     def _response(self, body: Iterator[bytes], run_id: str | None) -> Response:
         return stream_response(body, self.wire.content_type, run_id)
+
+
+def _encode_all(wire: Wire, items: list[Any]) -> list[bytes]:
+    # Most items are deltas, which the wire encodes alone (no error sidecar).
+    crumb = wire.crumb
+    return [crumb(item) if is_delta_frame(item) else _encode(wire, item) for item in items]
+
+
+def _encode(wire: Wire, item: Frame | Gap) -> bytes:
+    return wire.gap(item.earliest_seq, "") if item.__class__ is Gap else wire.frame(item)
 
 
 def _session(req: RunBody | PipelineRunBody) -> dict[str, Any] | None:

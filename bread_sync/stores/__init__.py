@@ -7,7 +7,7 @@ Records are plain dicts with the camelCase keys the HTTP API serves. Timestamps 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
@@ -201,6 +201,35 @@ class McpSessionStore(Protocol):
         """End a session; False when there was none of that id."""
 
 
+class PushStore(Protocol):
+    """Push subscriptions (the A2A bridge's push notifications): optional, found by
+    :func:`records_pushes`. A subscription is ``{taskId, id, mount, url, token, authentication,
+    delivered, attempts, nextAttemptAt, lastError, done, claimedBy, claimedUntil, createdAt}``:
+    ``mount`` names the endpoint that took it (whose shapes it is delivered in), ``delivered``
+    counts the task's events sent to ``url`` so far (the record of its deliveries, which survives
+    a restart); times are epoch seconds."""
+
+    def save_push_config(self, config: dict[str, Any]) -> None:
+        """Insert a subscription (``taskId``, ``id``, ``mount``, ``url``, ``token``,
+        ``authentication``; ``delivered`` 0, due now), or replace the ``url``, ``token`` and
+        ``authentication`` of the one with its ``(taskId, id)``, keeping its deliveries."""
+
+    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's subscriptions, oldest first."""
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        """Delete one; False when there was none."""
+
+    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
+        """Atomically claim one subscription that is not ``done``, is due (``nextAttemptAt <=
+        now``) and unclaimed (or whose claim expired): ``claimedBy = owner``, ``claimedUntil =
+        until``, and return it; None when none is. One caller wins a claim, across processes."""
+
+    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
+        """Set ``delivered``, ``attempts``, ``nextAttemptAt``, ``lastError`` or ``done`` and
+        release the claim, if ``owner`` still holds it; False (and no change) otherwise."""
+
+
 #: What :meth:`Retention.purge` counts, one number per kind.
 PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns")
 
@@ -224,9 +253,49 @@ class Store(
     TaskRunStore,
     Retention,
     McpSessionStore,
+    PushStore,
     Protocol,
 ):
     """Everything a first-party store implements."""
+
+
+#: Rows of a run's log :func:`read_log` reads at once.
+LOG_PAGE = 500
+
+
+def read_log(store: Any, run_id: str, through: int | None = None) -> Iterator[Frame]:
+    """A run's log from its start (up to seq ``through``, when given), :data:`LOG_PAGE` rows at
+    a time: what a bridge feeds its translator to bring it up to a position."""
+    after = 0
+    while through is None or after < through:
+        page = store.get_crumbs(run_id, after, limit=LOG_PAGE)
+        for frame in page:
+            if through is not None and frame.seq > through:
+                return
+            yield frame
+        if len(page) < LOG_PAGE:
+            return
+        after = page[-1].seq
+
+
+def records_pushes(store: Any) -> bool:
+    """Whether the store keeps push subscriptions (:class:`PushStore`)."""
+    names = ("save_push_config", "list_push_configs", "delete_push_config", "claim_push", "settle_push")
+    return all(callable(getattr(store, name, None)) for name in names)
+
+
+#: The fields :meth:`PushStore.settle_push` may set.
+PUSH_SETTLED = frozenset({"delivered", "attempts", "nextAttemptAt", "lastError", "done"})
+
+
+def new_push_config(config: dict[str, Any], now: float) -> dict[str, Any]:
+    """A subscription as :meth:`PushStore.save_push_config` first stores it."""
+    return {
+        "taskId": config["taskId"], "id": config["id"], "mount": config.get("mount"), "url": config["url"],
+        "token": config.get("token"),
+        "authentication": config.get("authentication"), "delivered": 0, "attempts": 0, "nextAttemptAt": now,
+        "lastError": None, "done": False, "claimedBy": None, "claimedUntil": None, "createdAt": now_iso(),
+    }  # fmt: skip
 
 
 def records_task_runs(store: Any) -> bool:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import bisect
 import copy
 import threading
+import time
 from contextlib import AbstractContextManager
 from typing import Any
 
 from ..crumbs import Frame, to_wire_crumb
 from ..errors import SEQ_CONFLICT, BreadError
-from . import FINISHED, PURGED, RunRecord, RunRow, iso_days_ago, now_iso, tags_match
+from . import FINISHED, PURGED, PUSH_SETTLED, RunRecord, RunRow, iso_days_ago, new_push_config, now_iso, tags_match
 
 
 class MemoryStore:
@@ -25,6 +26,7 @@ class MemoryStore:
         self._iterations: dict[str, dict[int, dict[str, Any]]] = {}
         self._task_runs: dict[str, dict[str, Any]] = {}
         self._mcp_sessions: dict[str, dict[str, Any]] = {}
+        self._pushes: dict[tuple[str, str], dict[str, Any]] = {}
 
     # crumb log
     def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
@@ -247,6 +249,45 @@ class MemoryStore:
             return self._mcp_sessions.pop(session_id, None) is not None
 
     # retention
+    # push subscriptions
+    def save_push_config(self, config: dict[str, Any]) -> None:
+        with self._lock:
+            key = (config["taskId"], config["id"])
+            held = self._pushes.get(key)
+            if held is None:
+                self._pushes[key] = copy.deepcopy(new_push_config(config, time.time()))
+            else:
+                held.update({k: copy.deepcopy(config.get(k)) for k in ("url", "token", "authentication")})
+
+    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [copy.deepcopy(c) for (task, _), c in self._pushes.items() if task == task_id]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        with self._lock:
+            return self._pushes.pop((task_id, config_id), None) is not None
+
+    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
+        with self._lock:
+            free = [c for c in self._pushes.values() if c["claimedUntil"] is None or c["claimedUntil"] < now]
+            due = [c for c in free if not c["done"] and c["nextAttemptAt"] <= now]
+            if not due:
+                return None
+            config = min(due, key=lambda c: c["nextAttemptAt"])
+            config.update(claimedBy=owner, claimedUntil=until)
+            return copy.deepcopy(config)
+
+    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
+        unknown = set(fields) - PUSH_SETTLED
+        if unknown:
+            raise ValueError(f"settle_push cannot set {sorted(unknown)}")
+        with self._lock:
+            config = self._pushes.get((task_id, config_id))
+            if config is None or config["claimedBy"] != owner:
+                return False
+            config.update(fields, claimedBy=None, claimedUntil=None)
+            return True
+
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         with self._lock:
             runs = {r["id"] for r in self._runs.values() if r["status"] in FINISHED and r["updatedAt"] < before}

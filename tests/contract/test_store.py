@@ -451,3 +451,90 @@ def test_a_deleted_mcp_session_is_gone_and_deletes_once(store):
     assert store.get_mcp_session("m1") is None
     assert store.delete_mcp_session("m1") is False
     assert store.get_mcp_session("m2") == mcp_session("m2")
+
+
+# push subscriptions (the A2A bridge's push notifications)
+
+
+def push(task_id="t1", config_id="c1", **fields):
+    return {"taskId": task_id, "id": config_id, "mount": "/a2a", "url": "https://hook.example/a", "token": "tok",
+            "authentication": {"schemes": ["Bearer"]}, **fields}  # fmt: skip
+
+
+def test_it_keeps_push_subscriptions(store):
+    from bread_sync.stores import records_pushes
+
+    assert records_pushes(store)
+
+
+def test_a_push_subscription_starts_undelivered_and_due(store):
+    store.save_push_config(push())
+    (config,) = store.list_push_configs("t1")
+    assert {k: config[k] for k in ("taskId", "id", "mount", "url", "token", "authentication")} == push()
+    assert (config["delivered"], config["attempts"], config["done"], config["claimedBy"]) == (0, 0, False, None)
+    assert store.list_push_configs("t2") == []
+
+
+def test_saving_again_replaces_the_target_and_keeps_the_deliveries(store):
+    store.save_push_config(push())
+    claimed = store.claim_push("me", now=10**10, until=10**10 + 30)
+    assert store.settle_push("t1", "c1", "me", delivered=3)
+    store.save_push_config(push(url="https://hook.example/b", token=None, authentication=None))
+    (config,) = store.list_push_configs("t1")
+    assert claimed["id"] == "c1" and config["url"] == "https://hook.example/b" and config["token"] is None
+    assert config["delivered"] == 3 and config["authentication"] is None
+
+
+def test_a_subscription_is_deleted_once(store):
+    store.save_push_config(push())
+    store.save_push_config(push(config_id="c2"))
+    assert [c["id"] for c in store.list_push_configs("t1")] == ["c1", "c2"]
+    assert store.delete_push_config("t1", "c1") and not store.delete_push_config("t1", "c1")
+    assert [c["id"] for c in store.list_push_configs("t1")] == ["c2"]
+
+
+def test_a_claim_takes_a_due_subscription_once_until_it_is_settled_or_expires(store):
+    store.save_push_config(push())
+    now = 10**10
+    claimed = store.claim_push("a", now, now + 30)
+    assert (claimed["claimedBy"], claimed["claimedUntil"]) == ("a", now + 30)
+    assert store.claim_push("b", now + 1, now + 31) is None  # held
+    assert not store.settle_push("t1", "c1", "b", delivered=1)  # not b's
+    assert store.settle_push("t1", "c1", "a", delivered=1, attempts=0, nextAttemptAt=now + 5, lastError=None)
+    assert store.claim_push("b", now + 1, now + 31) is None  # not due yet
+    again = store.claim_push("b", now + 5, now + 35)
+    assert again["delivered"] == 1 and again["claimedBy"] == "b"
+    assert store.claim_push("c", now + 36, now + 60)["claimedBy"] == "c"  # b's claim expired
+    assert not store.settle_push("t1", "c1", "b", delivered=2)
+
+
+def test_a_done_subscription_is_never_claimed(store):
+    store.save_push_config(push())
+    store.claim_push("a", 10**10, 10**10 + 30)
+    assert store.settle_push("t1", "c1", "a", done=True)
+    assert store.claim_push("a", 10**11, 10**11 + 30) is None
+    assert store.list_push_configs("t1")[0]["done"] is True
+
+
+def test_settle_refuses_other_fields(store):
+    store.save_push_config(push())
+    store.claim_push("a", 10**10, 10**10 + 30)
+    with pytest.raises(ValueError, match="url"):
+        store.settle_push("t1", "c1", "a", url="https://elsewhere")
+
+
+def test_one_of_many_racing_threads_claims_a_subscription(store):
+    store.save_push_config(push())
+    won, barrier = [], threading.Barrier(8)
+
+    def race(owner):
+        barrier.wait()
+        if store.claim_push(owner, 10**10, 10**10 + 30) is not None:
+            won.append(owner)
+
+    threads = [threading.Thread(target=race, args=(f"o{n}",)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(won) == 1

@@ -18,6 +18,7 @@ import pytest
 pytest.register_assert_rewrite("tests.integration.client")
 
 from . import servers  # noqa: E402
+from .a2a_fixtures import a2a  # noqa: E402, F401 - the A2A tests' server
 from .client import TRANSPORTS, WIRES, new_client  # noqa: E402
 
 _TEST_STARTED = pytest.StashKey[float]()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -35,3 +36,12 @@ def test_the_mcp_example_lists_calls_follows_progress_and_resumes(pool):
     assert progress[0] == "  progress 1: agent:run:start" and progress[-1].endswith(": agent:run:end")
     assert "agent_slow: tick 1 tick 2 tick 3 " in lines
     assert lines[-2:] == ["agent_writer: paused, approval of publish {'title': 'sourdough'}", "resume: Published."]
+
+
+def test_the_a2a_example_streams_echo_and_cancels_slow(pool):
+    lines = run_example("a2a_client.py", pool.primary("http-sse"))
+    assert lines[0].startswith("task run_") and lines[0].endswith("TASK_STATE_WORKING")
+    texts = [ast.literal_eval(line[len("artifact ") :]) for line in lines if line.startswith("artifact ")]
+    assert "".join(texts) == "hello over A2Atick 1 "  # echo's text, then the one tick before the cancel
+    assert "get: TASK_STATE_COMPLETED" in lines and "cancel: TASK_STATE_CANCELED" in lines
+    assert lines[-1] == "status TASK_STATE_CANCELED"

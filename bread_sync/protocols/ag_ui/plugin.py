@@ -34,13 +34,12 @@ from ...server import (
     stream_response,
 )
 from ...server.guard import Forbidden, json_body, may_reach_run
+from ...stores import read_log
 from .translator import CONTENT_TYPE, AgUiTransformer, create_ag_ui_transformer, encode
 
 log = logging.getLogger("bread_sync.protocols.ag_ui")
 
 DEFAULT_PATH = "/ag-ui/run"
-#: Rows of a run's log read at once, to rebuild a resumed stream's state.
-REPLAY_PAGE = 500
 #: An SSE comment: AG-UI parsers skip it, proxies see the stream is alive.
 HEARTBEAT = b": ping\n\n"
 
@@ -169,7 +168,7 @@ class AgUiPlugin:
             return Response(status=204)
         state = _thread_state(bread, record["sessionId"])
         transformer = create_ag_ui_transformer(response_schema=partial(self._answer_schema, bread), state=state)
-        for frame in _log_through(bread, run_id, after):
+        for frame in read_log(bread.store, run_id, after):
             transformer(frame.crumb)
         prelude = [encode(event).encode() for event in transformer.reopen()]
         frames = bread.tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), batched=True)
@@ -222,20 +221,6 @@ def new_turn(body: RunAgentInput) -> str:
 
 def _thread_state(bread: Any, thread_id: str) -> dict[str, Any]:
     return (bread.store.get_session(thread_id) or {}).get("state") or {}
-
-
-def _log_through(bread: Any, run_id: str, seq: int) -> Iterator[Frame]:
-    """The run's log from its start through ``seq``, a page at a time."""
-    after = 0
-    while after < seq:
-        page = bread.store.get_crumbs(run_id, after, limit=REPLAY_PAGE)
-        for frame in page:
-            if frame.seq > seq:
-                return
-            yield frame
-        if not page:
-            return
-        after = page[-1].seq
 
 
 def _stream(

@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import sqlite3
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from sqlite_utils import Database
 from ... import greenlets
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, BreadError
-from .. import RunRow, iso_days_ago, now_iso, tags_match
+from .. import PUSH_SETTLED, RunRow, iso_days_ago, new_push_config, now_iso, tags_match
 from . import wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, os_sleeping
 from .migrations import immediate, migrate
@@ -42,6 +43,30 @@ RUN_COLUMNS = {
     "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
 }  # fmt: skip
 
+#: A push subscription's keys (as the store contract spells them) and their columns.
+PUSH_COLUMNS = {
+    "taskId": "task_id", "id": "id", "mount": "mount", "url": "url", "token": "token",
+    "authentication": "authentication",
+    "delivered": "delivered", "attempts": "attempts", "nextAttemptAt": "next_attempt_at", "lastError": "last_error",
+    "done": "done", "claimedBy": "claimed_by", "claimedUntil": "claimed_until", "createdAt": "created_at",
+}  # fmt: skip
+SELECT_PUSHES = f"SELECT {', '.join(PUSH_COLUMNS.values())} FROM push_configs"
+UPSERT_PUSH = (
+    f"INSERT INTO push_configs ({', '.join(PUSH_COLUMNS.values())}) VALUES ({', '.join('?' * len(PUSH_COLUMNS))})"
+    " ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,"
+    " authentication = excluded.authentication"
+)
+#: Whether a subscription is due: read first, so that a sender with nothing to do takes no write lock.
+DUE_PUSH = """
+SELECT 1 FROM push_configs WHERE done = 0 AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)
+LIMIT 1
+"""
+CLAIM_PUSH = f"""
+UPDATE push_configs SET claimed_by = ?, claimed_until = ?
+WHERE rowid = (SELECT rowid FROM push_configs WHERE done = 0 AND next_attempt_at <= ?
+               AND (claimed_until IS NULL OR claimed_until < ?) ORDER BY next_attempt_at LIMIT 1)
+RETURNING {", ".join(PUSH_COLUMNS.values())}
+"""
 INSERT_CRUMB = "INSERT INTO crumbs (run_id, seq, type, crumb) VALUES (?, ?, ?, ?)"
 SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 SELECT_RUNS = f"SELECT {', '.join(RUN_COLUMNS.values())} FROM runs"
@@ -382,6 +407,44 @@ class SQLiteStore:
             return db.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount == 1
 
     # retention
+    # push subscriptions
+    def save_push_config(self, config: dict[str, Any]) -> None:
+        row = new_push_config(config, time.time())
+        row["authentication"] = None if row["authentication"] is None else dumps(row["authentication"])
+        with self.connection() as db:
+            db.execute(UPSERT_PUSH, [row[key] for key in PUSH_COLUMNS])
+
+    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
+        with self.connection() as db:
+            rows = db.execute(f"{SELECT_PUSHES} WHERE task_id = ? ORDER BY rowid", (task_id,)).fetchall()
+        return [_push(row) for row in rows]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        with self.connection() as db:
+            sql = "DELETE FROM push_configs WHERE task_id = ? AND id = ?"
+            return db.execute(sql, (task_id, config_id)).rowcount == 1
+
+    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
+        with self.connection() as db:
+            if db.execute(DUE_PUSH, (now, now)).fetchone() is None:
+                return None
+            with immediate(db):
+                row = db.execute(CLAIM_PUSH, (owner, until, now, now)).fetchone()
+        return None if row is None else _push(row)
+
+    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
+        unknown = set(fields) - PUSH_SETTLED
+        if unknown:
+            raise ValueError(f"settle_push cannot set {sorted(unknown)}")
+        sets = "".join(f"{PUSH_COLUMNS[key]} = ?, " for key in fields)
+        sql = (
+            f"UPDATE push_configs SET {sets}claimed_by = NULL, claimed_until = NULL"
+            " WHERE task_id = ? AND id = ? AND claimed_by = ?"
+        )
+        values = [int(v) if isinstance(v, bool) else v for v in fields.values()]
+        with self.connection() as db:
+            return db.execute(sql, [*values, task_id, config_id, owner]).rowcount == 1
+
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         return purge(self.connection, before, dry_run)
 
@@ -416,6 +479,13 @@ def _run_column(key: str) -> str:
         return RUN_COLUMNS[key]
     except KeyError:
         raise TypeError(f"a run record has no field {key!r}; its fields are {sorted(RUN_COLUMNS)}") from None
+
+
+def _push(row: tuple[Any, ...]) -> dict[str, Any]:
+    config = dict(zip(PUSH_COLUMNS, row, strict=True))
+    config["done"] = bool(config["done"])
+    config["authentication"] = None if config["authentication"] is None else json.loads(config["authentication"])
+    return config
 
 
 def _session(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -134,3 +134,19 @@ def m004_session_state(db: Database) -> None:
 def m005_mcp_sessions(db: Database) -> None:
     # The MCP bridge's Mcp-Session-Id, known to every process on the file; created_at for a purge.
     db["mcp_sessions"].create({"id": str, "created_at": str, "data": str}, pk="id", not_null={"created_at", "data"})
+
+
+@migration
+def m006_push_configs(db: Database) -> None:
+    # The A2A bridge's push subscriptions: one row per (task, config), its deliveries counted in
+    # `delivered`; a sender claims a due row (`claimed_by` until `claimed_until`, epoch seconds).
+    db["push_configs"].create(
+        {
+            "task_id": str, "id": str, "mount": str, "url": str, "token": str, "authentication": str, "delivered": int,
+            "attempts": int, "next_attempt_at": float, "last_error": str, "done": int, "claimed_by": str,
+            "claimed_until": float, "created_at": str,
+        },
+        pk=("task_id", "id"),
+        not_null={"url", "delivered", "attempts", "next_attempt_at", "done"},
+    )  # fmt: skip
+    db["push_configs"].create_index(["done", "next_attempt_at"], index_name="idx_push_configs_due")

@@ -1,0 +1,81 @@
+"""A message's parts as a run's input, and as the answer to a paused task."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+#: The most an inline file part may hold, decoded; its base64 is measured before it is decoded.
+MAX_INLINE_BYTES = 10 * 1024 * 1024
+#: What a text answering an approval means yes with (any case); anything else is no.
+YES = frozenset({"yes", "y", "approve", "approved", "true"})
+
+
+class BadParams(ValueError):
+    """-32602: the message's params are not acceptable, for the reason it says."""
+
+
+def check_inline_sizes(params: Any, path: tuple[str, ...]) -> None:
+    """Refuse an inline file part over :data:`MAX_INLINE_BYTES` from its base64's length, before
+    anything decodes it. ``path`` is where a part holds its bytes (``("file", "bytes")``,
+    ``("raw",)``)."""
+    message = params.get("message") if isinstance(params, dict) else None
+    for part in (message.get("parts") if isinstance(message, dict) else None) or []:
+        value = part
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str) and decoded_size(value) > MAX_INLINE_BYTES:
+            raise BadParams(f"an inline file part is over the {MAX_INLINE_BYTES}-byte limit: pass it by uri")
+
+
+def decoded_size(text: str) -> int:
+    """The size base64 ``text`` decodes to (at most; whitespace counts)."""
+    return len(text) * 3 // 4 - text[-2:].count("=")
+
+
+def run_input(parts: list[dict[str, Any]], blob_store: Any) -> Any:
+    """The run's input: text parts joined by newlines; one data part, its value; one file part,
+    ``{uri, mimeType?, name?}``; any other mix, the tagged parts in order. Inline bytes are
+    stored in ``blob_store`` first, and named by the url it gives."""
+    if not parts:
+        raise BadParams("the message has no parts")
+    resolved = [{"file": _file(part["file"], blob_store)} if "file" in part else part for part in parts]
+    if all("text" in part for part in resolved):
+        return "\n".join(part["text"] for part in resolved)
+    if len(resolved) == 1:
+        return next(iter(resolved[0].values()))
+    return resolved
+
+
+def _file(file: dict[str, Any], blob_store: Any) -> dict[str, Any]:
+    mime_type, name = file.get("mimeType"), file.get("name")
+    if "uri" in file:
+        uri = file["uri"]
+    else:
+        if blob_store is None:
+            raise BadParams("an inline file part needs a blob store, and none is configured: pass it by uri")
+        uri = blob_store.put(_decoded(file["bytes"]), mime_type or "application/octet-stream", name)["url"]
+    return {"uri": uri, **({"mimeType": mime_type} if mime_type else {}), **({"name": name} if name else {})}
+
+
+def _decoded(data: str | bytes) -> bytes:
+    if isinstance(data, bytes):  # v1.0's ProtoJSON reader has decoded it already
+        return data
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadParams("an inline file part's bytes are not base64") from None
+
+
+def pause_answer(parts: list[dict[str, Any]], kind: str) -> Any:
+    """What a message answers a paused task with: a data part's value as it is; a text answers an
+    input ``{"answer": text}``, an approval ``{"approved": bool}``."""
+    if len(parts) != 1 or "file" in parts[0]:
+        raise BadParams("an answer to a paused task is one text or one data part")
+    part = parts[0]
+    if "data" in part:
+        return part["data"]
+    if kind == "approval":
+        return {"approved": part["text"].strip().lower() in YES}
+    return {"answer": part["text"]}

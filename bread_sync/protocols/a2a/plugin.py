@@ -1,0 +1,387 @@
+"""The plugin: :func:`a2a_server`, an agent as an A2A endpoint (its Agent Card and its JSON-RPC
+route), in v0.3 or v1.0."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urljoin
+
+from flask import Response, g, jsonify, request, url_for
+
+from ...crumbs import Frame, error_crumb
+from ...errors import BreadError
+from ...runtime import new_id
+from ...server import (
+    authorize_run,
+    register_http_route,
+    start_run_stream,
+    stream_body,
+    stream_position,
+    stream_response,
+)
+from ...server.guard import may_reach_run
+from ...stores import read_log, records_pushes
+from . import rpc, v03, v10
+from .card import card_facts
+from .parts import BadParams, check_inline_sizes, pause_answer, run_input
+from .push import check_webhook, sender_of
+from .rpc import RpcError
+from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder
+from .translator import CANCELED, INPUT_REQUIRED, RUN_STATES, TERMINAL_STATES, Status, TaskFold, pause_part
+
+log = logging.getLogger("bread_sync.protocols.a2a")
+
+DIALECTS = {"0.3": v03, "1.0": v10}
+DEFAULT_CARD_PATH = "/.well-known/agent-card.json"
+DEFAULT_RPC_PATH = "/a2a"
+#: The RPC route's own body limit: room for an inline file at the 10 MB limit, in base64.
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+#: ListTasks' page size when the client names none, and the most it may ask for.
+DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
+#: The card's ``version``: the version of the agent, which bread does not track.
+AGENT_VERSION = "1.0.0"
+
+
+class A2A_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
+    card = "a2a.card"
+    rpc = "a2a.rpc"
+
+
+def a2a_server(
+    agent_id: str,
+    url: str | None = None,
+    card_path: str = DEFAULT_CARD_PATH,
+    rpc_path: str = DEFAULT_RPC_PATH,
+    spec_version: str = "0.3",
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    push_notifications: bool = False,
+    allow_private_webhooks: bool = False,
+) -> A2AServer:
+    """The A2A plugin, for ``Config.plugins``: ``agent_id`` served at ``POST rpc_path`` (action
+    ``a2a.rpc``), its Agent Card at ``GET card_path`` (action ``a2a.card``), in A2A
+    ``spec_version`` ``"0.3"`` or ``"1.0"``. ``url``: the RPC endpoint's absolute URL the card
+    names (by default, the request's own). One mount serves one agent in one version; mount
+    another (each with its own paths) for another. ``max_body_bytes``: the RPC route's body limit
+    (past it, 413 ``BODY_TOO_LARGE``); an inline file part is held to 10 MB (-32602) below it.
+    ``push_notifications``: take push configs (the store must keep them, see
+    ``stores.PushStore``) and deliver the tasks' updates to their webhooks from a sender that
+    :meth:`A2AServer.start` runs (each gunicorn worker calls it); a webhook whose host is a
+    loopback or private address is refused unless ``allow_private_webhooks``.
+    """
+    if spec_version not in DIALECTS:
+        raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")
+    return A2AServer(agent_id, url, card_path, rpc_path, DIALECTS[spec_version], max_body_bytes,
+                     push_notifications, allow_private_webhooks)  # fmt: skip
+
+
+class A2AServer:
+    """See :func:`a2a_server`."""
+
+    name = "a2a"
+
+    def __init__(self, agent_id: str, url: str | None, card_path: str, rpc_path: str, dialect: Any,
+                 max_body_bytes: int, push_notifications: bool, allow_private_webhooks: bool):  # fmt: skip
+        self.agent_id, self.url = agent_id, url
+        self.card_path, self.rpc_path = card_path, rpc_path
+        self.dialect = dialect
+        self.max_body_bytes = max_body_bytes
+        self.push_notifications = push_notifications
+        self.allow_private_webhooks = allow_private_webhooks
+        #: Where a pushed file's relative uri is resolved: the origin of ``url``, when given.
+        self.base_url = urljoin(url, "/") if url else None
+        self._methods: dict[str, Callable[[Any, Any, Any], Any]] = {
+            "send": self._send,
+            "stream": self._stream,
+            "get": self._get,
+            "cancel": self._cancel,
+            "resubscribe": self._resubscribe,
+            "list": self._list,
+            "extended_card": self._extended_card,
+            "push_set": self._push_set,
+            "push_get": self._push_get,
+            "push_list": self._push_list,
+            "push_delete": self._push_delete,
+        }
+
+    def start(self, bread: Any) -> None:
+        """Run this process's push sender, and have it deliver this mount's subscriptions (each
+        gunicorn worker calls it once it serves; call it yourself under another server)."""
+        if self._pushes(bread):
+            sender = sender_of(bread)
+            sender.mounts[self.rpc_path] = self
+            sender.start()
+
+    def _pushes(self, bread: Any) -> bool:
+        return self.push_notifications and records_pushes(bread.store)
+
+    def routes(self, blueprint: Any, bread: Any) -> None:
+        register_http_route(blueprint, "GET", self.card_path, A2A_ACTIONS.card, lambda: self._card(bread))
+        register_http_route(blueprint, "POST", self.rpc_path, A2A_ACTIONS.rpc, lambda: self._rpc(bread),
+                            statuses=(413,), max_body_bytes=self.max_body_bytes)  # fmt: skip
+
+    # -- the card -----------------------------------------------------------------------------
+
+    def _rpc_url(self) -> str:
+        if self.url is not None:
+            return self.url
+        # The endpoint register_http_route named (dots would read as a blueprint's).
+        endpoint = f"POST {self.rpc_path}".replace(".", "_")
+        return url_for(f"{request.blueprint}.{endpoint}", _external=True)
+
+    def _card(self, bread: Any) -> Any:
+        facts = card_facts(bread.agent(self.agent_id), self._rpc_url(), AGENT_VERSION, push=self._pushes(bread))
+        return jsonify(self.dialect.card(facts))
+
+    # -- the JSON-RPC route -------------------------------------------------------------------
+
+    def _rpc(self, bread: Any) -> Any:
+        request_id = None
+        try:
+            request_id, method, params = rpc.parse_request(g.get("bread_body", b""))
+            self._check_version()
+            op = self.dialect.METHODS.get(method)
+            handle = self._methods.get(op) if op is not None else None
+            if op is not None and handle is None:
+                raise RpcError(rpc.UNSUPPORTED_OPERATION, f"{method} is not supported by this server")
+            if handle is None:
+                raise RpcError(rpc.METHOD_NOT_FOUND, f"no method {method}")
+            answer = handle(bread, request_id, params)
+        except RpcError as error:
+            return jsonify(rpc.failure(getattr(error, "request_id", request_id), error))
+        except BadParams as error:
+            return jsonify(rpc.failure(request_id, RpcError(rpc.INVALID_PARAMS, str(error))))
+        except BreadError as error:
+            return jsonify(rpc.failure(request_id, RpcError.of(error)))
+        return answer if isinstance(answer, Response) else jsonify(rpc.success(request_id, answer))
+
+    def _check_version(self) -> None:
+        """A2A-Version: empty means 0.3 (spec 3.6); a version this mount does not serve is -32009."""
+        given = request.headers.get("A2A-Version", "").strip() or "0.3"
+        if ".".join(given.split(".")[:2]) != self.dialect.VERSION:
+            message = f"this endpoint serves A2A {self.dialect.VERSION}, not {given} (send A2A-Version)"
+            raise RpcError(rpc.VERSION_NOT_SUPPORTED, message)
+
+    # -- send and stream ----------------------------------------------------------------------
+
+    def _begin(self, bread: Any, params: Any) -> tuple[Callable[[Any], Any], str]:
+        """How the run a message starts (or the paused task it answers) begins, and its context
+        (session) id."""
+        check_inline_sizes(params, self.dialect.INLINE_BYTES)
+        try:
+            parts, task_id, context_id = self.dialect.read_message(params)
+        except ValueError as exc:
+            raise BadParams(str(exc)) from None
+        if task_id is not None:
+            record = self._record(bread, task_id)
+            if record["status"] != "paused":
+                raise RpcError(rpc.UNSUPPORTED_OPERATION, f"task {task_id} is not waiting for input")
+            checkpoint = bread.store.get_checkpoint(record["checkpointId"])
+            answer = pause_answer(parts, checkpoint["kind"])
+            return (lambda token: bread.resume(checkpoint["id"], answer, signal=token, may_interrupt=may_reach_run),
+                    record["sessionId"])  # fmt: skip
+        session_id = context_id or new_id("ses")
+        value = run_input(parts, bread.blob_store)
+        return (lambda token: bread.run(self.agent_id, value, session={"id": session_id}, signal=token,
+                                        may_interrupt=may_reach_run), session_id)  # fmt: skip
+
+    def _start(self, bread: Any, request_id: Any, params: Any) -> tuple[Any, Iterator[Any], StreamEncoder]:
+        """Start the run a message asks for and tail it; its encoder, brought up to where a
+        continuation starts (so its artifacts are the next turn's)."""
+        begin, context_id = self._begin(bread, params)
+        target = self._send_push(bread, params)
+        run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
+        if target is not None:  # its sender starts from the task's first event: nothing is missed
+            self._subscribe(bread, run.run_id, target)
+        encoder = StreamEncoder(self.dialect, request_id, run.run_id, context_id, self._base_url())
+        for frame in read_log(bread.store, run.run_id, run.first_seq - 1):
+            encoder.translator(frame.crumb)
+        return run, frames, encoder
+
+    def _send_push(self, bread: Any, params: Any) -> dict[str, Any] | None:
+        """The push config a message names, checked before its run starts."""
+        target = self.dialect.read_send_push(params)
+        if target is not None:
+            self._check_pushes(bread)
+            check_webhook(target["url"], self.allow_private_webhooks)
+        return target
+
+    def _send(self, bread: Any, request_id: Any, params: Any) -> Any:
+        """message/send: the run to its end or pause, answered as its Task."""
+        run, frames, encoder = self._start(bread, request_id, params)
+        fold = TaskFold()
+        try:
+            for items in frames:
+                for item in items or ():
+                    if item.__class__ is Frame:
+                        for event in encoder.translator(item.crumb):
+                            fold.add(event)
+        finally:
+            frames.close()
+        task = self.dialect.task(run.run_id, encoder.context_id, fold.status, list(fold.artifacts.values()))
+        return self.dialect.send_result(task)
+
+    def _stream(self, bread: Any, request_id: Any, params: Any) -> Response:
+        """message/stream: the Task (working), then the run's events to its end or pause."""
+        run, frames, encoder = self._start(bread, request_id, params)
+        working = self.dialect.task(run.run_id, encoder.context_id, Status("working"))
+        opening = encoder.frame(self.dialect.task_item(working))
+        return stream_response(_body(encoder, frames, run.run_id, [opening]), CONTENT_TYPE, run.run_id)
+
+    def _base_url(self) -> str:
+        return request.host_url
+
+    # -- the task's lifecycle -----------------------------------------------------------------
+
+    def _record(self, bread: Any, task_id: Any) -> dict[str, Any]:
+        """The run of task ``task_id``, once the run-ownership hook allowed it; -32001 when there
+        is none, or it is another agent's."""
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(rpc.INVALID_PARAMS, "params.id must be a task id (a string)")
+        authorize_run(task_id)
+        record = bread.store.get_run(task_id)
+        if record is None or record["agentId"] != self.agent_id:
+            raise RpcError(rpc.TASK_NOT_FOUND, f"no task {task_id}")
+        return record
+
+    def _snapshot(self, bread: Any, record: dict[str, Any]) -> dict[str, Any]:
+        """The task as its run record says it is now; a paused one with its pause's data part."""
+        state = RUN_STATES[record["status"]]
+        parts = None
+        if state == INPUT_REQUIRED and record.get("checkpointId"):
+            checkpoint = bread.store.get_checkpoint(record["checkpointId"])
+            parts = [pause_part({**checkpoint, "checkpointId": checkpoint["id"]})] if checkpoint else None
+        return self.dialect.task(record["id"], record["sessionId"], Status(state, parts, record.get("checkpointId")))
+
+    def _get(self, bread: Any, request_id: Any, params: Any) -> Any:
+        return self._snapshot(bread, self._record(bread, _task_id(params)))
+
+    def _cancel(self, bread: Any, request_id: Any, params: Any) -> Any:
+        """Cancel the task wherever it runs (any replica sharing the store); the answer is the
+        Task as canceled, before its run has unwound."""
+        record = self._record(bread, _task_id(params))
+        if RUN_STATES[record["status"]] in TERMINAL_STATES or not bread.cancel(record["id"]):
+            raise RpcError(rpc.TASK_NOT_CANCELABLE, f"task {record['id']} has ended: it cannot be canceled")
+        return self.dialect.task(record["id"], record["sessionId"], Status(CANCELED))
+
+    def _resubscribe(self, bread: Any, request_id: Any, params: Any) -> Response:
+        """The task's stream again: ``: connected``, the Task, then its events after
+        ``Last-Event-ID`` (or ``?after=``; by default all of them), live to its end or pause."""
+        record = self._record(bread, _task_id(params))
+        if RUN_STATES[record["status"]] in TERMINAL_STATES:
+            raise RpcError(rpc.UNSUPPORTED_OPERATION, f"task {record['id']} has ended: nothing to subscribe to")
+        try:
+            after = stream_position()
+        except BreadError as error:
+            raise RpcError(rpc.INVALID_PARAMS, error.message) from None
+        run_id = record["id"]
+        last = bread.store.last_seq(run_id)
+        if last < after:
+            raise RpcError(rpc.INVALID_PARAMS, f"task {run_id} has no event {after} yet: its log ends at {last}")
+        encoder = StreamEncoder(self.dialect, request_id, run_id, record["sessionId"], self._base_url())
+        for frame in read_log(bread.store, run_id, after):
+            encoder.translator(frame.crumb)  # brings it to the client's position: artifact ids, append
+        opening = [CONNECTED, encoder.frame(self.dialect.task_item(self._snapshot(bread, record)))]
+        if record["status"] == "paused" and last <= after:  # nothing to replay: the Task says it all
+            return stream_response(iter(opening), CONTENT_TYPE, run_id)
+        frames = bread.tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None),
+                            through_pause=False, batched=True)  # fmt: skip
+        return stream_response(_body(encoder, frames, run_id, opening), CONTENT_TYPE, run_id)
+
+    def _list(self, bread: Any, request_id: Any, params: Any) -> Any:
+        """ListTasks (v1.0): this agent's tasks the caller may reach, the last updated first, by
+        context and state; ``pageToken`` is where the page starts."""
+        try:
+            context_id, state, page_size, token = self.dialect.read_list(params)
+        except ValueError as exc:
+            raise BadParams(str(exc)) from None
+        if not (token == "" or token.isdigit()) or not 0 <= page_size <= MAX_PAGE_SIZE:
+            raise BadParams(f"pageToken must be one this server gave, pageSize at most {MAX_PAGE_SIZE}")
+        records = [
+            r for r in bread.store.list_runs(agent=self.agent_id, session=context_id)
+            if (state is None or RUN_STATES[r["status"]] == state) and may_reach_run(r["id"])
+        ]  # fmt: skip
+        records.sort(key=lambda r: r["updatedAt"], reverse=True)
+        start, size = int(token or 0), page_size or DEFAULT_PAGE_SIZE
+        page = records[start : start + size]
+        after = str(start + size) if start + size < len(records) else ""
+        return self.dialect.task_list([self._snapshot(bread, r) for r in page], after, size, len(records))
+
+    def _extended_card(self, bread: Any, request_id: Any, params: Any) -> Any:
+        raise RpcError(rpc.EXTENDED_CARD_NOT_CONFIGURED, "this agent has no extended card")
+
+    # -- push notifications -------------------------------------------------------------------
+
+    def _push_set(self, bread: Any, request_id: Any, params: Any) -> Any:
+        """Subscribe a webhook to a task's updates (its id, when not given, is made here)."""
+        self._check_pushes(bread)
+        config = _valid(self.dialect.read_push_config, params)
+        return self.dialect.push_config(self._subscribe(bread, self._record(bread, config["taskId"])["id"], config))
+
+    def _subscribe(self, bread: Any, task_id: str, target: dict[str, Any]) -> dict[str, Any]:
+        check_webhook(target["url"], self.allow_private_webhooks)
+        config = {**target, "taskId": task_id, "id": target.get("id") or new_id("push"), "mount": self.rpc_path}
+        bread.store.save_push_config(config)
+        return next(c for c in bread.store.list_push_configs(task_id) if c["id"] == config["id"])
+
+    def _push_ref(self, bread: Any, params: Any) -> tuple[str, list[dict[str, Any]], str | None]:
+        """A get, list or delete's task id (a task of this agent), its subscriptions, the one named."""
+        self._check_pushes(bread)
+        task_id, config_id = _valid(lambda given: rpc.push_ref(given, *self.dialect.PUSH_REF), params)
+        task_id = self._record(bread, task_id)["id"]
+        return task_id, bread.store.list_push_configs(task_id), config_id
+
+    def _push_get(self, bread: Any, request_id: Any, params: Any) -> Any:
+        _, configs, config_id = self._push_ref(bread, params)
+        found = [c for c in configs if config_id is None or c["id"] == config_id]
+        if not found:
+            raise RpcError(rpc.TASK_NOT_FOUND, f"no push notification config {config_id} on this task")
+        return self.dialect.push_config(found[0])
+
+    def _push_list(self, bread: Any, request_id: Any, params: Any) -> Any:
+        _, configs, _ = self._push_ref(bread, params)
+        return self.dialect.push_list(configs)
+
+    def _push_delete(self, bread: Any, request_id: Any, params: Any) -> Any:
+        task_id, _, config_id = self._push_ref(bread, params)
+        if config_id is None or not bread.store.delete_push_config(task_id, config_id):
+            raise RpcError(rpc.TASK_NOT_FOUND, f"no push notification config {config_id} on this task")
+        return None
+
+    def _check_pushes(self, bread: Any) -> None:
+        if not self._pushes(bread):
+            raise RpcError(rpc.PUSH_NOT_SUPPORTED, "push notifications are not enabled on this mount")
+
+
+def _valid(read: Callable[[Any], Any], params: Any) -> Any:
+    try:
+        return read(params)
+    except ValueError as exc:
+        raise BadParams(str(exc)) from None
+
+
+def _task_id(params: Any) -> Any:
+    if not isinstance(params, dict):
+        raise RpcError(rpc.INVALID_PARAMS, "params must be an object with the task's id")
+    return params.get("id")
+
+
+def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]) -> Iterator[bytes]:
+    """The response body: ``opening``, then each frame's events; a failure once the stream is
+    open is its last status update (``failed``). The run is driven elsewhere."""
+
+    def encode(items: list[Any]) -> list[bytes]:
+        out = []
+        for item in items:
+            if item.__class__ is Frame:
+                out += encoder.crumb(item)
+            else:
+                log.warning("A2A stream of task %s: events before seq %s are gone", run_id, item.earliest_seq)
+        return out
+
+    def failure(error: BreadError) -> list[bytes]:
+        return [encoder.event(event) for event in encoder.translator(error_crumb(run_id, error))]
+
+    return stream_body(frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening,
+                       name=f"A2A stream of task {run_id}")  # fmt: skip

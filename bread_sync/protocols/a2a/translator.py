@@ -1,0 +1,192 @@
+"""The translator: a run's crumbs as A2A task events, sans-IO and stateful, one per stream.
+
+Its events are neutral (:class:`Status`, :class:`ArtifactChunk`, :class:`TextChunk`); a
+dialect (``v03.py``, ``v10.py``) writes them in its version's shapes. Parts are neutral dicts
+too, one key each: ``{"text": str}``, ``{"data": value}``, ``{"file": {"uri", "mimeType"?,
+"name"?}}``.
+
+Artifact ids are made from the task id and the run's log, never at random, so a stream resumed
+after a dropped connection names the same artifacts as the stream it continues: the run's text
+is the artifact ``<taskId>-text-<turn>`` (a turn ends at each pause for a human), its n-th file
+``<taskId>-file-<n>``, a structured output ``<taskId>-output``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urljoin
+
+from ... import crumbs as c
+from ...crumbs import to_wire_crumb
+from ...errors import RUN_CANCELLED
+
+#: The task states bread's runs take, in v0.3's spelling (a dialect spells them its way).
+WORKING, INPUT_REQUIRED, COMPLETED, CANCELED, FAILED = "working", "input-required", "completed", "canceled", "failed"
+#: A run record's status as a task state.
+RUN_STATES = {
+    "running": WORKING,
+    "paused": INPUT_REQUIRED,
+    "completed": COMPLETED,
+    "failed": FAILED,
+    "cancelled": CANCELED,
+    "interrupted": FAILED,
+}
+TERMINAL_STATES = frozenset({COMPLETED, CANCELED, FAILED})
+#: The pause fields a paused task's data part carries.
+PAUSE_KEYS = ("checkpointId", "kind", "toolName", "toolCallId", "input")
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A status update; ``final`` when the stream ends with it (a terminal state, or a pause)."""
+
+    state: str
+    parts: list[dict[str, Any]] | None = None
+    message_id: str | None = None
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactChunk:
+    artifact_id: str
+    parts: list[dict[str, Any]]
+    append: bool = False
+    last_chunk: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """A piece of the run's text: its own event class, as most events are these (the dialects
+    write them from a template)."""
+
+    artifact_id: str
+    append: bool
+    text: str
+
+
+Event = Status | ArtifactChunk | TextChunk
+
+
+def pause_part(crumb: dict[str, Any]) -> dict[str, Any]:
+    """The data part of a pause (a ``human:required`` crumb or a checkpoint record): what was
+    asked, and the checkpoint the next message answers."""
+    data = {key: crumb.get(key) for key in PAUSE_KEYS}
+    tool_input = crumb.get("input")
+    question = tool_input.get("question") if isinstance(tool_input, dict) else None
+    if crumb.get("kind") == "approval":
+        question = f"Approve the call of {crumb.get('toolName')}? Answer yes or no."
+    data["question"] = question if isinstance(question, str) else f"{crumb.get('toolName')} asks for your input."
+    return {"data": data}
+
+
+def output_part(output: Any) -> dict[str, Any] | None:
+    """A run's output as a part: None for text (its text streamed already), a file part for a
+    file reference (``{uri, mimeType}``), else a data part."""
+    if output is None or isinstance(output, str):
+        return None
+    if is_file_reference(output):
+        return {"file": {k: output[k] for k in ("uri", "mimeType", "name") if output.get(k) is not None}}
+    return {"data": output}
+
+
+def is_file_reference(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("uri"), str) and isinstance(value.get("mimeType"), str)
+
+
+class A2ATranslator:
+    """``translator(crumb) -> [event, ...]``. ``base_url`` makes a file's relative uri (the blob
+    store's ``/files/<id>``) absolute, as an A2A client needs it. Does no I/O; one per stream."""
+
+    def __init__(self, task_id: str, base_url: str = ""):
+        self.task_id = task_id
+        self.base_url = base_url
+        self._turn = 1
+        self._text_id = f"{task_id}-text-1"
+        self._text_open = False  # this turn's text artifact was sent: later chunks append
+        self._files = 0
+        self._uris: set[str] = set()
+        self._table: dict[str, Callable[[dict[str, Any]], list[Event]]] = {
+            c.TEXT_DELTA: self._text,
+            c.FILE_GENERATED: self._file,
+            c.HUMAN_REQUIRED: self._paused,
+            c.HUMAN_RESUMED: self._resumed,
+            c.AGENT_RUN_END: self._completed,
+            c.AGENT_ERROR: self._failed,
+        }
+
+    def __call__(self, crumb: dict[str, Any]) -> list[Event]:
+        handle = self._table.get(crumb["type"])
+        return handle(crumb) if handle is not None else []
+
+    def text(self, delta: str) -> TextChunk:
+        """A text delta's event."""
+        return TextChunk(*self.text_key(), delta)
+
+    def text_key(self) -> tuple[str, bool]:
+        """What a text delta's event is, but its text: its artifact id and ``append``. The hot
+        path (an encoder writing deltas from a template) takes this and makes no event."""
+        append, self._text_open = self._text_open, True
+        return self._text_id, append
+
+    def _text(self, crumb: dict[str, Any]) -> list[Event]:
+        return [self.text(crumb["delta"])]
+
+    def _file(self, crumb: dict[str, Any]) -> list[Event]:
+        self._files += 1
+        self._uris.add(crumb["uri"])
+        file = {k: crumb[k] for k in ("uri", "mimeType", "name") if crumb.get(k) is not None}
+        file["uri"] = urljoin(self.base_url, file["uri"])
+        return [ArtifactChunk(f"{self.task_id}-file-{self._files}", [{"file": file}], last_chunk=True)]
+
+    def _paused(self, crumb: dict[str, Any]) -> list[Event]:
+        return [Status(INPUT_REQUIRED, [pause_part(crumb)], crumb["checkpointId"], final=True)]
+
+    def _resumed(self, crumb: dict[str, Any]) -> list[Event]:
+        self._turn += 1
+        self._text_id = f"{self.task_id}-text-{self._turn}"
+        self._text_open = False
+        return [Status(WORKING)]
+
+    def _completed(self, crumb: dict[str, Any]) -> list[Event]:
+        output = crumb.get("output")
+        events: list[Event] = []
+        part = output_part(output)
+        if part is not None and "file" in part:
+            if output["uri"] not in self._uris:  # a tool's file the agent echoed, not yet announced
+                events += self._file(output)
+        elif part is not None:
+            events.append(ArtifactChunk(f"{self.task_id}-output", [part], last_chunk=True))
+        return [*events, Status(COMPLETED, final=True)]
+
+    def _failed(self, crumb: dict[str, Any]) -> list[Event]:
+        error = to_wire_crumb(crumb)["error"]
+        state = CANCELED if error.get("code") == RUN_CANCELLED else FAILED
+        sanitized = {"code": error.get("code"), "message": error.get("message")}
+        parts = [{"text": f"{sanitized['code']}: {sanitized['message']}"}, {"data": sanitized}]
+        return [Status(state, parts, f"{self.task_id}-{state}", final=True)]
+
+
+class TaskFold:
+    """The events of a stream folded into the task they describe: what ``message/send``
+    answers once its run ended or paused."""
+
+    def __init__(self) -> None:
+        self.status = Status(WORKING)
+        self.artifacts: dict[str, ArtifactChunk] = {}
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Status):
+            self.status = event
+            return
+        parts = [{"text": event.text}] if isinstance(event, TextChunk) else event.parts
+        held = self.artifacts.get(event.artifact_id)
+        if held is not None and event.append:
+            if "text" in parts[0] and held.parts and "text" in held.parts[-1]:
+                parts = [{"text": held.parts[-1]["text"] + parts[0]["text"]}, *parts[1:]]
+                held_parts = held.parts[:-1]
+            else:
+                held_parts = held.parts
+            parts = [*held_parts, *parts]
+        self.artifacts[event.artifact_id] = ArtifactChunk(event.artifact_id, parts)

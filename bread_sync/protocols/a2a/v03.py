@@ -1,0 +1,165 @@
+"""A2A v0.3 (JSON-RPC): the shapes of ``a2a.compat.v0_3.types``, the a2a-sdk's pydantic models
+generated from the v0.3 JSON Schema, and how a request's message reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.compat.v0_3 import types as t
+from pydantic import ValidationError
+
+from .card import MODES, CardFacts
+from .translator import ArtifactChunk, Event, Status, TextChunk
+
+VERSION = "0.3"
+METHODS = {
+    "message/send": "send",
+    "message/stream": "stream",
+    "tasks/get": "get",
+    "tasks/cancel": "cancel",
+    "tasks/resubscribe": "resubscribe",
+    "tasks/pushNotificationConfig/set": "push_set",
+    "tasks/pushNotificationConfig/get": "push_get",
+    "tasks/pushNotificationConfig/list": "push_list",
+    "tasks/pushNotificationConfig/delete": "push_delete",
+    "agent/getAuthenticatedExtendedCard": "extended_card",
+}
+#: The keys of a push config's get, list and delete: the task's id, the config's.
+PUSH_REF = ("id", "pushNotificationConfigId")
+#: Where a part's inline bytes are, in the raw JSON: ``part["file"]["bytes"]``.
+INLINE_BYTES = ("file", "bytes")
+#: v0.3's streaming status updates say whether they end the stream.
+HAS_FINAL = True
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _part(part: dict[str, Any]) -> t.Part:
+    if "text" in part:
+        return t.Part(root=t.TextPart(text=part["text"]))
+    if "file" in part:
+        file = part["file"]
+        return t.Part(root=t.FilePart(file=t.FileWithUri(uri=file["uri"], mime_type=file.get("mimeType"),
+                                                         name=file.get("name"))))  # fmt: skip
+    data = part["data"]
+    # v0.3's data part holds an object: any other JSON value goes in as {"value": ...}.
+    return t.Part(root=t.DataPart(data=data if isinstance(data, dict) else {"value": data}))
+
+
+def _message(task_id: str, context_id: str, status: Status) -> t.Message | None:
+    if not status.parts:
+        return None
+    return t.Message(role=t.Role.agent, parts=[_part(p) for p in status.parts], task_id=task_id,
+                     context_id=context_id, message_id=status.message_id or f"{task_id}-{status.state}")  # fmt: skip
+
+
+def _status(task_id: str, context_id: str, status: Status) -> t.TaskStatus:
+    return t.TaskStatus(state=t.TaskState(status.state), message=_message(task_id, context_id, status))
+
+
+def _artifact(chunk: ArtifactChunk) -> t.Artifact:
+    return t.Artifact(artifact_id=chunk.artifact_id, parts=[_part(p) for p in chunk.parts])
+
+
+def task(task_id: str, context_id: str, status: Status, artifacts: list[ArtifactChunk] = ()) -> dict[str, Any]:
+    """A Task (``kind: "task"``): what get, cancel and send answer, and a stream opens with."""
+    return _dump(t.Task(id=task_id, context_id=context_id, status=_status(task_id, context_id, status),
+                        artifacts=[_artifact(a) for a in artifacts] or None))  # fmt: skip
+
+
+def task_item(task_: dict[str, Any]) -> dict[str, Any]:
+    """A Task as a stream item and as message/send's result: itself."""
+    return task_
+
+
+send_result = task_item
+
+
+def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
+    """A stream item: a ``status-update`` or an ``artifact-update``."""
+    if isinstance(ev, Status):
+        return _dump(t.TaskStatusUpdateEvent(task_id=task_id, context_id=context_id,
+                                             status=_status(task_id, context_id, ev), final=ev.final))  # fmt: skip
+    if isinstance(ev, TextChunk):
+        ev = ArtifactChunk(ev.artifact_id, [{"text": ev.text}], ev.append)
+    return _dump(t.TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, artifact=_artifact(ev),
+                                           append=ev.append, last_chunk=ev.last_chunk))  # fmt: skip
+
+
+def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | None]:
+    """The message of message/send or message/stream params: its parts (neutral: ``{"text"}``,
+    ``{"data"}``, ``{"file": {"uri" | "bytes", "mimeType"?, "name"?}}``), its taskId and
+    contextId. ValueError names what is wrong."""
+    try:
+        message = t.MessageSendParams.model_validate(params).message
+    except ValidationError as exc:
+        raise ValueError(_problems(exc)) from None
+    parts = []
+    for part in message.parts:
+        root = part.root
+        if isinstance(root, t.TextPart):
+            parts.append({"text": root.text})
+        elif isinstance(root, t.DataPart):
+            parts.append({"data": root.data})
+        else:
+            file = root.file
+            source = {"uri": file.uri} if isinstance(file, t.FileWithUri) else {"bytes": file.bytes}
+            parts.append({"file": {**source, "mimeType": file.mime_type, "name": file.name}})
+    return parts, message.task_id, message.context_id
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:3])
+
+
+def card(facts: CardFacts) -> dict[str, Any]:
+    """The v0.3 Agent Card: a flat ``url``, ``protocolVersion`` 0.3.0, JSON-RPC preferred."""
+    return _dump(t.AgentCard(
+        name=facts.name, description=facts.description, url=facts.url, version=facts.version,
+        protocol_version="0.3.0", preferred_transport="JSONRPC",
+        capabilities=t.AgentCapabilities(streaming=True, push_notifications=facts.push_notifications,
+                                         state_transition_history=False),
+        default_input_modes=MODES, default_output_modes=MODES,
+        skills=[t.AgentSkill(**skill) for skill in facts.skills],
+        supports_authenticated_extended_card=facts.extended_card,
+    ))  # fmt: skip
+
+
+def read_push_config(params: Any) -> dict[str, Any]:
+    """tasks/pushNotificationConfig/set params as ``{taskId, id?, url, token?, authentication?}``
+    (``authentication``: ``{scheme, credentials?}``); ValueError names what is wrong."""
+    try:
+        given = t.TaskPushNotificationConfig.model_validate(params)
+    except ValidationError as exc:
+        raise ValueError(_problems(exc)) from None
+    return {"taskId": given.task_id, **_push_target(given.push_notification_config)}
+
+
+def read_send_push(params: Any) -> dict[str, Any] | None:
+    """The push config a message/send or message/stream names (``configuration.pushNotificationConfig``)."""
+    configuration = t.MessageSendParams.model_validate(params).configuration
+    config = configuration.push_notification_config if configuration else None
+    return None if config is None else _push_target(config)
+
+
+def _push_target(config: t.PushNotificationConfig) -> dict[str, Any]:
+    auth = config.authentication
+    scheme = {"scheme": auth.schemes[0], "credentials": auth.credentials} if auth and auth.schemes else None
+    return {"id": config.id, "url": config.url, "token": config.token, "authentication": scheme}
+
+
+def push_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored subscription as a TaskPushNotificationConfig."""
+    auth = config.get("authentication")
+    info = None
+    if auth:
+        info = t.PushNotificationAuthenticationInfo(schemes=[auth["scheme"]], credentials=auth.get("credentials"))
+    target = t.PushNotificationConfig(id=config["id"], url=config["url"], token=config.get("token"),
+                                      authentication=info)  # fmt: skip
+    return _dump(t.TaskPushNotificationConfig(task_id=config["taskId"], push_notification_config=target))
+
+
+def push_list(configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [push_config(config) for config in configs]

@@ -1,0 +1,508 @@
+"use strict";
+// The bread_sync playground: run an agent and watch its crumbs, answer its pauses, tail any run.
+// A run starts with fetch (either wire, read from its streamed body); a tail is an EventSource,
+// which the server answers in SSE and which reconnects by itself with Last-Event-ID.
+
+const $ = (id) => document.getElementById(id);
+const ROOT = location.pathname.replace(/_bread\/[^/]*$/, ""); // the API's root, under a url_prefix too
+const TERMINAL = new Set(["agent:run:end", "agent:error"]);
+let key = sessionStorage.getItem("bread-key") || "";
+let view = null; // the run on screen
+
+// -- the API ---------------------------------------------------------------------------------
+
+async function api(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const response = await fetch(ROOT + path.replace(/^\//, ""), { ...options, headers });
+  if (response.status === 401) {
+    askForKey();
+    throw new Error(key ? "that key was refused: type another" : "this server needs an API key");
+  }
+  if (!response.ok && response.status !== 204) {
+    const body = await response.json().catch(() => ({}));
+    const error = body.error || {};
+    throw new Error(error.code ? `${error.code}: ${error.message}` : `${response.status} ${error || ""}`);
+  }
+  return response;
+}
+
+const postJson = (path, body) =>
+  api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+
+function askForKey() {
+  $("key-form").hidden = false;
+  $("forget-key").hidden = !key;
+}
+
+function problem(message) {
+  $("problem").textContent = message;
+  $("problem").hidden = !message;
+}
+
+function guarded(action) {
+  return (event) => {
+    if (event) event.preventDefault();
+    problem("");
+    Promise.resolve()
+      .then(() => action(event))
+      .catch((error) => problem(error.message));
+  };
+}
+
+// -- the two wires, as one kind of event: {seq, crumb} | {error} | {gap} ---------------------
+
+function fromSse(event, data, id) {
+  const body = JSON.parse(data);
+  if (event === "gap") return { gap: body.earliestSeq };
+  if (body.type === "error") return { error: body.payload };
+  return { seq: Number(id), crumb: body.payload };
+}
+
+function fromNdjson(line) {
+  const frame = JSON.parse(line);
+  return frame.type === "gap" ? { gap: frame.earliestSeq } : { seq: frame.seq, crumb: frame.crumb };
+}
+
+function sseReader(emit) {
+  let buffer = "";
+  return (text) => {
+    buffer += text.replace(/\r\n?/g, "\n");
+    for (let end; (end = buffer.indexOf("\n\n")) >= 0; ) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const fields = { event: "message", data: [], id: "" };
+      for (const line of block.split("\n")) {
+        if (!line || line.startsWith(":")) continue;
+        const [name, ...rest] = line.split(":");
+        const value = rest.join(":").replace(/^ /, "");
+        if (name === "data") fields.data.push(value);
+        else fields[name] = value;
+      }
+      if (fields.data.length) emit(fromSse(fields.event, fields.data.join("\n"), fields.id));
+    }
+  };
+}
+
+function ndjsonReader(emit) {
+  let buffer = "";
+  return (text) => {
+    buffer += text;
+    const lines = buffer.split("\n");
+    buffer = lines.pop();
+    for (const line of lines) if (line.trim()) emit(fromNdjson(line));
+  };
+}
+
+// Read a fetch response's streamed body into the view, until it ends or the connection drops.
+async function readBody(response, target) {
+  const sse = (response.headers.get("Content-Type") || "").startsWith("text/event-stream");
+  const feed = (sse ? sseReader : ndjsonReader)((event) => target.apply(event));
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      feed(value);
+    }
+  } catch {
+    // the connection dropped, or a newer view aborted it: the caller decides what next
+  }
+}
+
+// -- a run on screen -------------------------------------------------------------------------
+
+class RunView {
+  constructor(title) {
+    if (view) view.close();
+    view = this;
+    this.runId = "";
+    this.lastSeq = 0; // the last durable seq shown: nothing at or below it is shown again
+    this.segment = null; // the open text segment: {el, connection}
+    this.connection = 0; // counts the streams read, so a segment knows which one it began on
+    this.stack = [$("transcript")]; // nested steps, iterations, subagents, tasks
+    this.tools = new Map();
+    this.aborter = new AbortController();
+    this.source = null;
+    this.ended = false;
+    this.paused = false;
+    $("transcript").replaceChildren();
+    $("pause").hidden = true;
+    $("run-view").hidden = false;
+    $("run-target").textContent = title;
+    this.setRun("");
+    this.setStatus("starting");
+    $("seq").textContent = "0";
+  }
+
+  close() {
+    this.aborter.abort();
+    if (this.source) this.source.close();
+  }
+
+  setRun(runId) {
+    this.runId = runId || this.runId;
+    $("run-id").textContent = this.runId;
+  }
+
+  setStatus(status) {
+    $("status").textContent = status;
+    $("status").dataset.status = status;
+    $("cancel").disabled = !["running", "paused", "starting"].includes(status);
+  }
+
+  apply(event) {
+    if (this !== view) return;
+    if (event.gap !== undefined) return this.line(`the log before seq ${event.gap} is gone`, "failure");
+    if (event.error) return this.ended || this.fail(event.error);
+    const { seq, crumb } = event;
+    if (crumb.type === "text:delta") return this.text(seq, crumb.delta);
+    if (seq !== 0 && seq <= this.lastSeq) return; // already shown (a reconnect's replay)
+    this.lastSeq = Math.max(this.lastSeq, seq);
+    this.segment = null;
+    $("seq").textContent = String(this.lastSeq);
+    const render = RENDER[crumb.type];
+    if (render) render(this, crumb);
+    else this.line(crumb.type);
+  }
+
+  // A live delta carries the seq of the last durable crumb. The log's aggregate of a segment has
+  // a seq of its own and holds the segment whole, so it replaces what was shown of it: after a
+  // reconnect, the deltas missed while away are in it. (A stream that showed part of the
+  // segment itself sends only the rest.)
+  text(seq, delta) {
+    if (seq < this.lastSeq) return;
+    if (seq === this.lastSeq) {
+      if (!this.segment) this.segment = { el: this.add("div", "text"), connection: this.connection };
+      this.segment.el.textContent += delta;
+      return;
+    }
+    const open = this.segment;
+    const el = open ? open.el : this.add("div", "text");
+    const rest = open && open.connection === this.connection && !delta.startsWith(el.textContent);
+    el.textContent = rest ? el.textContent + delta : delta;
+    this.lastSeq = seq;
+    this.segment = null;
+    $("seq").textContent = String(seq);
+  }
+
+  add(tag, className, text) {
+    const el = document.createElement(tag);
+    if (className) el.className = className;
+    if (text !== undefined) el.textContent = text;
+    this.stack[this.stack.length - 1].append(el);
+    return el;
+  }
+
+  line(text, className = "line") {
+    return this.add("div", className, text);
+  }
+
+  open(label, kind) {
+    const details = this.add("details", `nested ${kind}`);
+    details.open = true;
+    details.append(Object.assign(document.createElement("summary"), { textContent: label }));
+    this.stack.push(details);
+  }
+
+  shut(note) {
+    if (note !== undefined) this.line(note);
+    if (this.stack.length > 1) this.stack.pop();
+  }
+
+  tool(id, name) {
+    if (!this.tools.has(id)) {
+      const el = this.add("div", "tool");
+      el.append(Object.assign(document.createElement("span"), { className: "call", textContent: `${name}(` }));
+      this.tools.set(id, el);
+    }
+    return this.tools.get(id);
+  }
+
+  fail(error) {
+    this.ended = true;
+    this.line(`${error.code}: ${error.message}`, "failure");
+    this.setStatus(error.code === "RUN_CANCELLED" ? "cancelled" : "failed");
+    this.close();
+  }
+
+  finish(status) {
+    this.ended = true;
+    this.setStatus(status);
+    this.close();
+  }
+
+  // Follow the run from the last durable seq: an EventSource, which resends Last-Event-ID on
+  // each reconnect; reopened (with a fresh stream token) if it gives up while the run lives.
+  async tail() {
+    this.setStatus("following");
+    const token = key ? (await postJson("/auth/stream-token", { runId: this.runId }).then((r) => r.json())).token : "";
+    if (this !== view || this.ended) return;
+    const query = new URLSearchParams({ after: String(this.lastSeq) });
+    if (token) query.set("token", token);
+    if (this.source) this.source.close();
+    const source = new EventSource(`${ROOT}runs/${encodeURIComponent(this.runId)}/stream?${query}`);
+    this.source = source;
+    const apply = (event) => this.apply(fromSse(event.type, event.data, event.lastEventId));
+    source.onmessage = apply;
+    source.addEventListener("gap", apply);
+    source.onopen = () => {
+      this.connection += 1;
+      if (!this.ended) this.setStatus(this.paused ? "paused" : "running");
+    };
+    source.onerror = () => {
+      if (source.readyState === EventSource.CLOSED && this === view && !this.ended) {
+        this.reopen().catch((error) => problem(error.message));
+      }
+    };
+  }
+
+  // The EventSource gave up (a 204 for a run finished at that seq, an expired token, ...).
+  async reopen() {
+    const record = await api(`/runs/${encodeURIComponent(this.runId)}`).then((r) => r.json());
+    if (["completed", "failed", "cancelled", "interrupted"].includes(record.status)) return this.finish(record.status);
+    setTimeout(() => this === view && !this.ended && this.tail().catch((e) => problem(e.message)), 1000);
+  }
+
+  // A fetched run's body: read it, and tail the run if the connection dropped before its end.
+  async follow(response) {
+    this.setRun(response.headers.get("Bread-Run-Id"));
+    this.connection += 1;
+    if (!this.ended) this.setStatus("running");
+    await readBody(response, this);
+    if (this === view && !this.ended && !this.paused && this.runId) await this.tail();
+  }
+}
+
+// How each durable crumb is shown.
+const json = (value) => JSON.stringify(value);
+const RENDER = {
+  "agent:run:start": (v, c) => {
+    v.setRun(c.runId);
+    v.setStatus("running");
+    v.line(`${c.agentId} started, session ${c.sessionId}`);
+  },
+  "agent:run:end": (v, c) => {
+    if (typeof c.output !== "string") v.line(`output: ${json(c.output)}`);
+    v.finish("completed");
+  },
+  "agent:error": (v, c) => v.fail(c.error),
+  "tool:input:start": (v, c) => v.tool(c.toolCallId, c.toolName),
+  "tool:input:delta": (v, c) => v.tools.get(c.toolCallId)?.querySelector(".call").append(c.delta),
+  "tool:input:end": () => {},
+  "tool:call": (v, c) => {
+    const el = v.tool(c.toolCallId, c.toolName);
+    el.querySelector(".call").textContent = `${c.toolName}(${json(c.input)})`;
+  },
+  "tool:result": (v, c) => v.tool(c.toolCallId, c.toolName).append(resultLine("result", `→ ${json(c.output)}`)),
+  "tool:error": (v, c) => v.tool(c.toolCallId, c.toolName).append(resultLine("error", `✗ ${c.error.code}: ${c.error.message}`)),
+  "human:required": (v, c) => showPause(v, c),
+  "human:resumed": (v, c) => {
+    v.paused = false;
+    $("pause").hidden = true;
+    v.setStatus("running");
+    v.line(`resumed with ${json(c.response)}`);
+  },
+  "file:generated": (v, c) => showFile(v, c).catch((error) => problem(error.message)),
+  "pipeline:step:start": (v, c) => v.open(`step ${c.index + 1}: ${c.stepName}`, "step"),
+  "pipeline:step:end": (v) => v.shut(),
+  "loop:start": (v, c) => v.line(`loop ${c.loopId}: at most ${c.maxIterations} iterations`),
+  "loop:iteration:start": (v, c) => v.open(`iteration ${c.iteration}`, "iteration"),
+  "loop:iteration:end": (v) => v.shut(),
+  "loop:end": (v, c) => v.line(`loop ended: ${c.reason}`),
+  "subagent:run:start": (v, c) => v.open(`subagent ${c.subagentId}`, "subagent"),
+  "subagent:run:end": (v, c) => v.shut(c.status === "completed" ? `→ ${json(c.output)}` : c.status),
+  "task:start": (v, c) => v.open(`task ${c.taskId}${c.model ? ` (${c.model})` : ""}`, "task"),
+  "task:end": (v, c) => v.shut(`${c.status}${c.durationMs !== undefined ? `, ${c.durationMs} ms` : ""}`),
+};
+
+function resultLine(className, text) {
+  return Object.assign(document.createElement("div"), { className, textContent: text });
+}
+
+function showPause(v, crumb) {
+  v.paused = true;
+  v.setStatus("paused");
+  v.line(`paused: ${crumb.kind} for ${crumb.toolName}`);
+  const pause = $("pause");
+  pause.replaceChildren();
+  pause.hidden = false;
+  const ask = (text) => pause.append(Object.assign(document.createElement("p"), { textContent: text }));
+  const button = (label, className, response) => {
+    const el = Object.assign(document.createElement("button"), { textContent: label, className, type: "button" });
+    el.onclick = guarded(() => answer(v, crumb.checkpointId, response()));
+    pause.append(el);
+    return el;
+  };
+  if (crumb.kind === "approval") {
+    ask(`Approve ${crumb.toolName}(${json(crumb.input)})?`);
+    button("Approve", "approve", () => ({ approved: true }));
+    button("Deny", "deny", () => ({ approved: false }));
+  } else {
+    ask(crumb.input && crumb.input.question ? crumb.input.question : `${crumb.toolName} asks: ${json(crumb.input)}`);
+    const field = Object.assign(document.createElement("input"), { className: "answer", placeholder: "your answer" });
+    pause.append(field);
+    button("Answer", "send", () => parsed(field.value, { answer: field.value }));
+  }
+}
+
+async function answer(v, checkpointId, response) {
+  $("pause").hidden = true;
+  if (v.source) v.source.close();
+  v.source = null;
+  const res = await postJson(`/resume/${encodeURIComponent(checkpointId)}`, { response });
+  await v.follow(res);
+}
+
+async function showFile(v, crumb) {
+  const el = v.add("div", "file");
+  const label = crumb.name || crumb.uri;
+  const blob = await api(crumb.uri.replace(/^\//, "")).then((r) => r.blob()); // with the bearer
+  const url = URL.createObjectURL(blob);
+  if ((crumb.mimeType || "").startsWith("image/")) {
+    el.append(Object.assign(document.createElement("img"), { src: url, alt: label, title: label }));
+  } else {
+    el.append(Object.assign(document.createElement("a"), { href: url, download: label, textContent: label }));
+  }
+}
+
+// -- the forms -------------------------------------------------------------------------------
+
+function parsed(text, otherwise) {
+  try {
+    const value = JSON.parse(text);
+    return value !== null && typeof value === "object" ? value : otherwise;
+  } catch {
+    return otherwise;
+  }
+}
+
+async function loadAgents() {
+  const agents = await api("/agents").then((r) => r.json());
+  $("key-form").hidden = true;
+  $("forget-key").hidden = !key;
+  const options = agents.map((a) => new Option(a.id, `agent:${a.id}`));
+  $("target").replaceChildren(...options, new Option("a pipeline…", "pipeline:"));
+  $("target").agents = Object.fromEntries(agents.map((a) => [a.id, a]));
+  await describe();
+}
+
+// The agent's input schema as a form: one field per property of its object input.
+async function describe() {
+  const [kind, id] = $("target").value.split(":");
+  $("pipeline-field").hidden = kind !== "pipeline";
+  const fields = $("fields");
+  fields.replaceChildren(Object.assign(document.createElement("legend"), { textContent: "Input" }));
+  fields.hidden = true;
+  if (kind !== "agent") {
+    $("description").textContent = "Pipelines are not listed: type its id.";
+    return;
+  }
+  $("description").textContent = $("target").agents[id].description || "";
+  const detail = await api(`/agents/${encodeURIComponent(id)}`).then((r) => r.json());
+  const schema = detail.inputSchema || {};
+  const object = schema.properties ? schema : (schema.anyOf || []).find((s) => s.properties);
+  if (!object) return;
+  for (const [name, property] of Object.entries(object.properties)) {
+    const numeric = ["integer", "number"].includes(property.type);
+    const input = Object.assign(document.createElement("input"), { name, type: numeric ? "number" : "text" });
+    input.dataset.type = property.type;
+    const label = Object.assign(document.createElement("label"), { textContent: property.title || name });
+    label.append(input);
+    fields.append(label);
+  }
+  fields.hidden = false;
+}
+
+function runInput() {
+  const text = $("input").value;
+  if (text.trim()) return parsed(text, text);
+  const values = {};
+  for (const input of $("fields").querySelectorAll("input")) {
+    if (input.value === "") continue;
+    values[input.name] = input.type === "number" ? Number(input.value) : input.value;
+  }
+  return Object.keys(values).length ? values : null;
+}
+
+async function startRun() {
+  const [kind, agentId] = $("target").value.split(":");
+  const id = kind === "pipeline" ? $("pipeline").value.trim() : agentId;
+  const body = { input: runInput() };
+  if ($("session").value.trim()) body.session = { id: $("session").value.trim() };
+  const path = `/${kind === "pipeline" ? "pipelines" : "agents"}/${encodeURIComponent(id)}/run`;
+  const v = new RunView(`${kind} ${id}`);
+  const response = await api(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+    signal: v.aborter.signal,
+  });
+  await v.follow(response);
+}
+
+async function openRun() {
+  const v = new RunView("tail");
+  v.setRun($("tail-run").value.trim());
+  v.lastSeq = Number($("tail-after").value || 0);
+  await v.tail();
+}
+
+async function cancelRun() {
+  const v = view;
+  await api(`/runs/${encodeURIComponent(v.runId)}/cancel`, { method: "POST" });
+  if (v.paused) {
+    // No stream is open during a pause: follow the run to the RUN_CANCELLED that ends it.
+    v.paused = false;
+    $("pause").hidden = true;
+    await v.tail();
+  }
+}
+
+async function listSessions() {
+  const sessions = await api("/sessions").then((r) => r.json());
+  $("sessions").replaceChildren(
+    ...sessions.map((s) => {
+      const item = Object.assign(document.createElement("li"), { textContent: `${s.id} ` });
+      const show = Object.assign(document.createElement("button"), { type: "button", textContent: "history" });
+      show.onclick = guarded(() => showHistory(s.id));
+      item.append(show);
+      return item;
+    }),
+  );
+}
+
+async function showHistory(sessionId) {
+  const session = await api(`/sessions/${encodeURIComponent(sessionId)}`).then((r) => r.json());
+  const history = $("history");
+  history.hidden = false;
+  history.replaceChildren(Object.assign(document.createElement("h3"), { textContent: session.id }));
+  for (const message of session.messages) {
+    const content = typeof message.content === "string" ? message.content : json(message.content);
+    history.append(Object.assign(document.createElement("p"), { className: `message ${message.role}`,
+                                                                 textContent: `${message.role}: ${content}` }));
+  }
+  const carry = Object.assign(document.createElement("button"), { type: "button", textContent: "Continue this session" });
+  carry.onclick = () => {
+    $("session").value = session.id;
+    $("input").focus();
+  };
+  history.append(carry);
+}
+
+$("run-form").addEventListener("submit", guarded(startRun));
+$("tail-form").addEventListener("submit", guarded(openRun));
+$("target").addEventListener("change", guarded(describe));
+$("list-sessions").addEventListener("click", guarded(listSessions));
+$("cancel").addEventListener("click", guarded(cancelRun));
+$("key-form").addEventListener("submit", guarded(() => {
+  key = $("key").value.trim();
+  sessionStorage.setItem("bread-key", key);
+  return loadAgents();
+}));
+$("forget-key").addEventListener("click", () => {
+  key = "";
+  sessionStorage.removeItem("bread-key");
+  askForKey();
+});
+guarded(loadAgents)();

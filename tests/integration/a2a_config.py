@@ -1,0 +1,26 @@
+"""The config of the A2A tests' server (``BREAD_CONFIG=tests.integration.a2a_config:config``):
+the demo, with its fixed A2A mounts, and more mounts for what echo and slow never do: a file
+(artist), an approval (writer), a question (interviewer), pushes to a local webhook."""
+
+from __future__ import annotations
+
+from bread_sync.demo import config as demo_config
+from bread_sync.protocols.a2a import a2a_server
+
+EXTRA = [
+    a2a_server("artist", card_path="/.well-known/agent-card-artist.json", rpc_path="/a2a/artist"),
+    a2a_server("writer", card_path="/.well-known/agent-card-writer.json", rpc_path="/a2a/writer"),
+    a2a_server("writer", card_path="/.well-known/agent-card-writer-v1.json", rpc_path="/a2a/writer-v1",
+               spec_version="1.0"),
+    a2a_server("interviewer", card_path="/.well-known/agent-card-interviewer.json", rpc_path="/a2a/interviewer"),
+    # Push notifications to the tests' own webhooks, on 127.0.0.1.
+    a2a_server("slow", card_path="/.well-known/agent-card-push.json", rpc_path="/a2a/push", push_notifications=True,
+               allow_private_webhooks=True),
+    a2a_server("slow", card_path="/.well-known/agent-card-push-v1.json", rpc_path="/a2a/push-v1", spec_version="1.0",
+               push_notifications=True, allow_private_webhooks=True),
+]  # fmt: skip
+
+
+def config():
+    demo = demo_config()
+    return demo.model_copy(update={"plugins": [*demo.plugins, *EXTRA]})

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -77,6 +78,12 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
         "sessions": [("position", "bigint", False), ("id", "text", False), ("tags", "jsonb", False),
                      ("created_at", "text", False), ("updated_at", "text", False), ("state", "text", False)],
         "mcp_sessions": [("id", "text", False), ("created_at", "text", False), ("data", "text", False)],
+        "push_configs": [("position", "bigint", False), ("task_id", "text", False), ("id", "text", False),
+                         ("mount", "text", True), ("url", "text", False), ("token", "text", True),
+                         ("authentication", "text", True), ("delivered", "integer", False),
+                         ("attempts", "integer", False), ("next_attempt_at", "double precision", False),
+                         ("last_error", "text", True), ("done", "boolean", False), ("claimed_by", "text", True),
+                         ("claimed_until", "double precision", True), ("created_at", "text", True)],
         "task_runs": [("position", "bigint", False), ("id", "text", False), ("task_id", "text", True),
                       ("session_id", "text", True), ("agent_id", "text", True), ("status", "text", True),
                       ("run_id", "text", True), ("created_at", "text", True), ("data", "text", False)],
@@ -91,10 +98,11 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
         "idx_loops_run": "btree (run_id)",
         "idx_task_runs_created": "btree (created_at)",
         "idx_task_runs_run": "btree (run_id)",
+        "idx_push_configs_due": "btree (next_attempt_at) WHERE (NOT done)",
     }
     assert indexes["crumbs_pkey"].endswith("btree (run_id, seq)")
     assert read(postgres_url, "SELECT name FROM bread_migrations ORDER BY position") == [(n,) for n in SHIPPED]
-    assert SHIPPED == ["m001_initial", "m002_session_state", "m003_mcp_sessions"]
+    assert SHIPPED == ["m001_initial", "m002_session_state", "m003_mcp_sessions", "m004_push_configs"]
 
 
 def test_reopening_applies_nothing_twice_and_keeps_the_data(open_store, postgres_url):
@@ -273,7 +281,7 @@ def race(count, attempt):
     return [answers[n] for n in range(count)]
 
 
-def test_of_hosts_racing_for_a_session_or_a_checkpoint_one_wins(open_store):
+def test_of_hosts_racing_for_a_session_a_checkpoint_or_a_push_one_wins(open_store):
     """Each racer has a store of its own (its own pool, as a replica on another host has)."""
     stores = [open_store(pool_size=1) for _ in range(6)]
     stores[0].save_checkpoint({"id": "cp1", "runId": "r1", "status": "pending"})
@@ -282,6 +290,9 @@ def test_of_hosts_racing_for_a_session_or_a_checkpoint_one_wins(open_store):
     (winner,) = [f"run{n}" for n, holder in enumerate(claims) if holder is None]
     assert [holder for holder in claims if holder is not None] == [winner] * 5
     assert race(6, lambda n: stores[n].claim_checkpoint("cp1")).count(True) == 1
+    stores[0].save_push_config({"taskId": "t1", "id": "c1", "url": "https://hook.example/a"})
+    pushes = race(6, lambda n: stores[n].claim_push(f"sender{n}", now=time.time() + 1, until=time.time() + 60))
+    assert [p["claimedBy"] for p in pushes if p is not None] == [stores[0].list_push_configs("t1")[0]["claimedBy"]]
 
 
 def test_a_closed_store_refuses_work(open_store):

@@ -15,6 +15,7 @@ import logging
 import os
 import select
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -26,7 +27,7 @@ from psycopg_pool import ConnectionPool
 from ... import greenlets
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, STORE_UNAVAILABLE, BreadError
-from .. import RunRow, iso_days_ago, now_iso
+from .. import PUSH_SETTLED, RunRow, iso_days_ago, new_push_config, now_iso
 from .listener import AppendListener
 from .migrations import migrate
 from .purge import purge
@@ -45,6 +46,30 @@ RUN_COLUMNS = {
     "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
 }  # fmt: skip
 
+#: A push subscription's keys (as the store contract spells them) and their columns.
+PUSH_COLUMNS = {
+    "taskId": "task_id", "id": "id", "mount": "mount", "url": "url", "token": "token",
+    "authentication": "authentication", "delivered": "delivered", "attempts": "attempts",
+    "nextAttemptAt": "next_attempt_at", "lastError": "last_error", "done": "done", "claimedBy": "claimed_by",
+    "claimedUntil": "claimed_until", "createdAt": "created_at",
+}  # fmt: skip
+SELECT_PUSHES = f"SELECT {', '.join(PUSH_COLUMNS.values())} FROM push_configs"
+UPSERT_PUSH = (
+    f"INSERT INTO push_configs ({', '.join(PUSH_COLUMNS.values())}) VALUES ({', '.join(['%s'] * len(PUSH_COLUMNS))})"
+    " ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,"
+    " authentication = excluded.authentication"
+)
+# One statement: of senders on any host claiming at once, each locks a different due row
+# (SKIP LOCKED) or finds none; the winner's claim hides the row from the next.
+CLAIM_PUSH = f"""
+    UPDATE push_configs SET claimed_by = %s, claimed_until = %s
+    WHERE (task_id, id) = (
+        SELECT task_id, id FROM push_configs WHERE NOT done AND next_attempt_at <= %s
+            AND (claimed_until IS NULL OR claimed_until < %s)
+        ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED
+    )
+    RETURNING {", ".join(PUSH_COLUMNS.values())}
+"""
 APPEND_CRUMBS = "SELECT bread_append_crumbs(%s, %s::bigint[], %s::text[], %s::text[])"
 SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM crumbs WHERE run_id = %s"
@@ -366,6 +391,40 @@ class PostgresStore:
         with self.connection() as conn:
             return conn.execute("DELETE FROM mcp_sessions WHERE id = %s", [session_id]).rowcount == 1
 
+    # push subscriptions
+    def save_push_config(self, config: dict[str, Any]) -> None:
+        row = new_push_config(config, time.time())
+        row["authentication"] = None if row["authentication"] is None else dumps(row["authentication"])
+        with self.connection() as conn:
+            conn.execute(UPSERT_PUSH, [row[key] for key in PUSH_COLUMNS])
+
+    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
+        with self.connection() as conn:
+            rows = conn.execute(f"{SELECT_PUSHES} WHERE task_id = %s ORDER BY position", [task_id]).fetchall()
+        return [_push(row) for row in rows]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        sql = "DELETE FROM push_configs WHERE task_id = %s AND id = %s"
+        with self.connection() as conn:
+            return conn.execute(sql, [task_id, config_id]).rowcount == 1
+
+    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
+        with self.connection() as conn:
+            row = conn.execute(CLAIM_PUSH, [owner, until, now, now]).fetchone()
+        return None if row is None else _push(row)
+
+    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
+        unknown = set(fields) - PUSH_SETTLED
+        if unknown:
+            raise ValueError(f"settle_push cannot set {sorted(unknown)}")
+        sets = "".join(f"{PUSH_COLUMNS[key]} = %s, " for key in fields)
+        sql = (
+            f"UPDATE push_configs SET {sets}claimed_by = NULL, claimed_until = NULL"
+            " WHERE task_id = %s AND id = %s AND claimed_by = %s"
+        )
+        with self.connection() as conn:
+            return conn.execute(sql, [*fields.values(), task_id, config_id, owner]).rowcount == 1
+
     # retention
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         return purge(self.connection, before, dry_run)
@@ -443,6 +502,12 @@ def _run_column(key: str) -> str:
         return RUN_COLUMNS[key]
     except KeyError:
         raise TypeError(f"a run record has no field {key!r}; its fields are {sorted(RUN_COLUMNS)}") from None
+
+
+def _push(row: tuple[Any, ...]) -> dict[str, Any]:
+    config = dict(zip(PUSH_COLUMNS, row, strict=True))
+    config["authentication"] = None if config["authentication"] is None else json.loads(config["authentication"])
+    return config
 
 
 def _session(row: tuple[Any, ...]) -> dict[str, Any]:

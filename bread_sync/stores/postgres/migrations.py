@@ -133,3 +133,21 @@ def m002_session_state(conn: Any) -> None:
 def m003_mcp_sessions(conn: Any) -> None:
     # The MCP bridge's Mcp-Session-Id, known to every process on the database.
     conn.execute("CREATE TABLE mcp_sessions (id text PRIMARY KEY, created_at text NOT NULL, data text NOT NULL)")
+
+
+@migration
+def m004_push_configs(conn: Any) -> None:
+    # The A2A bridge's push subscriptions: one row per (task, config), its deliveries counted in
+    # `delivered`; a sender claims a due row (`claimed_by` until `claimed_until`, epoch seconds).
+    conn.execute(
+        """
+        CREATE TABLE push_configs (
+            position bigint GENERATED ALWAYS AS IDENTITY, task_id text NOT NULL, id text NOT NULL, mount text,
+            url text NOT NULL, token text, authentication text, delivered integer NOT NULL,
+            attempts integer NOT NULL, next_attempt_at double precision NOT NULL, last_error text,
+            done boolean NOT NULL, claimed_by text, claimed_until double precision, created_at text,
+            PRIMARY KEY (task_id, id)
+        );
+        CREATE INDEX idx_push_configs_due ON push_configs (next_attempt_at) WHERE NOT done;
+        """
+    )

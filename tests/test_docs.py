@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bread_sync import crumbs, errors
-from bread_sync.cli import build_parser
+from bread_sync.cli import commands as cli_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -26,7 +26,7 @@ def test_every_error_code_is_documented():
 
 
 def test_every_cli_command_is_documented():
-    commands = build_parser()._subparsers._group_actions[0].choices
+    commands = cli_commands.commands
     assert [c for c in commands if f"bread-sync {c}" not in REFERENCE] == []
 
 

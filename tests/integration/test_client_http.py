@@ -111,3 +111,43 @@ def test_a_server_that_is_gone_is_a_typed_error(connect):
     with pytest.raises(BreadError) as caught:
         client.thread().send("echo", "anyone?")
     assert caught.value.code == SERVER_UNREACHABLE
+
+
+AUTH_CONFIG = "tests.integration.ownership_config:config"
+SECRET = "a-stream-token-secret-of-forty-characters!"
+
+
+@pytest.fixture
+def auth_server(start_server, wire):
+    from .client import TRANSPORTS
+
+    return start_server("auth", transport=TRANSPORTS[wire], env={"BREAD_CONFIG": AUTH_CONFIG, "BREAD_SECRET": SECRET})
+
+
+def test_auth_headers_and_stream_tokens(auth_server, connect):
+    from bread_sync.errors import FORBIDDEN, UNAUTHENTICATED
+
+    from .ownership_config import KEYS
+
+    for options in ({}, {"api_key": "not-a-key"}):
+        with pytest.raises(BreadError) as caught:
+            connect(auth_server.url, **options).thread().send("echo", "let me in")
+        assert caught.value.code == UNAUTHENTICATED
+    ops = connect(auth_server.url, api_key=KEYS["ops"])
+    thread = ops.thread()
+    assert thread.send("writer", {"topic": "keys"}).wait_until_idle().status == "paused"
+    done = thread.respond({"approved": True})
+    assert done.wait_until_idle().output == "Published."
+    # The app key may use the run routes, but not reach a run whose id is not its own.
+    app = connect(auth_server.url, headers={"Authorization": f"Bearer {KEYS['app']}"})
+    with pytest.raises(BreadError) as caught:
+        app.transport.get_run(done.run_id)
+    assert caught.value.code == FORBIDDEN
+    # A stream token opens that run's stream, and only that, for a holder without the key.
+    token = ops.transport.mint_stream_token(done.run_id)
+    bare = connect(auth_server.url)
+    frames = list(bare.transport.stream_run(done.run_id, token=token))
+    assert [f.type for f in frames][0] == "agent:run:start" and frames[-1].type == "agent:run:end"
+    with pytest.raises(BreadError) as caught:
+        bare.transport.stream_run(done.run_id)
+    assert caught.value.code == UNAUTHENTICATED

@@ -10,7 +10,9 @@ from bread_sync.client import http, local
 from bread_sync.demo import config as demo_config
 
 from ..integration import servers
-from ..integration.client import TRANSPORTS
+
+#: Both HTTP wires: the SSE transport and the NDJSON one.
+HTTP_TRANSPORTS = ["http-sse", "http-chunked"]
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +22,7 @@ def client_servers(tmp_path_factory):
     pool.stop_all()
 
 
-@pytest.fixture(params=["local", *TRANSPORTS.values()])
+@pytest.fixture(params=["local", *HTTP_TRANSPORTS])
 def agent_client_transport(request, tmp_path):
     if request.param == "local":
         bread = create_bread(demo_config().model_copy(update={"store": "memory", "blob_store": "memory"})).start()

@@ -292,7 +292,7 @@ class HTTPRunStream:
     def _items(self) -> Iterator[Any]:
         """Frames across as many connections as it takes, until the run ends (or pauses)."""
         failures = 0
-        while not self._closed.is_set():
+        while not self._closed.is_set() and not self.done:
             if self._response is None:
                 failures += 1
                 if failures > self.transport.reconnect_attempts:

@@ -220,30 +220,21 @@ def bench_wire(args: argparse.Namespace, sides: list[Side], bodies: Path) -> dic
     for r in range(args.repeat):
         order = sides[r % 2 :] + sides[: r % 2]
         for side in order:
-            rate, cpu = with_worker_cpu(side, events["single"], single, side, args.deltas)
+            rate, cpu = harness.with_worker_cpu(side.server, events["single"], single, side, args.deltas)
             samples[side.name]["single"].append(rate)
             samples[side.name]["single_cpu"].append(cpu)
         samples["minimal"]["coalesced"].append(single(sides[1], args.deltas, coalesced=True))
         for name, values in first_crumbs(order, args.first_crumbs).items():
             samples[name]["first"].append(values)
         for side in order:
-            conc, cpu = with_worker_cpu(side, args.streams * events["concurrent"], concurrent,
-                                        side, args.streams, args.concurrent_deltas, events["concurrent"])  # fmt: skip
+            each = events["concurrent"]
+            conc, cpu = harness.with_worker_cpu(side.server, args.streams * each, concurrent,
+                                                side, args.streams, args.concurrent_deltas, each)  # fmt: skip
             samples[side.name]["concurrent"].append(conc)
             samples[side.name]["concurrent_cpu"].append(cpu)
         for side in order:
             samples[side.name]["beat"].append(lateness(side, args.streams, args.beats, args.period))
     return {"events": events, "samples": samples}
-
-
-def with_worker_cpu(side: Side, events: int, measure: Callable[..., float], *args: Any) -> tuple[float, float]:
-    """What ``measure(*args)`` returns, and the CPU time the server's worker spent meanwhile per
-    event: the cost of a crumb to the server alone, whatever the client and the scheduler
-    did. (/proc counts in clock ticks, 10 ms: a 5,000-event run spends 10-20 of them.)"""
-    pid = side.server.worker()
-    before = harness.cpu_seconds(pid)
-    result = measure(*args)
-    return result, (harness.cpu_seconds(pid) - before) / events
 
 
 def profile(args: argparse.Namespace, folder: Path, wire: str, replay: bool) -> dict[str, Any]:

@@ -26,6 +26,11 @@ class ToolContext:
     signal: CancelToken
     logger: logging.Logger
     blob_store: Any = None
+    #: The run's state: what its caller gave (``Bread.run(state=...)``), else its session's.
+    #: Changing it changes nothing stored.
+    state: dict[str, Any] = field(default_factory=dict)
+    #: What the caller told the run about its world: ``[{description, value}]`` (``context=``).
+    context: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

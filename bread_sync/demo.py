@@ -3,7 +3,7 @@
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
 tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
 AG-UI routes (``/ag-ui/run`` for echo, ``/ag-ui/<agentId>`` for the others) when the ``ag-ui``
-extra is installed.
+extra is installed, and the MCP server at ``/mcp`` when the ``mcp`` extra is.
 """
 
 from __future__ import annotations
@@ -79,10 +79,14 @@ class Ticks(OrText):
 
     @classmethod
     def from_text(cls, text: str) -> dict[str, Any]:
-        found = re.search(r"[0-9]+", text)
-        if found is None:
-            raise ValueError("a text input needs an integer in it: the tick count")
-        return {"count": int(found.group()), "delayMs": 100}
+        return {"count": _first_integer(text, "the tick count"), "delayMs": 100}
+
+
+def _first_integer(text: str, meaning: str) -> int:
+    found = re.search(r"[0-9]+", text)
+    if found is None:
+        raise ValueError(f"a text input needs an integer in it: {meaning}")
+    return int(found.group())
 
 
 @tool(ask=True)
@@ -136,8 +140,13 @@ slow = Agent(
 )
 
 
-class Until(BaseModel):
+class Until(OrText):
+    text_means: ClassVar[str] = "a text whose first integer is `until`"
     until: int = Field(ge=1, le=1000)
+
+    @classmethod
+    def from_text(cls, text: str) -> dict[str, Any]:
+        return {"until": _first_integer(text, "until")}
 
 
 class Text(BaseModel):
@@ -196,13 +205,26 @@ AGENTS = [echo, writer, interviewer, slow, counter, manager, artist]
 def bridges() -> list:
     """The protocol bridges the demo mounts: those whose extra is installed (a plain install
     serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
-    every other agent. These paths are fixed: other projects' clients find them there."""
+    every other agent. MCP: ``/mcp``, every agent and task as a tool. These paths are fixed:
+    other projects' clients find them there."""
+    return [*ag_ui_bridges(), *mcp_bridges()]
+
+
+def ag_ui_bridges() -> list:
     if importlib.util.find_spec("ag_ui") is None:
         return []
     from .protocols.ag_ui import ag_ui
 
     others = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in AGENTS if agent is not echo]
     return [ag_ui(agent_id="echo"), *others]
+
+
+def mcp_bridges() -> list:
+    if importlib.util.find_spec("mcp_types") is None:
+        return []
+    from .protocols.mcp import mcp_server
+
+    return [mcp_server(agents=AGENTS, tasks=[word_count])]
 
 
 def config() -> Config:

@@ -193,15 +193,23 @@ class Bread:
         run_id: str | None = None,
         session_policy: str | None = None,
         may_interrupt: Callable[[str], bool] | None = None,
+        state: dict[str, Any] | None = None,
+        context: list[dict[str, Any]] | None = None,
         mode: str = "stream",
     ) -> Any:
         """Start a run of ``agent_id``; an iterator of its crumbs, or with ``mode="sync"`` its
         :class:`RunResult`. Errors found before the run exists (unknown agent, provider or
         skill, input failing the schema) raise :class:`BreadError` and log nothing. Under the
         ``interrupt`` session policy, ``may_interrupt(run_id)`` (when given) must allow the
-        cancel of the run holding the session, else it is ``SESSION_BUSY``."""
+        cancel of the run holding the session, else it is ``SESSION_BUSY``.
+
+        ``state`` (a JSON object) replaces the session's state, which tools read as
+        ``ctx.state`` and providers as ``request.session_state``; without it the run has the
+        state its session kept. ``context`` (``[{description, value}]``) is this run's only:
+        ``ctx.context``, ``request.context``."""
         agent = self.agent(agent_id)
         skill_name = self._skill(agent, skill)
+        state, context = _check_state(state, context)
         validated = agent.validate_input(input)
         resolve_provider(agent.model)
         session_id, tags = _session_ref(session)
@@ -211,7 +219,7 @@ class Bread:
         claimed = self.sessions.claim(session_id, run_id, session_policy or agent.session_policy, may_interrupt)
         if not self.store.create_run(self._record(run_id, agent.id, session_id)):
             return self._deliver(self._attach(run_id, agent.id), mode)
-        ctx = self._context(run_id, session_id, signal)
+        ctx = self._context(run_id, session_id, signal, state=state, context=context)
         root = ctx.activity_for(agent, validated, skill_name, record=True)
         wait = None if claimed else lambda: self.sessions.wait(session_id, run_id, ctx.token)
         opening = open_agent_run(ctx, root, agent, skill_name, tags, wait)
@@ -253,10 +261,13 @@ class Bread:
         *,
         signal: CancelToken | None = None,
         may_interrupt: Callable[[str], bool] | None = None,
+        state: dict[str, Any] | None = None,
+        context: list[dict[str, Any]] | None = None,
         mode: str = "stream",
     ) -> Any:
         """Continue a paused run from its checkpoint, in this or any process sharing the store
-        (``may_interrupt`` as for :meth:`run`).
+        (``may_interrupt``, ``state`` and ``context`` as for :meth:`run`: the continuation has
+        the session's state unless given one, and only the context given here).
 
         The response is validated before the checkpoint is claimed, so a malformed one does
         not burn it; a checkpoint resumes once (``CHECKPOINT_ALREADY_RESUMED``)."""
@@ -265,8 +276,9 @@ class Bread:
             raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
         if checkpoint["status"] != "pending":
             raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
+        state, context = _check_state(state, context)
         run_id, session_id = checkpoint["runId"], checkpoint["sessionId"]
-        ctx = self._context(run_id, session_id, signal, next_seq=checkpoint["nextSeq"])
+        ctx = self._context(run_id, session_id, signal, next_seq=checkpoint["nextSeq"], state=state, context=context)
         root = ctx.restore(checkpoint["stack"])  # an agent or pipeline no longer configured fails here
         response = _validate_response(checkpoint["kind"], root.pending_tool(), response)
         claimed = self.sessions.claim(session_id, run_id, root.session_policy, may_interrupt)
@@ -276,6 +288,8 @@ class Bread:
         self.store.update_run(
             run_id, status="running", checkpointId=None, owner=self.owner, leaseUntil=self._lease_end()
         )
+        if state is not None:  # kept with the continuation's first crumb
+            ctx.emitter.defer(lambda: self.store.touch_session(session_id, None, state))
         execution = Execution(ctx, root, None if claimed else self._wait_for_session(ctx))
         run = Run(run_id, execution.start(resume=(checkpoint, response)), first_seq=checkpoint["nextSeq"])
         return self._deliver(run, mode)
@@ -318,9 +332,12 @@ class Bread:
             if isinstance(frame, Frame):
                 yield frame.crumb
 
-    def _context(self, run_id: str, session_id: str, signal: CancelToken | None, next_seq: int = 1) -> RunContext:
+    def _context(
+        self, run_id: str, session_id: str, signal: CancelToken | None, next_seq: int = 1,
+        state: dict[str, Any] | None = None, context: list[dict[str, Any]] | None = None,
+    ) -> RunContext:  # fmt: skip
         emitter = Emitter(run_id, self.store, self._publish, next_seq=next_seq)
-        return RunContext(self, run_id, session_id, signal or CancelToken(), emitter, KINDS)
+        return RunContext(self, run_id, session_id, signal or CancelToken(), emitter, KINDS, state, context or [])
 
     def _wait_for_session(self, ctx: RunContext) -> Iterator[Any]:
         # A continuation whose session another run holds waits for it before its first crumb.
@@ -451,6 +468,20 @@ def _session_ref(session: dict[str, Any] | str | None) -> tuple[str, dict[str, s
     if not isinstance(session_id, str):
         raise BreadError(INVALID_REQUEST, "session id must be a string")
     return session_id, dict(tags)
+
+
+def _check_state(
+    state: dict[str, Any] | None, context: list[dict[str, Any]] | None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    if state is not None and not isinstance(state, dict):
+        raise BreadError(INVALID_REQUEST, "state must be a JSON object")
+    if context is None:
+        return state, []
+    if not isinstance(context, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("description"), str) for entry in context
+    ):
+        raise BreadError(INVALID_REQUEST, "context must be a list of {description, value} objects")
+    return state, context
 
 
 def _validate_response(kind: str, tool: Tool | None, response: Any) -> Any:

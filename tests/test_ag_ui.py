@@ -42,6 +42,22 @@ def test_every_demo_agent_translates_to_a_conformant_stream(bread, agent, given)
     check_stream(translate(bread.run(agent, given)))
 
 
+ESCAPES = 'a "quoted" \\ line\nwith\ttabs, \u00e9t\u00e9 \u2028 \U0001f35e \x01'
+
+
+@pytest.mark.parametrize(("agent", "given"), [*DEMO_RUNS, ("echo", ESCAPES)],
+                         ids=[*(a for a, _ in DEMO_RUNS), "echo-escapes"])  # fmt: skip
+def test_frames_are_the_events_as_the_encoder_writes_them(bread, agent, given):
+    # frames() splices a delta into its message's content frame: the same events, decoded.
+    crumbs = list(bread.run(agent, given))
+    by_model, by_frames = create_ag_ui_transformer(), create_ag_ui_transformer()
+    framed = "".join(frame for crumb in crumbs for frame in by_frames.frames(crumb))
+    assert decode_sse(framed) == translate(crumbs, by_model)
+    assert [e["type"] for e in decode_sse(framed)].count("TEXT_MESSAGE_CONTENT") == sum(
+        crumb["type"] == "text:delta" for crumb in crumbs
+    )
+
+
 def test_a_pipeline_translates_with_its_steps(bread):
     events = translate(bread.run_pipeline("draft-then-echo", {"topic": "rye"}))
     check_stream(events)
@@ -157,6 +173,25 @@ def test_subagents_and_tasks_are_steps_with_their_state(bread):
     task = snapshots[3]["task"]
     assert task["taskId"] == "word-count" and task["status"] == "completed" and task["model"] == "script"
     assert set(task) <= {"taskRunId", "taskId", "model", "status", "durationMs", "usage", "error"}
+
+
+def test_each_snapshot_carries_the_clients_state_with_breads_keys_winning(bread):
+    client = {"plan": ["knead", "bake"], "loop": "the client's own", "task": 0}
+    transformer = create_ag_ui_transformer(state=client)
+    snapshots = [e["snapshot"] for e in translate(bread.run("counter", {"until": 1}), transformer)
+                 if e["type"] == "STATE_SNAPSHOT"]  # fmt: skip
+    assert snapshots and all(s["plan"] == ["knead", "bake"] and s["task"] == 0 for s in snapshots)
+    assert all(isinstance(s["loop"], dict) and s["loop"]["loopId"] for s in snapshots)
+    assert client["loop"] == "the client's own"  # the client's state given is not changed
+
+
+def test_a_snapshot_keeps_breads_keys_seen_before_it(bread):
+    # A snapshot replaces the client's whole state: the task's keeps what the subagent's said.
+    events = translate(bread.run("manager", None), create_ag_ui_transformer(state={"plan": "x"}))
+    snapshots = [e["snapshot"] for e in events if e["type"] == "STATE_SNAPSHOT"]
+    assert set(snapshots[0]) == {"plan", "subagent"}
+    assert set(snapshots[-1]) == {"plan", "subagent", "task"}
+    assert snapshots[-1]["subagent"]["status"] == "completed" and snapshots[-1]["task"]["status"] == "completed"
 
 
 def test_a_generated_file_is_a_custom_event(bread):

@@ -36,6 +36,14 @@ def test_a_plain_text_is_the_writers_topic_and_the_first_integer_of_one_the_slow
     assert "integer" in error.message
 
 
+def test_a_plain_texts_first_integer_is_the_counters_until(bread):
+    counted = bread.run("counter", "count to 2, please", mode="sync")
+    assert [c["iteration"] for c in counted.crumbs if c["type"] == "loop:iteration:end"] == [1, 2]
+    error = assert_raises_code("INPUT_INVALID", bread.run, "counter", "count a while")
+    assert "integer" in error.message
+    assert [record["id"] for record in bread.store.list_runs()] == [counted.run_id]  # none for the refused
+
+
 def test_an_unknown_provider_is_unknown_provider(make_bread):
     bread = make_bread(Config(agents=[Agent(id="lost", model="nowhere:model")]))
     assert_raises_code("UNKNOWN_PROVIDER", bread.run, "lost", "hi")

@@ -90,6 +90,8 @@ def test_agents_are_listed_and_described(client):
     writer = client.get("/agents/writer").get_json()
     text, topic = writer["inputSchema"]["anyOf"]  # a plain text is the topic too
     assert text["type"] == "string" and topic["required"] == ["topic"] and writer["outputFormat"] == "text"
+    text, until = client.get("/agents/counter").get_json()["inputSchema"]["anyOf"]
+    assert text["type"] == "string" and until["required"] == ["until"]
     missing = client.get("/agents/nobody")
     assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "AGENT_NOT_FOUND"
 

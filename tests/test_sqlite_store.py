@@ -89,8 +89,8 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
     tables, columns, indexes, triggers = schema(path)
 
     assert tables == [
-        "_bread_migrations", "checkpoints", "crumbs", "loop_iterations", "loops", "runs", "session_claims",
-        "session_messages", "sessions", "task_runs",
+        "_bread_migrations", "checkpoints", "crumbs", "loop_iterations", "loops", "mcp_sessions", "runs",
+        "session_claims", "session_messages", "sessions", "task_runs",
     ]  # fmt: skip
     assert columns == {
         "_bread_migrations": [("name", "TEXT", 0, 1), ("applied_at", "TEXT", 0, 0)],
@@ -106,6 +106,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
         "session_messages": [("position", "INTEGER", 0, 1), ("session_id", "TEXT", 1, 0), ("message", "TEXT", 0, 0)],
         "sessions": [
             ("id", "TEXT", 0, 1), ("tags", "TEXT", 0, 0), ("created_at", "TEXT", 0, 0), ("updated_at", "TEXT", 0, 0),
+            ("state", "TEXT", 1, 0),
         ],
         "session_claims": [("session_id", "TEXT", 0, 1), ("run_id", "TEXT", 1, 0)],
         "loops": [
@@ -117,6 +118,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
             ("id", "TEXT", 0, 1), ("task_id", "TEXT", 0, 0), ("session_id", "TEXT", 0, 0), ("agent_id", "TEXT", 0, 0),
             ("status", "TEXT", 0, 0), ("created_at", "TEXT", 0, 0), ("data", "TEXT", 1, 0),
         ],
+        "mcp_sessions": [("id", "TEXT", 0, 1), ("created_at", "TEXT", 1, 0), ("data", "TEXT", 1, 0)],
     }  # fmt: skip
     assert indexes == {
         "idx_crumbs_run_seq": ("crumbs", 1, ["run_id", "seq"]),
@@ -131,7 +133,10 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
     }
     assert triggers == [("crumbs_append_only", "crumbs")]
     migrations = [name for (name,) in read(path, "SELECT name FROM _bread_migrations")]
-    assert migrations == ["m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes"]
+    assert migrations == [
+        "m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes", "m004_session_state",
+        "m005_mcp_sessions",
+    ]  # fmt: skip
 
 
 def test_the_file_is_in_wal_mode_and_waits_for_a_lock_in_python(open_store):
@@ -173,6 +178,21 @@ def test_reopening_applies_only_a_new_migration(open_store, monkeypatch):
     with store.connection() as db:
         assert migrations.applied(db) == [*SHIPPED, "m999_add_note"]
         assert "note" in db["runs"].columns_dict
+
+
+def test_a_session_kept_before_the_state_column_has_an_empty_state(open_store, monkeypatch):
+    with monkeypatch.context() as older:  # a database of the release before m004
+        older.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[: SHIPPED.index("m004_session_state")])
+        old = open_store()
+        with old.connection() as db:
+            db.execute("INSERT INTO sessions (id, tags, created_at, updated_at) VALUES ('s1', '{}', 'then', 'then')")
+        old.close()
+
+    store = open_store()
+
+    assert store.get_session("s1")["state"] == {}
+    store.touch_session("s1", state={"plan": "rye"})
+    assert store.get_session("s1")["state"] == {"plan": "rye"}
 
 
 def test_a_migration_another_process_applied_meanwhile_is_not_applied_again(path, monkeypatch):

@@ -130,7 +130,7 @@ class AgentLoop(AgentActivity):
             model=model_name, system=self._system_prompt(), messages=list(self.messages),
             tools=[ToolSpec(t.name, t.description, self.ctx.tool_parameters(t)) for t in self.agent.tools],
             signal=self.ctx.token, input=self.input, output_format=self.agent.output_format,
-            state=self.model_state,
+            state=self.model_state, session_state=self.ctx.session_state(), context=self.ctx.context,
         )  # fmt: skip
         text: list[str] = []
         calls: list[dict[str, Any]] = []

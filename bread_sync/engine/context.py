@@ -4,7 +4,7 @@ token, its choke point, and the table of activity kinds."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import crumbs as c
@@ -26,6 +26,10 @@ class RunContext:
     emitter: Emitter
     #: Activity kind -> implementation (:data:`bread_sync.engine.kinds.KINDS`).
     kinds: dict[str, Any]
+    #: The run's state: the one its caller gave, else its session's once read (None until then).
+    state: dict[str, Any] | None = None
+    #: The caller's ``[{description, value}]`` about its world, for this request's run only.
+    context: list[dict[str, Any]] = field(default_factory=list)
 
     def activity_for(self, agent: Agent, input: Any, skill: str | None = None, record: bool = False) -> Any:
         """A new activity running ``agent``: its loop if it has one, else its turn."""
@@ -40,7 +44,15 @@ class RunContext:
         return ToolContext(
             run_id=self.run_id, session_id=self.session_id, agent_id=agent_id, signal=self.token,
             logger=log.getChild("tools"), blob_store=self.runtime.blob_store,
+            state=self.session_state(), context=self.context,
         )  # fmt: skip
+
+    def session_state(self) -> dict[str, Any]:
+        """The run's state; a run given none has its session's, read once, when first asked."""
+        if self.state is None:
+            session = self.runtime.store.get_session(self.session_id)
+            self.state = (session or {}).get("state") or {}
+        return self.state
 
     def tool_parameters(self, tool: Tool) -> dict[str, Any]:
         if tool.kind == "task":

@@ -177,8 +177,11 @@ def open_agent_run(
         yield start  # the run exists: its log opens before it records the failure
         raise
     store = ctx.runtime.store
-    ctx.emitter.defer(lambda: store.touch_session(ctx.session_id, tags))
+    given = ctx.state  # a state the run was given replaces its session's
+    ctx.emitter.defer(lambda: store.touch_session(ctx.session_id, tags, given))
     if isinstance(root, AgentLoop):
         history = store.get_session(ctx.session_id) or {"messages": []}
         root.messages = [for_model(m) for m in history["messages"]]
+        if ctx.state is None:  # read with the history rather than again when first asked for
+            ctx.state = history.get("state") or {}
     yield start

@@ -67,7 +67,8 @@ class ToolSpec:
 
 @dataclass
 class ModelRequest:
-    """One model turn. ``state`` is the provider's own position, kept in checkpoints."""
+    """One model turn. ``state`` is the provider's own position, kept in checkpoints;
+    ``session_state`` and ``context`` are the run's (a tool's ``ctx.state`` and ``ctx.context``)."""
 
     model: str
     system: str
@@ -77,6 +78,8 @@ class ModelRequest:
     input: Any = None
     output_format: str = "text"
     state: dict[str, Any] = field(default_factory=dict)
+    session_state: dict[str, Any] = field(default_factory=dict)
+    context: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Provider(Protocol):

@@ -4,17 +4,21 @@ with a stream response."""
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from flask import Response, request
 
-from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError
+from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
+from ..greenlets import Pacer
 from ..runtime import Run
 from ..stores import FINISHED
 from .guard import authorize_run
 from .state import state
+
+log = logging.getLogger("bread_sync.server")
 
 #: The largest position a client may ask for: SQLite's integers are 64-bit.
 MAX_SEQ = 2**63 - 1
@@ -77,6 +81,41 @@ def followed_run(run_id: str, after: int, check: Callable[[dict[str, Any]], None
     if last < after:
         raise BreadError(INVALID_REQUEST, f"run {run_id} has no seq {after} yet: its log ends at {last}")
     return record
+
+
+def stream_body(
+    lists: Iterator[list[Any] | None],
+    encode: Callable[[list[Any]], list[bytes]],
+    *,
+    heartbeat: bytes,
+    failure: Callable[[BreadError], Iterable[bytes]],
+    prelude: Iterable[bytes] = (),
+    name: str = "stream",
+) -> Iterator[bytes]:
+    """A stream's response body over a tail with ``batched=True`` (``start_run_stream``'s frames,
+    ``bread.tail``): ``prelude``, then each list ``encode``-d whole (frames, and gaps) and written
+    chunk after chunk, one per event, ``heartbeat`` for each idle ``None``. The run is driven
+    elsewhere; a failure once the stream is open is its last chunks, ``failure(error)``.
+
+    A write to a client that keeps up never blocks, so between chunks the writer gives way now
+    and then (a replay page or a fast run's frames would otherwise hold the worker)."""
+    pace = Pacer().pace
+    try:
+        yield from prelude
+        for items in lists:
+            if items is None:
+                yield heartbeat
+                continue
+            for chunk in encode(items):
+                yield chunk
+                pace()
+    except Exception as exc:  # the stream is open: a failure can only be its last event
+        log.exception("%s failed", name)
+        yield from failure(internal_error(exc))
+    finally:
+        close = getattr(lists, "close", None)
+        if close is not None:
+            close()
 
 
 def stream_response(body: Iterator[bytes], content_type: str, run_id: str | None) -> Response:

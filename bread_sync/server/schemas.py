@@ -151,6 +151,9 @@ class SessionSummary(BaseModel):
 
 
 class Session(SessionSummary):
+    state: dict[str, Any] = Field(
+        default_factory=dict, description="The state its last run was given (Bread.run's state=, AG-UI's state)."
+    )
     messages: list[dict[str, Any]]
 
 

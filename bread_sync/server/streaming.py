@@ -5,24 +5,20 @@ formats frames and nothing more.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from flask import Response
 
 from ..crumbs import Frame, is_delta_frame
-from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError, internal_error
-from ..greenlets import Pacer
+from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
 from ..runtime import Bread, new_id
 from ..tails import Gap
 from ..transports.http import HTTPTransport
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import authorize_run, may_reach_run, valid_body
-from .run_streams import followed_run, start_run_stream, stream_position, stream_response
+from .run_streams import followed_run, start_run_stream, stream_body, stream_position, stream_response
 from .schemas import PipelineRunBody, ResumeBody, RunBody
-
-log = logging.getLogger("bread_sync.server")
 
 
 def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:
@@ -99,30 +95,16 @@ class _Views:
         return {"ok": True, "runId": run_id}
 
     def _frames(self, lists: Iterator[Any], prelude: bytes = b"") -> Iterator[bytes]:
-        """The response body: one chunk per event, as a tail with ``batched=True`` hands them
-        over. Each list is formatted whole and then written, chunk after chunk, back to back.
+        """The response body: one chunk per event, in the wire's format."""
+        return stream_body(
+            lists, self._encode_all, heartbeat=self.wire.heartbeat, prelude=(prelude,) if prelude else (),
+            failure=lambda error: [self.wire.failure(error, "")],
+        )  # fmt: skip
 
-        A write to a client that keeps up never blocks, so between chunks the writer gives way
-        now and then (a replay page or a fast run's frames would otherwise hold the worker)."""
-        encode, crumb, pace = self._encode, self.wire.crumb, Pacer().pace
-        try:
-            if prelude:
-                yield prelude
-            for items in lists:
-                if items is None:
-                    yield self.wire.heartbeat
-                    continue
-                # Most items are deltas, which the wire encodes alone (no error sidecar).
-                for chunk in [crumb(item) if is_delta_frame(item) else encode(item) for item in items]:
-                    yield chunk
-                    pace()
-        except Exception as exc:  # the stream is open: a failure can only be its last event
-            log.exception("stream failed")
-            yield self.wire.failure(internal_error(exc), "")
-        finally:
-            close = getattr(lists, "close", None)
-            if close is not None:
-                close()
+    def _encode_all(self, items: list[Any]) -> list[bytes]:
+        # Most items are deltas, which the wire encodes alone (no error sidecar).
+        crumb, encode = self.wire.crumb, self._encode
+        return [crumb(item) if is_delta_frame(item) else encode(item) for item in items]
 
     def _encode(self, item: Frame | Gap) -> bytes:
         return self.wire.gap(item.earliest_seq, "") if item.__class__ is Gap else self.wire.frame(item)

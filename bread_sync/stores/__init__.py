@@ -107,13 +107,16 @@ class CheckpointStore(Protocol):
 
 
 class SessionStore(Protocol):
-    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
-        """Create the session, or merge tags into it and mark it active."""
+    def touch_session(
+        self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None
+    ) -> None:
+        """Create the session, or merge tags into it and mark it active; a ``state`` given
+        replaces the session's (a new session's is ``{}``)."""
 
     def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None: ...
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """``{id, tags, createdAt, updatedAt, messages}``."""
+        """``{id, tags, createdAt, updatedAt, state, messages}``."""
 
     def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """Sessions whose tags include every given pair, without their messages."""
@@ -167,6 +170,19 @@ class TaskRunStore(Protocol):
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None: ...
 
 
+class McpSessionStore(Protocol):
+    """The sessions of the MCP bridge (its ``Mcp-Session-Id``), kept here so that every worker and
+    replica sharing the store knows them. A record is ``{id, protocolVersion, createdAt}``."""
+
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        """Insert a session record; False (and no change) when the id exists."""
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None: ...
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        """End a session; False when there was none of that id."""
+
+
 #: What :meth:`Retention.purge` counts, one number per kind.
 PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns")
 
@@ -181,7 +197,16 @@ class Retention(Protocol):
 
 
 class Store(
-    CrumbLog, RunStore, CheckpointStore, SessionStore, SessionClaims, LoopStore, TaskRunStore, Retention, Protocol
+    CrumbLog,
+    RunStore,
+    CheckpointStore,
+    SessionStore,
+    SessionClaims,
+    LoopStore,
+    TaskRunStore,
+    Retention,
+    McpSessionStore,
+    Protocol,
 ):
     """Everything a first-party store implements."""
 

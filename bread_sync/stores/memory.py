@@ -24,6 +24,7 @@ class MemoryStore:
         self._loops: dict[str, dict[str, Any]] = {}
         self._iterations: dict[str, dict[int, dict[str, Any]]] = {}
         self._task_runs: dict[str, dict[str, Any]] = {}
+        self._mcp_sessions: dict[str, dict[str, Any]] = {}
 
     # crumb log
     def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
@@ -114,15 +115,19 @@ class MemoryStore:
             return True
 
     # sessions
-    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
+    def touch_session(
+        self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None
+    ) -> None:
         with self._lock:
             now = now_iso()
             session = self._sessions.setdefault(
                 session_id,
-                {"id": session_id, "tags": {}, "createdAt": now, "updatedAt": now, "messages": []},
+                {"id": session_id, "tags": {}, "createdAt": now, "updatedAt": now, "state": {}, "messages": []},
             )
             session["tags"].update(tags or {})
             session["updatedAt"] = now
+            if state is not None:
+                session["state"] = copy.deepcopy(state)
 
     def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         with self._lock:
@@ -138,7 +143,7 @@ class MemoryStore:
     def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         with self._lock:
             return [
-                {k: copy.deepcopy(v) for k, v in s.items() if k != "messages"}
+                {k: copy.deepcopy(v) for k, v in s.items() if k not in ("messages", "state")}
                 for s in self._sessions.values()
                 if tags_match(s["tags"], tags)
             ]
@@ -224,6 +229,22 @@ class MemoryStore:
             for sid in doomed:
                 del self._sessions[sid]
             return len(doomed)
+
+    # MCP sessions
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        with self._lock:
+            if record["id"] in self._mcp_sessions:
+                return False
+            self._mcp_sessions[record["id"]] = copy.deepcopy(record)
+            return True
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return copy.deepcopy(self._mcp_sessions.get(session_id))
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        with self._lock:
+            return self._mcp_sessions.pop(session_id, None) is not None
 
     # retention
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:

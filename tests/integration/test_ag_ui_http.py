@@ -81,6 +81,8 @@ MALFORMED = {
     "a message without an id": body(messages=[{"role": "user", "content": "hi"}]),
     "an unknown role": body(messages=[{"id": "m", "role": "wizard", "content": "hi"}]),
     "threadId not a string": body(threadId=5),
+    "a state that is not an object": body(state=["plan"]),
+    "a context entry without its value": body(context=[{"description": "tz"}]),
 }  # fmt: skip
 
 

@@ -22,7 +22,17 @@ const paused = await run(writer);
 const [interrupt] = paused.interrupts;
 const resumed = await run(writer, { resume: [{ interruptId: interrupt.id, status: "resolved", payload: { approved: true } }] });
 
+// Shared state: the client's state reaches the run, and the snapshots bread sends replace it.
+const managerThread = `node-manager-${Date.now()}`;
+const manager = new HttpAgent({ url: `${base}/ag-ui/manager`, threadId: managerThread, initialMessages: user("go"),
+  initialState: { plan: "rye", task: "the client's" } });
+const managed = await run(manager);
+const stateAfterFirst = structuredClone(manager.state);
+manager.addMessage(user("again")[0]);
+await run(manager);
+
 console.log(JSON.stringify({
   echo: { result: said.result, types: said.types, text: said.messages.filter((m) => m.role === "assistant").map((m) => m.content) },
   writer: { paused: { types: paused.types, interrupt }, resumed: { result: resumed.result, types: resumed.types, pending: resumed.interrupts } },
+  manager: { thread: managerThread, types: managed.types, stateAfterFirst },
 }));

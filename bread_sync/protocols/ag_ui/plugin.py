@@ -23,19 +23,13 @@ from pydantic import ValidationError
 
 from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
-from ...errors import (
-    CHECKPOINT_ALREADY_RESUMED,
-    CHECKPOINT_NOT_FOUND,
-    INVALID_REQUEST,
-    BreadError,
-    internal_error,
-)
-from ...greenlets import Pacer
+from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError
 from ...server import (
     authorize_run,
     followed_run,
     register_http_route,
     start_run_stream,
+    stream_body,
     stream_position,
     stream_response,
 )
@@ -126,13 +120,16 @@ class AgUiPlugin:
         self._check_thread(body.thread_id)
         entry = resume_entry(body) if body.resume else None
         text = new_turn(body) if entry is None else None
-        transformer = create_ag_ui_transformer(body.thread_id, body.run_id, partial(self._answer_schema, bread))
+        given = {"state": body.state, "context": [item.model_dump() for item in body.context or ()]}
+        # The snapshots carry the client's state: the one it sent, else the one its thread kept.
+        state = body.state if body.state is not None else _thread_state(bread, body.thread_id)
+        transformer = create_ag_ui_transformer(body.thread_id, body.run_id, partial(self._answer_schema, bread), state)
 
         def begin(token: Any) -> Any:
             if entry is not None:
-                return self._resume(bread, body.thread_id, entry, token)
+                return self._resume(bread, body.thread_id, entry, token, given)
             return bread.run(self.agent_id, text, session={"id": body.thread_id}, signal=token,
-                             may_interrupt=may_reach_run)  # fmt: skip
+                             may_interrupt=may_reach_run, **given)  # fmt: skip
 
         try:
             run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
@@ -142,7 +139,7 @@ class AgUiPlugin:
             return _response(_failure(transformer, error), None)
         return _response(_stream(frames, transformer, run.run_id), run.run_id)
 
-    def _resume(self, bread: Any, thread_id: str, entry: ResumeEntry, token: Any) -> Any:
+    def _resume(self, bread: Any, thread_id: str, entry: ResumeEntry, token: Any, given: dict[str, Any]) -> Any:
         """Continue the paused run ``entry`` answers. The checkpoint is read from the store, so
         any replica, before or after a restart, resumes it; its run must pass the run-ownership
         hook, and it must be of this thread. ``cancelled`` denies an approval, and cancels the
@@ -160,16 +157,18 @@ class AgUiPlugin:
                 raise used
             raise _Cancelled()
         response = {"approved": False} if entry.status == "cancelled" else entry.payload
-        return bread.resume(entry.interrupt_id, response, signal=token, may_interrupt=may_reach_run)
+        return bread.resume(entry.interrupt_id, response, signal=token, may_interrupt=may_reach_run, **given)
 
     def _follow(self, bread: Any, run_id: str) -> Response:
         """The run's events after ``Last-Event-ID`` (or ``?after=``), then live, to its end: its
         past up to there is translated silently, so the stream opens with RUN_STARTED and
         re-opens what was open there."""
         after = stream_position()
-        if followed_run(run_id, after, check=lambda record: self._check_thread(record["sessionId"])) is None:
+        record = followed_run(run_id, after, check=lambda record: self._check_thread(record["sessionId"]))
+        if record is None:
             return Response(status=204)
-        transformer = create_ag_ui_transformer(response_schema=partial(self._answer_schema, bread))
+        state = _thread_state(bread, record["sessionId"])
+        transformer = create_ag_ui_transformer(response_schema=partial(self._answer_schema, bread), state=state)
         for frame in _log_through(bread, run_id, after):
             transformer(frame.crumb)
         prelude = [encode(event).encode() for event in transformer.reopen()]
@@ -194,6 +193,8 @@ def run_input(body: dict[str, Any]) -> RunAgentInput:
         raise BreadError(INVALID_REQUEST, "; ".join(problems)) from None
     if not given.thread_id.strip():
         raise BreadError(INVALID_REQUEST, "threadId must not be empty: it is the session's id")
+    if given.state is not None and not isinstance(given.state, dict):
+        raise BreadError(INVALID_REQUEST, "state must be an object: bread's own keys are merged into it")
     return given
 
 
@@ -219,6 +220,10 @@ def new_turn(body: RunAgentInput) -> str:
     return "".join(texts)
 
 
+def _thread_state(bread: Any, thread_id: str) -> dict[str, Any]:
+    return (bread.store.get_session(thread_id) or {}).get("state") or {}
+
+
 def _log_through(bread: Any, run_id: str, seq: int) -> Iterator[Frame]:
     """The run's log from its start through ``seq``, a page at a time."""
     after = 0
@@ -239,31 +244,23 @@ def _stream(
     """The response body: ``prelude``, then each frame's events, encoded, the last event of a
     durable crumb's with ``id: <seq>`` (where a resumed stream may start). The run is driven
     elsewhere."""
-    pace = Pacer().pace
-    try:
-        yield from prelude or ()
-        for items in frames:
-            if items is None:
-                yield HEARTBEAT
+
+    def encode_all(items: list[Any]) -> list[bytes]:
+        chunks: list[bytes] = []
+        for item in items:
+            if item.__class__ is not Frame:
+                log.warning("AG-UI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
                 continue
-            for item in items:
-                if item.__class__ is not Frame:
-                    log.warning("AG-UI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
-                    continue
-                events = transformer(item.crumb)
-                for event in events[:-1]:
-                    yield encode(event).encode()
-                if events:
-                    last = encode(events[-1])
-                    yield (f"id: {item.seq}\n{last}" if item.durable else last).encode()
-                    pace()
-    except Exception as exc:  # the stream is open: a failure can only be its last event
-        log.exception("AG-UI stream of run %s failed", run_id)
-        yield from _failure(transformer, internal_error(exc), run_id)
-    finally:
-        close = getattr(frames, "close", None)
-        if close is not None:
-            close()
+            events = transformer.frames(item.crumb)
+            if events and item.durable:
+                events[-1] = f"id: {item.seq}\n{events[-1]}"
+            chunks += [event.encode() for event in events]
+        return chunks
+
+    return stream_body(
+        frames, encode_all, heartbeat=HEARTBEAT, prelude=prelude or (),
+        failure=lambda error: _failure(transformer, error, run_id), name=f"AG-UI stream of run {run_id}",
+    )  # fmt: skip
 
 
 class _Cancelled(Exception):

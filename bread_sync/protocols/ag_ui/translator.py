@@ -35,7 +35,7 @@ from ag_ui.core import (
 from ag_ui.encoder import EventEncoder
 
 from ... import crumbs as c
-from ...crumbs import dumps, to_wire_crumb
+from ...crumbs import dumps, json_string, to_wire_crumb
 
 #: Every event type the translator can emit; tests/test_ag_ui.py pins it against the code.
 EMITTED_EVENT_TYPES = frozenset({
@@ -62,6 +62,9 @@ ResponseSchema = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 _encoder = EventEncoder()
 #: What an event stream's response is.
 CONTENT_TYPE = _encoder.get_content_type()
+#: The delta a message's TEXT_MESSAGE_CONTENT frame is encoded with once, to find where each
+#: delta's JSON string goes in it.
+_SENTINEL = "\x00delta\x00"
 
 
 def encode(event: BaseEvent) -> str:
@@ -70,7 +73,10 @@ def encode(event: BaseEvent) -> str:
 
 
 def create_ag_ui_transformer(
-    thread_id: str | None = None, run_id: str | None = None, response_schema: ResponseSchema | None = None
+    thread_id: str | None = None,
+    run_id: str | None = None,
+    response_schema: ResponseSchema | None = None,
+    state: dict[str, Any] | None = None,
 ) -> AgUiTransformer:
     """A translator for one stream: call it with each crumb, get that crumb's AG-UI events.
 
@@ -78,26 +84,36 @@ def create_ag_ui_transformer(
     the run's session id and its bread run id): the HTTP ingress echoes the client's own.
     ``response_schema(human_required_crumb)`` gives the JSON Schema an input interrupt expects
     (an approval's is :data:`APPROVAL_SCHEMA`); without it, or when it gives None, an input
-    interrupt names :data:`ANSWER_SCHEMA`.
+    interrupt names :data:`ANSWER_SCHEMA`. ``state`` is the client's: a STATE_SNAPSHOT replaces
+    the client's whole state, so each carries it, with bread's keys (``loop``, ``subagent``,
+    ``task``, as far as the stream has them) merged at the top level, bread's winning.
     """
-    return AgUiTransformer(thread_id, run_id, response_schema)
+    return AgUiTransformer(thread_id, run_id, response_schema, state)
 
 
 class AgUiTransformer:
     """See :func:`create_ag_ui_transformer`. Does no I/O; not thread-safe (one per stream)."""
 
-    def __init__(self, thread_id: str | None, run_id: str | None, response_schema: ResponseSchema | None):
+    def __init__(
+        self,
+        thread_id: str | None,
+        run_id: str | None,
+        response_schema: ResponseSchema | None,
+        state: dict[str, Any] | None = None,
+    ):
         self.thread_id = thread_id
         self.run_id = run_id
         self.response_schema = response_schema
         #: "idle" before RUN_STARTED, "running", then "paused" (a HITL interrupt) or "ended".
         self.phase = "idle"
         self._message: str | None = None  # the open text message
+        self._content: tuple[str, str] | None = None  # its TEXT_MESSAGE_CONTENT frame, around the delta
         self._messages = 0  # messages opened: their ids are the run's id and this count
         self._tool_calls: dict[str, str] = {}  # tool calls open (their input still streaming), to their names
         self._streamed: set[str] = set()  # tool calls whose input was streamed: tool:call adds nothing
         self._steps: list[str] = []  # open steps, innermost last
         self._loop: dict[str, Any] = {}
+        self._state: dict[str, Any] = dict(state or {})  # what the next snapshot carries
         self._tasks: dict[str, dict[str, Any]] = {}
         self._files: set[str] = set()  # uris announced, so an echoed file reference is not announced twice
         self._table: dict[str, Callable[[dict[str, Any]], list[BaseEvent]]] = {
@@ -138,6 +154,18 @@ class AgUiTransformer:
         return handle(crumb) if self.phase == "running" else []
 
     translate = __call__
+
+    def frames(self, crumb: dict[str, Any]) -> list[str]:
+        """The crumb's events as SSE frames, as :func:`encode` writes them. A text delta of the
+        open message, most of a stream, is its JSON string put into the message's content frame,
+        encoded by the model once per message: no event built or serialised per delta."""
+        if self._content is not None and crumb["type"] == c.TEXT_DELTA and self.phase == "running":
+            head, tail = self._content
+            return [f"{head}{json_string(crumb['delta'])}{tail}"]
+        frames = [encode(event) for event in self(crumb)]
+        if self._message is not None and self._content is None:
+            self._content = _content_frame(self._message)
+        return frames
 
     def reopen(self) -> list[BaseEvent]:
         """What a stream that resumes here opens with, after this transformer was fed the run's
@@ -232,7 +260,7 @@ class AgUiTransformer:
     def _close_message(self) -> list[BaseEvent]:
         if self._message is None:
             return []
-        message, self._message = self._message, None
+        message, self._message, self._content = self._message, None, None
         return [TextMessageEndEvent(message_id=message)]
 
     def _file(self, crumb: dict[str, Any]) -> list[BaseEvent]:
@@ -330,7 +358,7 @@ class AgUiTransformer:
 
     def _loop_state(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         self._loop.update({k: v for k, v in crumb.items() if k not in ("type", "runId")})
-        return [StateSnapshotEvent(snapshot={"loop": dict(self._loop)})]
+        return [self._snapshot("loop", dict(self._loop))]
 
     def _loop_iteration_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         return [*self._open_step(_iteration_step(crumb)), *self._loop_state(crumb)]
@@ -339,27 +367,39 @@ class AgUiTransformer:
         snapshot = self._loop_state(crumb)
         return [*self._close_message(), *snapshot, *self._close_step(_iteration_step(crumb))]
 
+    def _snapshot(self, key: str, value: dict[str, Any]) -> StateSnapshotEvent:
+        self._state[key] = value
+        return StateSnapshotEvent(snapshot=dict(self._state))
+
     def _subagent_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
-        return [*self._open_step(f"subagent_{crumb['subagentId']}"), _snapshot("subagent", crumb, _SUBAGENT_KEYS)]
+        snapshot = self._snapshot("subagent", _picked(crumb, _SUBAGENT_KEYS))
+        return [*self._open_step(f"subagent_{crumb['subagentId']}"), snapshot]
 
     def _subagent_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
-        snapshot = _snapshot("subagent", crumb, _SUBAGENT_KEYS)
+        snapshot = self._snapshot("subagent", _picked(crumb, _SUBAGENT_KEYS))
         return [*self._close_message(), snapshot, *self._close_step(f"subagent_{crumb['subagentId']}")]
 
     def _task_start(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         self._tasks[crumb["taskRunId"]] = dict(crumb)
-        return [*self._open_step(f"task_{crumb['taskRunId']}"), _snapshot("task", crumb, _TASK_KEYS)]
+        return [*self._open_step(f"task_{crumb['taskRunId']}"), self._snapshot("task", _picked(crumb, _TASK_KEYS))]
 
     def _task_end(self, crumb: dict[str, Any]) -> list[BaseEvent]:
         # task:end may leave out what task:start said (the model): the snapshot keeps it.
         merged = {**self._tasks.pop(crumb["taskRunId"], {}), **crumb}
-        snapshot = _snapshot("task", merged, _TASK_KEYS)
+        snapshot = self._snapshot("task", _picked(merged, _TASK_KEYS))
         return [*self._close_message(), snapshot, *self._close_step(f"task_{crumb['taskRunId']}")]
+
+
+def _content_frame(message_id: str) -> tuple[str, str]:
+    """A TEXT_MESSAGE_CONTENT frame of the message, as the encoder writes it, split where its
+    delta's JSON string goes."""
+    head, tail = encode(TextMessageContentEvent(message_id=message_id, delta=_SENTINEL)).split(json_string(_SENTINEL))
+    return head, tail
 
 
 def _iteration_step(crumb: dict[str, Any]) -> str:
     return f"{crumb['loopId']}_iteration_{crumb['iteration']}"
 
 
-def _snapshot(key: str, crumb: dict[str, Any], keys: tuple[str, ...]) -> StateSnapshotEvent:
-    return StateSnapshotEvent(snapshot={key: {k: crumb[k] for k in keys if crumb.get(k) is not None}})
+def _picked(crumb: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: crumb[k] for k in keys if crumb.get(k) is not None}

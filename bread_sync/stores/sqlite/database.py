@@ -49,12 +49,13 @@ INSERT_RUN = (
     f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS.values())}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})"
 )
 TOUCH_SESSION = """
-    INSERT INTO sessions (id, tags, created_at, updated_at) VALUES (?, ?, ?, ?)
+    INSERT INTO sessions (id, tags, created_at, updated_at, state) VALUES (?1, ?2, ?3, ?3, coalesce(?4, '{}'))
     ON CONFLICT (id) DO UPDATE SET
-        tags = json_patch(sessions.tags, excluded.tags), updated_at = excluded.updated_at
+        tags = json_patch(sessions.tags, excluded.tags), updated_at = excluded.updated_at,
+        state = coalesce(?4, sessions.state)
 """
 SELECT_SESSION = """
-    SELECT s.id, s.tags, s.created_at, s.updated_at, m.message
+    SELECT s.id, s.tags, s.created_at, s.updated_at, s.state, m.message
     FROM sessions s LEFT JOIN session_messages m ON m.session_id = s.id
     WHERE s.id = ? ORDER BY m.position
 """
@@ -259,10 +260,12 @@ class SQLiteStore:
             return db.execute(sql, (status, checkpoint_id)).rowcount == 1
 
     # sessions
-    def touch_session(self, session_id: str, tags: dict[str, str] | None = None) -> None:
-        now = now_iso()
+    def touch_session(
+        self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None
+    ) -> None:
+        given = None if state is None else dumps(state)
         with self.connection() as db:
-            db.execute(TOUCH_SESSION, (session_id, dumps(tags or {}), now, now))
+            db.execute(TOUCH_SESSION, (session_id, dumps(tags or {}), now_iso(), given))
 
     def append_messages(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         rows = [(session_id, dumps(message)) for message in messages]
@@ -276,8 +279,8 @@ class SQLiteStore:
             rows = db.execute(SELECT_SESSION, (session_id,)).fetchall()
         if not rows:
             return None
-        messages = [json.loads(row[4]) for row in rows if row[4] is not None]
-        return {**_session(rows[0][:4]), "messages": messages}
+        messages = [json.loads(row[5]) for row in rows if row[5] is not None]
+        return {**_session(rows[0][:4]), "state": json.loads(rows[0][4]), "messages": messages}
 
     def list_sessions(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         sql = "SELECT id, tags, created_at, updated_at FROM sessions ORDER BY rowid"
@@ -363,6 +366,20 @@ class SQLiteStore:
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None:
         found = self._records("SELECT data FROM task_runs WHERE id = ?", [task_run_id])
         return found[0] if found else None
+
+    # MCP sessions
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        sql = "INSERT OR IGNORE INTO mcp_sessions (id, created_at, data) VALUES (?, ?, ?)"
+        with self.connection() as db:
+            return db.execute(sql, (record["id"], record["createdAt"], dumps(record))).rowcount == 1
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None:
+        found = self._records("SELECT data FROM mcp_sessions WHERE id = ?", [session_id])
+        return found[0] if found else None
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        with self.connection() as db:
+            return db.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount == 1
 
     # retention
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:

@@ -122,3 +122,15 @@ def m003_retention_indexes(db: Database) -> None:
     db["checkpoints"].create_index(["run_id"], index_name="idx_checkpoints_run")
     db.execute("CREATE INDEX idx_loops_run ON loops (json_extract(data, '$.runId'))")
     db.execute("CREATE INDEX idx_task_runs_run ON task_runs (json_extract(data, '$.runId'))")
+
+
+@migration
+def m004_session_state(db: Database) -> None:
+    # What a run's caller gave as the session's state (Bread.run(state=...)); read by later runs.
+    db["sessions"].add_column("state", str, not_null_default="{}")
+
+
+@migration
+def m005_mcp_sessions(db: Database) -> None:
+    # The MCP bridge's Mcp-Session-Id, known to every process on the file; created_at for a purge.
+    db["mcp_sessions"].create({"id": str, "created_at": str, "data": str}, pk="id", not_null={"created_at", "data"})

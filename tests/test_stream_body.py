@@ -1,0 +1,59 @@
+"""stream_body, every stream's response body (the bread routes' and the AG-UI bridge's): its
+prelude, each list encoded whole, heartbeats, a failure once open as the last chunks, the tail
+closed at the end."""
+
+from __future__ import annotations
+
+import logging
+
+from bread_sync.crumbs import Frame
+from bread_sync.protocols.ag_ui import create_ag_ui_transformer
+from bread_sync.protocols.ag_ui.plugin import _stream
+from bread_sync.server import stream_body
+
+from .ag_ui_rules import check_stream, decode_sse
+
+
+class Tail:
+    """A tail with ``batched=True``: its lists, then (with ``fail``) an error, as a broken one would."""
+
+    def __init__(self, lists, fail=False):
+        self.lists, self.fail, self.closed = list(lists), fail, False
+
+    def __iter__(self):
+        yield from self.lists
+        if self.fail:
+            raise RuntimeError("the tail broke")
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_prelude_then_each_list_encoded_whole_and_a_heartbeat_when_idle():
+    tail = Tail([["a", "b"], None, [], ["c"]])
+    body = stream_body(iter(tail), lambda items: [item.encode() for item in items], heartbeat=b":hb",
+                       failure=lambda error: [b"failed"], prelude=[b"hello"])  # fmt: skip
+    assert list(body) == [b"hello", b"a", b"b", b":hb", b"c"]
+
+
+def test_a_failure_once_open_is_the_last_chunks_and_the_tail_is_closed(caplog):
+    tail = Tail([["a"]], fail=True)
+    seen = []
+    body = stream_body(tail, lambda items: [item.encode() for item in items], heartbeat=b":hb",
+                       failure=lambda error: seen.append(error) or [b"failed:", error.code.encode()],
+                       name="the test's stream")  # fmt: skip
+    with caplog.at_level(logging.ERROR, "bread_sync.server"):
+        assert list(body) == [b"a", b"failed:", b"INTERNAL"]
+    assert tail.closed and seen[0].code == "INTERNAL"
+    assert "the test's stream failed" in caplog.text and "the tail broke" in caplog.text
+
+
+def test_an_ag_ui_stream_that_breaks_ends_valid_with_a_run_error(caplog):
+    start = {"type": "agent:run:start", "runId": "r1", "agentId": "echo", "sessionId": "t", "input": "hi"}
+    delta = {"type": "text:delta", "runId": "r1", "delta": "hi"}
+    tail = Tail([[Frame("r1", 1, start), Frame("r1", 1, delta)]], fail=True)
+    with caplog.at_level(logging.ERROR):
+        events = decode_sse(b"".join(_stream(tail, create_ag_ui_transformer(), "r1")).decode())
+    check_stream(events)
+    assert [e["type"] for e in events][-2:] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert events[-1]["code"] == "INTERNAL" and tail.closed

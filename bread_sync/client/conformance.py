@@ -106,17 +106,21 @@ def bounded(items: Iterator[Any], what: str) -> Iterator[Any]:
             box.put(exc)
         box.put(done)
 
-    threading.Thread(target=pump, daemon=True).start()
-    while True:
-        try:
-            item = box.get(timeout=DEADLINE)
-        except queue.Empty:
-            raise AssertionError(f"nothing came of {what} within {DEADLINE:g} s") from None
-        if item is done:
-            return
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                item = box.get(timeout=DEADLINE)
+            except queue.Empty:
+                raise AssertionError(f"nothing came of {what} within {DEADLINE:g} s") from None
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:  # closed early (a watch, once its stop is set): its reader is done before the transport closes
+        reader.join(DEADLINE)
 
 
 def events_until_end(watch: Iterator[ThreadEvent]) -> list[ThreadEvent]:
@@ -218,6 +222,7 @@ def test_watch_gives_a_snapshot_then_the_live_events_in_order(agent_client):
         events = events_until_end(watch)
     finally:
         stop.set()
+        watch.close()
     crumbs = [e.frame for e in events if e.kind == "crumb"]
     assert {e.run_id for e in events if e.kind == "crumb"} == {run.run_id}
     assert shape(crumbs) == shape(log_of(agent_client, run.run_id))
@@ -309,6 +314,7 @@ def test_a_watch_repairs_a_gap_from_a_fresh_snapshot(agent_client):
         events = events_until_end(watch)
     finally:
         stop.set()
+        watch.close()
     kinds = [e.kind for e in events]
     gap = kinds.index("crumb")  # the stream lost what followed its first frame...
     repair = kinds.index("snapshot", gap)  # ...so a fresh snapshot came, and the run afresh

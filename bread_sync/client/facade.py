@@ -216,7 +216,8 @@ class _Watch:
         while not self.stop.is_set():
             run = next((r for r in state.runs if r["status"] in ACTIVE and r["id"] not in self.over), None)
             if run is None:
-                self.stop.wait(self.interval)
+                if self.stop.wait(self.interval):
+                    return
             else:
                 try:
                     yield from self._follow(run["id"])

@@ -151,3 +151,44 @@ def test_auth_headers_and_stream_tokens(auth_server, connect):
     with pytest.raises(BreadError) as caught:
         bare.transport.stream_run(done.run_id)
     assert caught.value.code == UNAUTHENTICATED
+
+
+GEVENT_SCRIPT = """
+from gevent import monkey
+
+monkey.patch_all()
+
+import sys
+import time
+
+import gevent
+
+from bread_sync.client import create_agent_client, http
+
+url = sys.argv[1]
+
+
+def read(n):
+    with create_agent_client(http.transport(url)) as client:
+        outcome = client.thread().send("slow", {"count": 10, "delayMs": 100}).wait_until_idle()
+        return outcome.status, outcome.text
+
+
+started = time.monotonic()
+jobs = [gevent.spawn(read, n) for n in range(4)]
+gevent.joinall(jobs, timeout=20, raise_error=True)
+print([job.value for job in jobs], round(time.monotonic() - started, 1))
+"""
+
+
+def test_the_client_is_correct_under_gevent(server):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT, server.url], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results, seconds = done.stdout.rsplit(" ", 1)
+    text = "".join(f"tick {n} " for n in range(1, 11))
+    assert results == repr([("completed", text)] * 4)
+    assert float(seconds) < 4 * 1.0  # four 1 s runs read side by side by greenlets, not one after another

@@ -1,5 +1,7 @@
 import os
 
+pytest_plugins = ["bread_sync.client.conformance"]
+
 import pytest
 
 from bread_sync import Config, ServerSettings, create_bread

@@ -40,6 +40,7 @@ RUN_COLUMNS = {
     "id": "id", "agentId": "agent_id", "sessionId": "session_id", "status": "status",
     "checkpointId": "checkpoint_id", "owner": "owner", "leaseUntil": "lease_until",
     "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
+    "remoteRunId": "remote_run_id", "remoteSeq": "remote_seq",
 }  # fmt: skip
 
 INSERT_CRUMB = "INSERT INTO crumbs (run_id, seq, type, crumb) VALUES (?, ?, ?, ?)"
@@ -205,7 +206,7 @@ class SQLiteStore:
 
     # runs
     def create_run(self, record: RunRow) -> bool:
-        values = [record[key] for key in RUN_COLUMNS]
+        values = [record.get(key) for key in RUN_COLUMNS]
         with self.connection() as db:
             return db.execute(INSERT_RUN, values).rowcount == 1
 
@@ -391,6 +392,8 @@ def _seq_conflict(run_id: str, seqs: list[int]) -> Iterator[None]:
 def _run(row: tuple[Any, ...]) -> RunRow:
     record = dict(zip(RUN_COLUMNS, row, strict=True))
     record["cancelRequested"] = bool(record["cancelRequested"])
+    if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
+        del record["remoteRunId"], record["remoteSeq"]
     return record
 
 

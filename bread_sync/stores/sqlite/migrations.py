@@ -122,3 +122,10 @@ def m003_retention_indexes(db: Database) -> None:
     db["checkpoints"].create_index(["run_id"], index_name="idx_checkpoints_run")
     db.execute("CREATE INDEX idx_loops_run ON loops (json_extract(data, '$.runId'))")
     db.execute("CREATE INDEX idx_task_runs_run ON task_runs (json_extract(data, '$.runId'))")
+
+
+@migration
+def m007_relay_position(db: Database) -> None:
+    # Where a remote agent's relay stands (engine/remote.py), written with each relayed crumb.
+    db["runs"].add_column("remote_run_id", str)
+    db["runs"].add_column("remote_seq", int)

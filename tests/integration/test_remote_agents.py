@@ -1,0 +1,216 @@
+"""Remote agents over HTTP: two real gunicorn + gevent servers, one calling the other.
+
+The remote serves ``tests.replica_config`` (the demo agents and ``stepper``); the caller serves
+``tests.remote_config``, whose ``slow``, ``writer``, ``far-stepper`` and ``missing`` are the
+remote's. Each has its own SQLite file: the caller reaches the remote only over HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+
+import httpx2 as httpx
+import pytest
+
+from bread_sync.engine import owners
+
+from . import servers
+from .client import (
+    AGENT_ERROR,
+    HUMAN_REQUIRED,
+    RUN_END,
+    TEXT_DELTA,
+    TRANSPORTS,
+    WIRES,
+    Tail,
+    assert_log,
+    durable_seqs,
+    log_of,
+    new_client,
+    open_stream,
+    passive_url,
+    resume,
+    run,
+    text_of,
+    wait_for,
+)
+
+TICKS = " ".join(f"tick {n}" for n in range(1, 41)) + " "
+
+
+@pytest.fixture(scope="module", params=WIRES)
+def pair(request, tmp_path_factory):
+    """(remote, caller, wire): the caller's two workers relay the remote's agents."""
+    wire = request.param
+    root = tmp_path_factory.mktemp(f"remote-{wire}")
+    transport = TRANSPORTS[wire]
+    remote = servers.Server("remote", root, root / "remote.db", transport,
+                            env={"BREAD_CONFIG": "tests.replica_config:config"})  # fmt: skip
+    remote.start()
+    env = {"BREAD_CONFIG": "tests.remote_config:config", "BREAD_REMOTE_URL": remote.url, "BREAD_REMOTE_WIRE": wire}
+    caller = servers.Server("caller", root, root / "caller.db", transport, workers=2, env=env)
+    try:
+        caller.start()
+        yield remote, caller, wire
+    finally:
+        caller.stop()
+        remote.stop()
+
+
+@pytest.fixture
+def http():
+    with new_client() as client:
+        yield client
+
+
+def remote_run_of(http, remote, session_id: str) -> dict:
+    """The remote's run that relays into the caller's run of ``session_id`` (the relay names the
+    remote run's session after the local one)."""
+    runs = wait_for(lambda: http.get(f"{remote.url}/runs", params={"session": session_id}).json(), 10, "the remote run")
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def without_ids(events, *keys: str) -> list[tuple]:
+    """Each logged crumb as (seq, crumb) without the fields that name this server's own ids."""
+    return [(e.seq, {k: v for k, v in e.data.items() if k not in ("runId", *keys)}) for e in events]
+
+
+def test_a_relayed_runs_log_is_the_remote_runs_crumbs_renumbered(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 3, "delayMs": 20}, "session": {"id": session_id}}
+    stream = run(http, caller.url, "far-stepper", body, wire)
+
+    assert stream.status == 200 and stream.types[-1] == RUN_END, stream.types
+    assert stream.last_crumb.data["output"] == "finished."
+    local = log_of(http, caller.url, stream.run_id, wire)
+    assert_log(local, stream.run_id)
+    there = remote_run_of(http, remote, session_id)
+    assert there["status"] == "completed" and there["agentId"] == "stepper"
+    far = log_of(http, remote.url, there["id"], wire)
+    # The local run opens with its own start (its agent id); all else is the remote's, at its seqs.
+    assert local[0].data["agentId"] == "far-stepper" and far[0].data["agentId"] == "stepper"
+    assert without_ids(local[1:]) == without_ids(far[1:])
+    assert local[0].data["input"] == far[0].data["input"] and local[0].data["sessionId"] == session_id
+    # What the caller's response carried agrees with its log at every durable seq.
+    logged = {e.seq: e.data for e in local}
+    assert all(logged[e.seq] == e.data for e in stream.events if e.durable)
+    assert text_of(stream.events) == text_of(local) == text_of(far)
+
+
+def test_get_agents_lists_remote_agents_with_the_remotes_schema(http, pair):
+    remote, caller, _ = pair
+    listed = {a["id"]: a for a in http.get(f"{caller.url}/agents").json()}
+    there = http.get(f"{remote.url}/agents/stepper").json()
+
+    assert {"slow", "writer", "far-stepper", "missing", "echo"} <= set(listed)
+    ids = [a["id"] for a in http.get(f"{caller.url}/agents").json()]
+    assert len(ids) == len(set(ids)), f"a shadowed agent listed twice: {ids}"
+    summary = {k: there[k] for k in ("model", "outputFormat", "description")}
+    assert listed["far-stepper"] == {"id": "far-stepper", **summary}
+    described = http.get(f"{caller.url}/agents/far-stepper").json()
+    assert described == {**there, "id": "far-stepper"}
+    assert described["inputSchema"]["required"] == ["count", "delayMs"]
+
+
+def test_a_remote_hitl_pause_is_a_local_checkpoint_whose_resume_resumes_the_remote(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    first = run(http, caller.url, "writer", {"input": {"topic": "bread"}, "session": {"id": session_id}}, wire)
+    assert first.types[-1] == HUMAN_REQUIRED, first.types
+    paused = first.last_crumb.data
+    there = remote_run_of(http, remote, session_id)
+    assert there["status"] == "paused"
+    assert paused["checkpointId"] != there["checkpointId"], "the local pause is a local checkpoint"
+    assert http.get(f"{caller.url}/runs/{first.run_id}").json()["status"] == "paused"
+
+    continuation = resume(http, caller.url, paused["checkpointId"], {"approved": True}, wire)
+
+    assert continuation.run_id == first.run_id
+    assert continuation.types[0] == "human:resumed" and continuation.types[-1] == RUN_END, continuation.types
+    assert continuation.events[0].data["checkpointId"] == paused["checkpointId"]
+    assert continuation.last_crumb.data["output"] == "Published."
+    assert wait_for(lambda: http.get(f"{remote.url}/runs/{there['id']}").json()["status"] == "completed", 10,
+                    "the remote run's end")  # fmt: skip
+    local, far = log_of(http, caller.url, first.run_id, wire), log_of(http, remote.url, there["id"], wire)
+    assert_log(local, first.run_id)
+    assert without_ids(local[1:], "checkpointId") == without_ids(far[1:], "checkpointId")
+    again = resume(http, caller.url, paused["checkpointId"], {"approved": True}, wire)
+    assert "CHECKPOINT_ALREADY_RESUMED" in again.text
+
+
+def test_a_local_cancel_cancels_the_remote_run(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 200, "delayMs": 50}, "session": {"id": session_id}}
+    with open_stream(http, "POST", f"{caller.url}/agents/slow/run", wire, body=body) as stream:
+        stream.until(lambda e: e.type == TEXT_DELTA, "a first tick")
+        there = remote_run_of(http, remote, session_id)
+        assert http.post(f"{caller.url}/runs/{stream.run_id}/cancel").status_code == 200
+        stream.rest()
+    assert stream.last_crumb.type == AGENT_ERROR and stream.last_crumb.data["error"]["code"] == "RUN_CANCELLED"
+    assert wait_for(lambda: http.get(f"{remote.url}/runs/{there['id']}").json()["status"] == "cancelled", 10,
+                    "the remote run's cancel")  # fmt: skip
+    assert http.get(f"{caller.url}/runs/{stream.run_id}").json()["status"] == "cancelled"
+
+
+def test_a_cancel_on_the_remote_ends_the_local_run(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 200, "delayMs": 50}, "session": {"id": session_id}}
+    with open_stream(http, "POST", f"{caller.url}/agents/slow/run", wire, body=body) as stream:
+        stream.until(lambda e: e.type == TEXT_DELTA, "a first tick")
+        there = remote_run_of(http, remote, session_id)
+        assert http.post(f"{remote.url}/runs/{there['id']}/cancel").status_code == 200
+        stream.rest()
+    assert stream.last_crumb.data["error"]["code"] == "RUN_CANCELLED"
+    assert http.get(f"{caller.url}/runs/{stream.run_id}").json()["status"] == "cancelled"
+    assert_log(log_of(http, caller.url, stream.run_id, wire), stream.run_id)
+
+
+def test_an_agent_the_remote_lacks_fails_the_local_run_with_the_remotes_error(http, pair):
+    _, caller, wire = pair
+    stream = run(http, caller.url, "missing", {"input": "hello"}, wire)
+    assert stream.last_crumb.type == AGENT_ERROR and stream.last_crumb.data["error"]["code"] == "AGENT_NOT_FOUND"
+    assert http.get(f"{caller.url}/runs/{stream.run_id}").json()["status"] == "failed"
+
+
+def test_a_relay_survives_a_sigkill_of_the_callers_worker(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 40, "delayMs": 100}, "session": {"id": session_id}}
+    with new_client() as first_client:
+        with open_stream(first_client, "POST", f"{caller.url}/agents/slow/run", wire, body=body) as stream:
+            run_id = stream.run_id
+            stream.until(lambda e: e.type == TEXT_DELTA and "tick 5 " in e.data["delta"], "five ticks")
+            owner = owners.parse(http.get(f"{caller.url}/runs/{run_id}").json()["owner"])
+            assert owner is not None and owner.pid in caller.worker_pids()
+            os.kill(owner.pid, signal.SIGKILL)
+            with pytest.raises(httpx.TransportError):
+                stream.rest()  # the connection drops with the worker
+    before = stream.events
+    assert RUN_END not in stream.types
+    last = max(durable_seqs(before))
+
+    # The client reconnects after what it holds, as a browser's EventSource would.
+    tail = Tail(passive_url(caller.url, run_id), wire, headers={"Last-Event-ID": str(last)}, seconds=30)
+    tail.start()
+    after = tail.finish(30)
+
+    crumbs = [e for e in after if e.kind == "crumb"]
+    assert crumbs[-1].type == RUN_END and crumbs[-1].data["output"] == TICKS, [e.type for e in crumbs]
+    durable = durable_seqs(before) + durable_seqs(crumbs)
+    assert durable == sorted(set(durable)), f"a durable crumb twice or out of order: {durable}"
+    record = http.get(f"{caller.url}/runs/{run_id}").json()
+    assert record["status"] == "completed" and owners.parse(record["owner"] or "") is None
+    local = log_of(http, caller.url, run_id, wire)
+    assert_log(local, run_id)
+    assert durable_seqs(local) == durable, "the client missed a durable crumb the log holds"
+    far = log_of(http, remote.url, remote_run_of(http, remote, session_id)["id"], wire)
+    assert without_ids(local[1:]) == without_ids(far[1:]), "the log lost or doubled a relayed crumb"
+    # Text: the segment in flight at the reconnect may come again whole (the dedup rule), never less.
+    assert text_of(local) == TICKS and TICKS in text_of(before) + text_of(crumbs)
+    assert text_of(crumbs).endswith("tick 40 ")

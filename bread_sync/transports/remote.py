@@ -84,6 +84,13 @@ class RemoteAgent:
                 self._pid = os.getpid()
             return self._client
 
+    def close(self) -> None:
+        """Close this process's connections to the remote."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
     # -- calls ------------------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:

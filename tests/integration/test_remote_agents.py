@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 
 import httpx2 as httpx
 import pytest
 
+from bread_sync import Bread, Config, create_bread
+from bread_sync.crumbs import Frame
 from bread_sync.engine import owners
+from bread_sync.stores import now_iso, sqlite
+from bread_sync.transports import http_chunked, http_sse
 
 from . import servers
 from .client import (
@@ -178,39 +183,125 @@ def test_an_agent_the_remote_lacks_fails_the_local_run_with_the_remotes_error(ht
     assert http.get(f"{caller.url}/runs/{stream.run_id}").json()["status"] == "failed"
 
 
-def test_a_relay_survives_a_sigkill_of_the_callers_worker(http, pair):
-    remote, caller, wire = pair
-    session_id = f"ses_{uuid.uuid4().hex}"
-    body = {"input": {"count": 40, "delayMs": 100}, "session": {"id": session_id}}
+def kill_the_owner_mid_run(http, caller, wire, agent: str, body: dict, far_enough) -> tuple[str, list]:
+    """Start a run of ``agent`` on the caller, SIGKILL the worker that owns it once the stream
+    shows ``far_enough``, and return (run id, the events the client had)."""
     with new_client() as first_client:
-        with open_stream(first_client, "POST", f"{caller.url}/agents/slow/run", wire, body=body) as stream:
-            run_id = stream.run_id
-            stream.until(lambda e: e.type == TEXT_DELTA and "tick 5 " in e.data["delta"], "five ticks")
-            owner = owners.parse(http.get(f"{caller.url}/runs/{run_id}").json()["owner"])
+        with open_stream(first_client, "POST", f"{caller.url}/agents/{agent}/run", wire, body=body) as stream:
+            stream.until(far_enough, "the run under way")
+            owner = owners.parse(http.get(f"{caller.url}/runs/{stream.run_id}").json()["owner"])
             assert owner is not None and owner.pid in caller.worker_pids()
             os.kill(owner.pid, signal.SIGKILL)
             with pytest.raises(httpx.TransportError):
                 stream.rest()  # the connection drops with the worker
-    before = stream.events
     assert RUN_END not in stream.types
-    last = max(durable_seqs(before))
+    return stream.run_id, stream.events
 
-    # The client reconnects after what it holds, as a browser's EventSource would.
-    tail = Tail(passive_url(caller.url, run_id), wire, headers={"Last-Event-ID": str(last)}, seconds=30)
+
+def reconnect(caller, run_id: str, wire: str, before: list) -> list:
+    """The client's reconnect after what it holds, as a browser's EventSource would: its crumbs."""
+    tail = Tail(passive_url(caller.url, run_id), wire, headers={"Last-Event-ID": str(max(durable_seqs(before)))})
     tail.start()
-    after = tail.finish(30)
+    return [e for e in tail.finish(30) if e.kind == "crumb"]
 
-    crumbs = [e for e in after if e.kind == "crumb"]
-    assert crumbs[-1].type == RUN_END and crumbs[-1].data["output"] == TICKS, [e.type for e in crumbs]
-    durable = durable_seqs(before) + durable_seqs(crumbs)
+
+def assert_relayed_whole(http, remote, caller, wire, run_id: str, session_id: str, before: list, after: list) -> None:
+    durable = durable_seqs(before) + durable_seqs(after)
     assert durable == sorted(set(durable)), f"a durable crumb twice or out of order: {durable}"
     record = http.get(f"{caller.url}/runs/{run_id}").json()
-    assert record["status"] == "completed" and owners.parse(record["owner"] or "") is None
+    assert record["status"] == "completed", record
     local = log_of(http, caller.url, run_id, wire)
     assert_log(local, run_id)
     assert durable_seqs(local) == durable, "the client missed a durable crumb the log holds"
     far = log_of(http, remote.url, remote_run_of(http, remote, session_id)["id"], wire)
     assert without_ids(local[1:]) == without_ids(far[1:]), "the log lost or doubled a relayed crumb"
+
+
+def test_a_relay_survives_a_sigkill_of_the_callers_worker(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 40, "delayMs": 100}, "session": {"id": session_id}}
+    five = lambda e: e.type == TEXT_DELTA and "tick 5 " in e.data["delta"]  # noqa: E731
+    run_id, before = kill_the_owner_mid_run(http, caller, wire, "slow", body, five)
+
+    after = reconnect(caller, run_id, wire, before)
+
+    assert after[-1].type == RUN_END and after[-1].data["output"] == TICKS, [e.type for e in after]
+    assert_relayed_whole(http, remote, caller, wire, run_id, session_id, before, after)
     # Text: the segment in flight at the reconnect may come again whole (the dedup rule), never less.
-    assert text_of(local) == TICKS and TICKS in text_of(before) + text_of(crumbs)
-    assert text_of(crumbs).endswith("tick 40 ")
+    local = log_of(http, caller.url, run_id, wire)
+    assert text_of(local) == TICKS and TICKS in text_of(before) + text_of(after)
+    assert text_of(after).endswith("tick 40 ")
+
+
+def test_a_relay_taken_over_mid_run_goes_on_after_its_last_durable_crumb(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 12, "delayMs": 100}, "session": {"id": session_id}}
+    third = lambda e: e.type == "tool:result" and e.data["output"] == {"noted": 3}  # noqa: E731
+    run_id, before = kill_the_owner_mid_run(http, caller, wire, "far-stepper", body, third)
+
+    after = reconnect(caller, run_id, wire, before)
+
+    assert after[-1].type == RUN_END and after[-1].data["output"] == "finished.", [e.type for e in after]
+    assert_relayed_whole(http, remote, caller, wire, run_id, session_id, before, after)
+    results = [e.data["output"]["noted"] for e in before + after if e.type == "tool:result"]
+    assert results == list(range(1, 13)), "a step's tool result lost or doubled"
+
+
+@pytest.fixture
+def bread_calling(tmp_path):
+    """Callers in this process, on one SQLite file, whose ``slow`` is the remote's; closed after."""
+    made: list[Bread] = []
+
+    def make(remote, wire: str) -> Bread:
+        factory = http_sse.remote_agent if wire == "sse" else http_chunked.remote_agent
+        remote_agents = {"slow": factory(url=remote.url, agent_id="slow")}
+        config = Config(store=sqlite.store(path=tmp_path / "caller.db"), blob_store=None, remote_agents=remote_agents)
+        made.append(create_bread(config))
+        return made[-1]
+
+    yield make
+    for bread in made:
+        bread.close()
+
+
+def dead_relay(run_id: str, remote_run_id: str) -> dict:
+    """The record of a relay whose owner's lease lapsed an hour ago."""
+    return {
+        "id": run_id, "agentId": "slow", "sessionId": f"ses_{uuid.uuid4().hex}", "status": "running",
+        "checkpointId": None, "owner": "elsewhere:1:gone", "leaseUntil": time.time() - 3600,
+        "cancelRequested": False, "createdAt": now_iso(), "updatedAt": now_iso(),
+        "remoteRunId": remote_run_id, "remoteSeq": 0,
+    }  # fmt: skip
+
+
+def test_a_dead_relay_is_taken_over_by_one_process_only(http, pair, bread_calling):
+    remote, _, wire = pair
+    finished = run(http, remote.url, "slow", {"input": {"count": 3, "delayMs": 0}}, wire)
+    first, second = bread_calling(remote, wire), bread_calling(remote, wire)
+    record = dead_relay("run_orphan", finished.run_id)
+    first.store.create_run(record)
+    start = {"type": "agent:run:start", "runId": "run_orphan"}
+    first.store.append_crumbs("run_orphan", [Frame("run_orphan", 1, start)])
+
+    claims = [first.adopt(record), second.adopt(record)]
+
+    assert claims.count(True) == 1, claims
+    adopted = wait_for(lambda: (r := first.store.get_run("run_orphan"))["status"] != "running" and r, 10, "its end")
+    assert adopted["status"] == "completed"
+    log = first.store.get_crumbs("run_orphan")
+    assert [f.crumb["type"] for f in log] == ["agent:run:start", "text:delta", "agent:run:end"]
+    assert log[1].crumb["delta"] == "tick 1 tick 2 tick 3 " and log[2].crumb["output"] == log[1].crumb["delta"]
+
+
+def test_a_dead_relay_whose_remote_run_is_gone_is_interrupted(pair, bread_calling):
+    remote, _, wire = pair
+    bread = bread_calling(remote, wire)
+    bread.store.create_run(dead_relay("run_lost", "run_the_remote_never_had"))
+
+    assert bread.sweep_interrupted() == 0  # not marked by the sweep: taken over, then found gone
+
+    record = bread.store.get_run("run_lost")
+    assert record["status"] == "interrupted"
+    assert bread.store.get_crumbs("run_lost")[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"

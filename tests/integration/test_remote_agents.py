@@ -7,8 +7,11 @@ remote's. Each has its own SQLite file: the caller reaches the remote only over 
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 
@@ -305,3 +308,20 @@ def test_a_dead_relay_whose_remote_run_is_gone_is_interrupted(pair, bread_callin
     record = bread.store.get_run("run_lost")
     assert record["status"] == "interrupted"
     assert bread.store.get_crumbs("run_lost")[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"
+
+
+def test_the_remote_agents_example_runs_the_remote_writer_through_the_caller(pair, monkeypatch):
+    remote, caller, wire = pair
+    if wire != "ndjson":
+        pytest.skip("the example's client reads the caller's NDJSON")
+    env = {"BREAD_URL": caller.url, "PATH": "", "PYTHONPATH": str(servers.MAIN)}
+    done = subprocess.run([sys.executable, str(servers.MAIN / "examples" / "remote_agents.py")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["1", "agent:run:start"] and "human:required" in lines[10], lines
+    assert lines[11].startswith("paused: publish") and lines[-1] == "output: Published.", lines
+    # The example's own config names the remote's writer.
+    monkeypatch.setenv("BREAD_REMOTE_URL", remote.url)
+    example = importlib.import_module("examples.remote_agents").config()
+    assert example.remote_agents["writer"].url == remote.url and example.remote_agents["writer"].agent_id == "writer"

@@ -3,22 +3,48 @@
 
 The demo agents, with ``slow`` and ``writer`` shadowed by the remote's own, ``stepper`` (an agent
 only the remote has, from ``tests.replica_config``) as ``far-stepper``, and ``missing`` naming an
-agent the remote lacks. Leases are short, so a relay whose owner died is noticed quickly.
+agent the remote lacks; and two local agents that call remote ones as subagents: ``editor`` asks
+the remote ``writer`` (which pauses for approval), ``watcher`` the remote ``slow`` (40 ticks).
+Leases are short, so a relay whose owner died is noticed quickly.
 """
 
 from __future__ import annotations
 
 import os
 
+from bread_sync.agents import Agent, subagent
 from bread_sync.config import Config
 from bread_sync.demo import config as demo_config
+from bread_sync.models import script
+from bread_sync.models.script import call, say
 from bread_sync.transports import http_chunked, http_sse
 
 REMOTES = {"slow": "slow", "writer": "writer", "far-stepper": "stepper", "missing": "no-such-agent"}
+
+
+
+def _report(convo: script.Conversation) -> say:
+    return say(f"The writer said: {convo.last_tool_output}")
+
+
+editor = Agent(
+    id="editor",
+    description="Has the remote writer draft a post about bread, then reports what it said.",
+    model=script.provider([call("writer", {"topic": "bread"}), _report]),
+    tools=[subagent("writer")],
+)
+watcher = Agent(
+    id="watcher",
+    description="Watches the remote slow agent tick 40 times.",
+    model=script.provider([call("slow", {"count": 40, "delayMs": 100}), say("Watched.")]),
+    tools=[subagent("slow")],
+)
 
 
 def config() -> Config:
     make = http_sse.remote_agent if os.environ.get("BREAD_REMOTE_WIRE") == "sse" else http_chunked.remote_agent
     url = os.environ["BREAD_REMOTE_URL"]
     remote_agents = {local: make(url=url, agent_id=there) for local, there in REMOTES.items()}
-    return demo_config().model_copy(update={"remote_agents": remote_agents, "lease_seconds": 5.0})
+    base = demo_config()
+    agents = [*base.agents, editor, watcher]
+    return base.model_copy(update={"agents": agents, "remote_agents": remote_agents, "lease_seconds": 5.0})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -37,7 +38,7 @@ class RemoteRun(Checkpointed):
     kind = "remote"
     saved: ClassVar[dict[str, str]] = {
         "input": "input", "remoteRunId": "remote_run_id", "remoteCheckpointId": "remote_checkpoint_id",
-        "remoteSeq": "remote_seq",
+        "remoteSeq": "remote_seq", "nested": "nested",
     }  # fmt: skip
     child = None
 
@@ -53,6 +54,18 @@ class RemoteRun(Checkpointed):
         self.remote_checkpoint_id: str | None = None
         #: Taken over from a process that died: the remote run exists, follow it.
         self.adopted = adopted
+        #: A subagent of a local agent's run: the run's record is not this relay's (no position).
+        self.nested = False
+
+    @classmethod
+    def nested_in(cls, ctx: RunContext, agent_id: str, arguments: Any) -> RemoteRun:
+        """A remote agent called as a subagent, with the call's arguments (its ``input`` field
+        when the remote agent has no input schema, as for a local subagent)."""
+        no_schema = not ctx.runtime.remote_agents[agent_id].input_schema()
+        input = arguments.get("input") if no_schema and isinstance(arguments, dict) else arguments
+        child = cls(ctx, agent_id, input, remote_run_id=f"run_{uuid.uuid4().hex}")
+        child.nested = True
+        return child
 
     def head(self) -> dict[str, Any]:
         return {"agentId": self.agent_id}
@@ -94,8 +107,9 @@ class RemoteRun(Checkpointed):
                     return crumb.get("output")
                 if kind == c.AGENT_ERROR:
                     raise _error_of(crumb)
-                seq = frame.seq
-                emitter.defer(lambda seq=seq: store.update_run(run_id, remoteSeq=seq))
+                if not self.nested:
+                    seq = frame.seq
+                    emitter.defer(lambda seq=seq: store.update_run(run_id, remoteSeq=seq))
                 if kind == c.HUMAN_REQUIRED:
                     self.remote_checkpoint_id = crumb["checkpointId"]
                     call = {"id": crumb["toolCallId"], "name": crumb["toolName"], "input": crumb["input"]}

@@ -31,6 +31,8 @@ UNREACHABLE_SECONDS = 60.0
 CONNECT_SECONDS = 5.0
 #: What a non-streaming call (describe, cancel, status) may take.
 CALL_SECONDS = 10.0
+#: How long a remote agent's input schema is reused before it is asked for again.
+SCHEMA_SECONDS = 60.0
 
 
 def _httpx() -> Any:
@@ -69,6 +71,7 @@ class RemoteAgent:
         self._client: Any = None
         self._pid = 0
         self._lock = threading.Lock()
+        self._schema: tuple[float, dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"RemoteAgent({self.agent_id!r} at {self.url})"
@@ -96,6 +99,14 @@ class RemoteAgent:
     def describe(self) -> dict[str, Any]:
         """The remote's ``GET /agents/<id>``: its summary, input schema and skills."""
         return self._json("GET", f"/agents/{quote(self.agent_id, safe='')}")
+
+    def input_schema(self) -> dict[str, Any]:
+        """The remote agent's input JSON Schema (``{}``: it takes any input), from
+        :meth:`describe`, kept for a minute: a model's every turn asks for its subagents'."""
+        now = time.monotonic()
+        if self._schema is None or now - self._schema[0] > SCHEMA_SECONDS:
+            self._schema = (now, self.describe().get("inputSchema") or {})
+        return self._schema[1]
 
     def run_status(self, run_id: str) -> str | None:
         """The remote run's status, or None when the remote has no such run."""

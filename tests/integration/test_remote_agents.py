@@ -325,3 +325,38 @@ def test_the_remote_agents_example_runs_the_remote_writer_through_the_caller(pai
     monkeypatch.setenv("BREAD_REMOTE_URL", remote.url)
     example = importlib.import_module("examples.remote_agents").config()
     assert example.remote_agents["writer"].url == remote.url and example.remote_agents["writer"].agent_id == "writer"
+
+
+def test_a_remote_subagent_relays_inside_its_callers_run_and_pauses_there(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    first = run(http, caller.url, "editor", {"input": "go", "session": {"id": session_id}}, wire)
+    assert first.types[-1] == HUMAN_REQUIRED, first.types
+    types = first.types
+    assert types.count("agent:run:start") == 1, "the remote's own start is not relayed into the parent"
+    assert types.index("subagent:run:start") < types.index("tool:call", types.index("subagent:run:start"))
+    paused = first.last_crumb.data
+    assert paused["toolName"] == "publish"
+
+    continuation = resume(http, caller.url, paused["checkpointId"], {"approved": True}, wire)
+
+    assert continuation.types[-1] == RUN_END, continuation.types
+    end = next(e.data for e in continuation.events if e.type == "subagent:run:end")
+    assert (end["subagentId"], end["status"], end["output"]) == ("writer", "completed", "Published.")
+    assert continuation.last_crumb.data["output"] == "The writer said: Published."
+    assert_log(log_of(http, caller.url, first.run_id, wire), first.run_id)
+    there = wait_for(lambda: [r for r in http.get(f"{remote.url}/runs", params={"agent": "writer"}).json()
+                              if r["sessionId"] == session_id], 10, "the remote writer's run")  # fmt: skip
+    assert there[0]["status"] == "completed"
+
+
+def test_a_local_agents_run_with_a_remote_subagent_is_interrupted_when_its_owner_dies(http, pair):
+    _, caller, wire = pair
+    body = {"input": "go", "session": {"id": f"ses_{uuid.uuid4().hex}"}}
+    five = lambda e: e.type == TEXT_DELTA and "tick 5 " in e.data["delta"]  # noqa: E731
+    run_id, before = kill_the_owner_mid_run(http, caller, wire, "watcher", body, five)
+
+    after = reconnect(caller, run_id, wire, before)
+
+    assert after[-1].type == AGENT_ERROR and after[-1].data["error"]["code"] == "RUN_INTERRUPTED", after[-1].data
+    assert http.get(f"{caller.url}/runs/{run_id}").json()["status"] == "interrupted"

@@ -56,14 +56,15 @@ def health() -> Any:
 
 def list_agents() -> Any:
     instance = bread()
-    remote = [remote_summary(id, instance.remote_agents[id]) for id in exposed_remote(instance)]
-    return jsonify([agent_summary(agent) for agent in exposed(instance)] + remote)
+    remote = [remote_description(id, instance.remote_agents[id]) for id in exposed_remote(instance)]
+    summaries = [{key: described.get(key) for key in SUMMARY_KEYS} for described in remote]
+    return jsonify([agent_summary(agent) for agent in exposed(instance)] + summaries)
 
 
 def read_agent(id: str) -> Any:
     instance = bread()
     if id in exposed_remote(instance):
-        return jsonify({**instance.remote_agents[id].describe(), "id": id})
+        return jsonify(remote_description(id, instance.remote_agents[id]))
     agent = next((a for a in exposed(instance) if a.id == id), None)
     if agent is None:
         raise BreadError(AGENT_NOT_FOUND, f"no agent {id!r}")
@@ -86,15 +87,20 @@ def exposed_remote(instance: Any) -> list[str]:
     return [id for id in instance.remote_agents if entrypoints is None or id in entrypoints]
 
 
-def remote_summary(id: str, remote: Any) -> dict[str, Any]:
+#: What ``GET /agents`` answers of each agent.
+SUMMARY_KEYS = ("id", "model", "outputFormat", "description")
+
+
+def remote_description(id: str, remote: Any) -> dict[str, Any]:
     """A remote agent as its server describes it (``GET /agents/<id>`` there), under its local
-    id; while that server does not answer, only what the config knows."""
+    id; while that server does not describe it, only what the config knows."""
     try:
         described = remote.describe()
     except BreadError as exc:
         log.warning("remote agent %s did not describe itself: %s", id, exc.message)
-        return {"id": id, "model": f"remote:{remote.agent_id}", "outputFormat": "text", "description": None}
-    return {"id": id, **{key: described.get(key) for key in ("model", "outputFormat", "description")}}
+        described = {"model": f"remote:{remote.agent_id}", "outputFormat": "text", "description": None,
+                     "inputSchema": {}, "skills": []}  # fmt: skip
+    return {**described, "id": id}
 
 
 def agent_summary(agent: Any) -> dict[str, Any]:

@@ -31,8 +31,8 @@ UNREACHABLE_SECONDS = 60.0
 CONNECT_SECONDS = 5.0
 #: What a non-streaming call (describe, cancel, status) may take.
 CALL_SECONDS = 10.0
-#: How long a remote agent's input schema is reused before it is asked for again.
-SCHEMA_SECONDS = 60.0
+#: How long a remote agent's description is reused before it is asked for again.
+DESCRIBED_SECONDS = 60.0
 
 
 def _httpx() -> Any:
@@ -71,7 +71,7 @@ class RemoteAgent:
         self._client: Any = None
         self._pid = 0
         self._lock = threading.Lock()
-        self._schema: tuple[float, dict[str, Any]] | None = None
+        self._described: tuple[float, dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"RemoteAgent({self.agent_id!r} at {self.url})"
@@ -97,16 +97,17 @@ class RemoteAgent:
     # -- calls ------------------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        """The remote's ``GET /agents/<id>``: its summary, input schema and skills."""
-        return self._json("GET", f"/agents/{quote(self.agent_id, safe='')}")
+        """The remote's ``GET /agents/<id>`` (its summary, input schema and skills), kept for
+        :data:`DESCRIBED_SECONDS`: ``GET /agents`` and a model's every turn (for a subagent's
+        parameters) ask for it."""
+        now = time.monotonic()
+        if self._described is None or now - self._described[0] > DESCRIBED_SECONDS:
+            self._described = (now, self._json("GET", f"/agents/{quote(self.agent_id, safe='')}"))
+        return self._described[1]
 
     def input_schema(self) -> dict[str, Any]:
-        """The remote agent's input JSON Schema (``{}``: it takes any input), from
-        :meth:`describe`, kept for a minute: a model's every turn asks for its subagents'."""
-        now = time.monotonic()
-        if self._schema is None or now - self._schema[0] > SCHEMA_SECONDS:
-            self._schema = (now, self.describe().get("inputSchema") or {})
-        return self._schema[1]
+        """The remote agent's input JSON Schema; ``{}`` when it takes any input."""
+        return self.describe().get("inputSchema") or {}
 
     def run_status(self, run_id: str) -> str | None:
         """The remote run's status, or None when the remote has no such run."""

@@ -122,6 +122,10 @@ def test_get_agents_lists_remote_agents_with_the_remotes_schema(http, pair):
     described = http.get(f"{caller.url}/agents/far-stepper").json()
     assert described == {**there, "id": "far-stepper"}
     assert described["inputSchema"]["required"] == ["count", "delayMs"]
+    # An agent the remote does not have is described by what the config knows, not a 500.
+    missing = http.get(f"{caller.url}/agents/missing")
+    assert missing.status_code == 200 and missing.json()["model"] == "remote:no-such-agent", missing.text
+    assert listed["missing"]["model"] == "remote:no-such-agent"
 
 
 def test_a_remote_hitl_pause_is_a_local_checkpoint_whose_resume_resumes_the_remote(http, pair):

@@ -3,7 +3,8 @@
 
 The demo agents, with ``slow`` and ``writer`` shadowed by the remote's own, ``stepper`` (an agent
 only the remote has, from ``tests.replica_config``) as ``far-stepper``, and ``missing`` naming an
-agent the remote lacks; and two local agents that call remote ones as subagents: ``editor`` asks
+agent the remote lacks, and ``sleepy``, the remote's ``slow`` read by a relay that re-opens the
+stream after half a second of silence; and two local agents that call remote ones as subagents: ``editor`` asks
 the remote ``writer`` (which pauses for approval), ``watcher`` the remote ``slow`` (40 ticks).
 Leases are short, so a relay whose owner died is noticed quickly.
 """
@@ -19,6 +20,7 @@ from bread_sync.models import script
 from bread_sync.models.script import call, say
 from bread_sync.transports import http_chunked, http_sse
 
+HEARTBEAT_TIMEOUT = 0.5
 REMOTES = {"slow": "slow", "writer": "writer", "far-stepper": "stepper", "missing": "no-such-agent"}
 
 
@@ -45,6 +47,8 @@ def config() -> Config:
     make = http_sse.remote_agent if os.environ.get("BREAD_REMOTE_WIRE") == "sse" else http_chunked.remote_agent
     url = os.environ["BREAD_REMOTE_URL"]
     remote_agents = {local: make(url=url, agent_id=there) for local, there in REMOTES.items()}
+    # The remote's slow, read by a relay that takes half a second of silence for a dead stream.
+    remote_agents["sleepy"] = make(url=url, agent_id="slow", heartbeat_timeout=HEARTBEAT_TIMEOUT)
     base = demo_config()
     agents = [*base.agents, editor, watcher]
     return base.model_copy(update={"agents": agents, "remote_agents": remote_agents, "lease_seconds": 5.0})

@@ -13,6 +13,7 @@ gives way to the worker's other requests.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,8 @@ from ..errors import RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
 from ..stream_reader import HEARTBEAT_TIMEOUT_SECONDS, RunStreamReader
 from ..tails import Gap
 from ..wire import Wire
+
+log = logging.getLogger("bread_sync")
 
 #: How long a relay keeps trying to reach a remote that stopped answering before it gives up.
 UNREACHABLE_SECONDS = 60.0
@@ -169,6 +172,8 @@ class RemoteAgent:
                 return
             if time.monotonic() - heard > self.unreachable_seconds:
                 raise BreadError(RUN_INTERRUPTED, f"the remote agent's server stopped answering: {self.url}")
+            log.info("remote run %s: its stream ended or went silent; re-opening it after seq %d",
+                     run_id, reader.position)  # fmt: skip
             time.sleep(min(reader.reconnect_delay, 1.0))
 
     def _read(self, reader: RunStreamReader, request: tuple[str, str, Any]) -> Iterator[Frame | Gap]:

@@ -364,3 +364,19 @@ def test_a_local_agents_run_with_a_remote_subagent_is_interrupted_when_its_owner
 
     assert after[-1].type == AGENT_ERROR and after[-1].data["error"]["code"] == "RUN_INTERRUPTED", after[-1].data
     assert http.get(f"{caller.url}/runs/{run_id}").json()["status"] == "interrupted"
+
+
+def test_a_relay_reopens_a_silent_stream_after_its_position(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 3, "delayMs": 1500}, "session": {"id": session_id}}
+    stream = run(http, caller.url, "sleepy", body, wire)  # 1.5 s between ticks, 0.5 s of patience
+
+    assert stream.types[-1] == RUN_END and stream.last_crumb.data["output"] == "tick 1 tick 2 tick 3 ", stream.types
+    assert text_of(stream.events) == "tick 1 tick 2 tick 3 ", "a re-opened stream re-sent text the relay had"
+    local = log_of(http, caller.url, stream.run_id, wire)
+    far = log_of(http, remote.url, remote_run_of(http, remote, session_id)["id"], wire)
+    assert without_ids(local[1:]) == without_ids(far[1:])
+    # The relay re-opened the remote run's stream while it waited (the caller's log says so).
+    far_id = remote_run_of(http, remote, session_id)["id"]
+    assert caller.log(200_000).count(f"remote run {far_id}: its stream ended or went silent") >= 2

@@ -33,7 +33,8 @@ _NOT_RELAYED = frozenset({c.AGENT_RUN_START, c.HUMAN_RESUMED})
 
 
 class RemoteRun(Checkpointed):
-    """The root activity of a relay-only run."""
+    """A remote agent's run, relayed: the root activity of a remote agent's run, or (``nested``)
+    a local agent's subagent."""
 
     kind = "remote"
     saved: ClassVar[dict[str, str]] = {
@@ -123,6 +124,9 @@ class RemoteRun(Checkpointed):
             raise
         finally:
             undo()
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()  # the remote response, at once rather than when collected
         raise BreadError(RUN_INTERRUPTED, "the remote run's stream ended without its end")
 
     def _cancel_remote(self) -> None:

@@ -154,31 +154,21 @@ def test_a_remote_hitl_pause_is_a_local_checkpoint_whose_resume_resumes_the_remo
     assert "CHECKPOINT_ALREADY_RESUMED" in again.text
 
 
-def test_a_local_cancel_cancels_the_remote_run(http, pair):
+@pytest.mark.parametrize("where", ["caller", "remote"])
+def test_a_cancel_crosses_from_either_side(http, pair, where):
+    """A cancel of the local run cancels the remote one; a cancel on the remote ends the local one."""
     remote, caller, wire = pair
     session_id = f"ses_{uuid.uuid4().hex}"
     body = {"input": {"count": 200, "delayMs": 50}, "session": {"id": session_id}}
     with open_stream(http, "POST", f"{caller.url}/agents/slow/run", wire, body=body) as stream:
         stream.until(lambda e: e.type == TEXT_DELTA, "a first tick")
         there = remote_run_of(http, remote, session_id)
-        assert http.post(f"{caller.url}/runs/{stream.run_id}/cancel").status_code == 200
+        target = f"{caller.url}/runs/{stream.run_id}" if where == "caller" else f"{remote.url}/runs/{there['id']}"
+        assert http.post(f"{target}/cancel").status_code == 200
         stream.rest()
     assert stream.last_crumb.type == AGENT_ERROR and stream.last_crumb.data["error"]["code"] == "RUN_CANCELLED"
     assert wait_for(lambda: http.get(f"{remote.url}/runs/{there['id']}").json()["status"] == "cancelled", 10,
                     "the remote run's cancel")  # fmt: skip
-    assert http.get(f"{caller.url}/runs/{stream.run_id}").json()["status"] == "cancelled"
-
-
-def test_a_cancel_on_the_remote_ends_the_local_run(http, pair):
-    remote, caller, wire = pair
-    session_id = f"ses_{uuid.uuid4().hex}"
-    body = {"input": {"count": 200, "delayMs": 50}, "session": {"id": session_id}}
-    with open_stream(http, "POST", f"{caller.url}/agents/slow/run", wire, body=body) as stream:
-        stream.until(lambda e: e.type == TEXT_DELTA, "a first tick")
-        there = remote_run_of(http, remote, session_id)
-        assert http.post(f"{remote.url}/runs/{there['id']}/cancel").status_code == 200
-        stream.rest()
-    assert stream.last_crumb.data["error"]["code"] == "RUN_CANCELLED"
     assert http.get(f"{caller.url}/runs/{stream.run_id}").json()["status"] == "cancelled"
     assert_log(log_of(http, caller.url, stream.run_id, wire), stream.run_id)
 
@@ -380,3 +370,18 @@ def test_a_relay_reopens_a_silent_stream_after_its_position(http, pair):
     # The relay re-opened the remote run's stream while it waited (the caller's log says so).
     far_id = remote_run_of(http, remote, session_id)["id"]
     assert caller.log(200_000).count(f"remote run {far_id}: its stream ended or went silent") >= 2
+
+
+def test_a_cancel_of_a_paused_relay_cancels_the_paused_remote_run(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    first = run(http, caller.url, "writer", {"input": {"topic": "rye"}, "session": {"id": session_id}}, wire)
+    assert first.types[-1] == HUMAN_REQUIRED, first.types
+    there = remote_run_of(http, remote, session_id)
+
+    assert http.post(f"{caller.url}/runs/{first.run_id}/cancel").status_code == 200
+
+    assert http.get(f"{caller.url}/runs/{first.run_id}").json()["status"] == "cancelled"
+    assert http.get(f"{remote.url}/runs/{there['id']}").json()["status"] == "cancelled"
+    later = resume(http, caller.url, first.last_crumb.data["checkpointId"], {"approved": True}, wire)
+    assert "CHECKPOINT_ALREADY_RESUMED" in later.text

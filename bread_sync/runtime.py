@@ -432,7 +432,7 @@ class Bread:
                          remote_seq=record["remoteSeq"] or 0, adopted=True)  # fmt: skip
         run = Run(run_id, Execution(ctx, root).start())
         threading.Thread(target=run.drain, name=f"bread-relay-{run_id}", daemon=True).start()
-        log.warning("run %s: its owner died; this process took over its relay", run_id)
+        log.warning("run %s: its owner is gone; this process took over its relay", run_id)
         return True
 
     def _cancel_paused(self, record: dict[str, Any]) -> bool:

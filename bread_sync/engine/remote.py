@@ -130,6 +130,8 @@ class RemoteRun(Checkpointed):
         raise BreadError(RUN_INTERRUPTED, "the remote run's stream ended without its end")
 
     def _cancel_remote(self) -> None:
+        if not self.nested and self.ctx.token.reason.code == RUN_INTERRUPTED:
+            return  # this process stops (a shutdown): the run is handed over, the remote goes on
         # The token is cancelled on the canceller's thread: the remote call waits on its own.
         remote, run_id = self.remote, self.remote_run_id
         threading.Thread(target=quietly, args=(remote.cancel, run_id), name="bread-remote-cancel", daemon=True).start()

@@ -385,3 +385,34 @@ def test_a_cancel_of_a_paused_relay_cancels_the_paused_remote_run(http, pair):
     assert http.get(f"{remote.url}/runs/{there['id']}").json()["status"] == "cancelled"
     later = resume(http, caller.url, first.last_crumb.data["checkpointId"], {"approved": True}, wire)
     assert "CHECKPOINT_ALREADY_RESUMED" in later.text
+
+
+def test_a_relay_stopped_by_a_graceful_shutdown_is_taken_over_by_the_next_server(http, pair, tmp_path):
+    remote, _, wire = pair
+    env = {"BREAD_CONFIG": "tests.remote_config:config", "BREAD_REMOTE_URL": remote.url, "BREAD_REMOTE_WIRE": wire}
+    first = servers.Server("leaving", tmp_path, tmp_path / "caller.db", TRANSPORTS[wire], env=env).start()
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 100, "delayMs": 100}, "session": {"id": session_id}}
+    try:
+        with open_stream(http, "POST", f"{first.url}/agents/slow/run", wire, body=body) as stream:
+            stream.until(lambda e: e.type == TEXT_DELTA, "a first tick")
+            run_id = stream.run_id
+            first.terminate()  # SIGTERM: gunicorn's graceful stop, 5 s here
+            try:
+                stream.rest()
+            except httpx.TransportError:
+                pass  # the response was open when its worker went: nothing ended the run
+        assert first.wait(15) == 0
+    finally:
+        first.stop()
+    left = wait_for(lambda: http.get(f"{remote.url}/runs", params={"session": session_id}).json(), 5, "the remote run")
+    assert left[0]["status"] == "running", "the shutdown cancelled the remote run"
+    assert RUN_END not in stream.types and AGENT_ERROR not in stream.types, stream.types
+
+    second = servers.Server("arriving", tmp_path, tmp_path / "caller.db", TRANSPORTS[wire], env=env).start()
+    try:
+        after = reconnect(second, run_id, wire, stream.events)
+        assert after[-1].type == RUN_END and after[-1].data["output"].endswith("tick 100 "), [e.type for e in after]
+        assert_relayed_whole(http, remote, second, wire, run_id, session_id, stream.events, after)
+    finally:
+        second.stop()

@@ -1,5 +1,6 @@
 """The config of a server that calls another (``BREAD_CONFIG=tests.remote_config:config``, with
-``BREAD_REMOTE_URL`` the other server's base URL and ``BREAD_REMOTE_WIRE`` ``sse`` or ``ndjson``).
+``BREAD_REMOTE_URL`` the other server's base URL, ``BREAD_REMOTE_WIRE`` ``sse`` or ``ndjson``, and
+``BREAD_REMOTE_KEY``, if set, the API key every request to it carries).
 
 The demo agents, with ``slow`` and ``writer`` shadowed by the remote's own, ``stepper`` (an agent
 only the remote has, from ``tests.replica_config``) as ``far-stepper``, and ``missing`` naming an
@@ -11,6 +12,7 @@ Leases are short, so a relay whose owner died is noticed quickly.
 
 from __future__ import annotations
 
+import functools
 import os
 
 from bread_sync.agents import Agent, subagent
@@ -46,6 +48,9 @@ watcher = Agent(
 def config() -> Config:
     make = http_sse.remote_agent if os.environ.get("BREAD_REMOTE_WIRE") == "sse" else http_chunked.remote_agent
     url = os.environ["BREAD_REMOTE_URL"]
+    key = os.environ.get("BREAD_REMOTE_KEY")  # a remote behind the auth plugin
+    if key:
+        make = functools.partial(make, headers={"Authorization": f"Bearer {key}"})
     remote_agents = {local: make(url=url, agent_id=there) for local, there in REMOTES.items()}
     # The remote's slow, read by a relay that takes half a second of silence for a dead stream.
     remote_agents["sleepy"] = make(url=url, agent_id="slow", heartbeat_timeout=HEARTBEAT_TIMEOUT)

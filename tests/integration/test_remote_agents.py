@@ -24,7 +24,7 @@ from bread_sync.engine import owners
 from bread_sync.stores import now_iso, sqlite
 from bread_sync.transports import http_chunked, http_sse
 
-from . import servers
+from . import ownership_config, servers
 from .client import (
     AGENT_ERROR,
     HUMAN_REQUIRED,
@@ -416,3 +416,24 @@ def test_a_relay_stopped_by_a_graceful_shutdown_is_taken_over_by_the_next_server
         assert_relayed_whole(http, remote, second, wire, run_id, session_id, stream.events, after)
     finally:
         second.stop()
+
+
+def test_a_remote_behind_auth_is_reached_with_the_configured_headers(http, tmp_path):
+    remote = servers.Server("guarded", tmp_path, tmp_path / "remote.db", "http-chunked",
+                            env={"BREAD_CONFIG": "tests.integration.ownership_config:config"})  # fmt: skip
+    env = {"BREAD_CONFIG": "tests.remote_config:config", "BREAD_REMOTE_WIRE": "ndjson",
+           "BREAD_REMOTE_KEY": ownership_config.KEYS["ops"]}  # fmt: skip
+    caller = servers.Server("keyed", tmp_path, tmp_path / "caller.db", "http-chunked", env=env)
+    try:
+        caller.env["BREAD_REMOTE_URL"] = remote.start().url
+        caller.start()
+        assert http.get(f"{remote.url}/agents/slow").status_code == 401, "the remote lets anyone in"
+
+        described = http.get(f"{caller.url}/agents/slow").json()
+        stream = run(http, caller.url, "slow", {"input": {"count": 3, "delayMs": 0}}, "ndjson")
+
+        assert described["inputSchema"], described  # the remote's, not what the config knows
+        assert stream.types[-1] == RUN_END and stream.last_crumb.data["output"] == "tick 1 tick 2 tick 3 "
+    finally:
+        caller.stop()
+        remote.stop()

@@ -74,6 +74,8 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     direct: list[float] = []
     relayed: list[float] = []
     events: dict[str, int] = {}
+    # CPU seconds per run of each worker: the remote's for a direct run, both for a relayed one.
+    cpu: dict[str, list[float]] = {"direct": [], "relayed remote": [], "relayed caller": []}
     remote_env = {**env, "BREAD_CONFIG": "remote_relay:remote_config", "BREAD_DB": str(folder / "remote.db")}
     with Gunicorn("remote", "wsgi:app", folder, env=remote_env) as remote:
         caller_env = {**env, "BREAD_CONFIG": "remote_relay:caller_config", "BREAD_DB": str(folder / "caller.db"),
@@ -83,13 +85,21 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0)) as client:
                 for name in urls:  # warm both paths once, unmeasured
                     one_run(client, urls[name])
+                workers = {"remote": remote.worker(), "caller": caller.worker()}
                 for r in range(args.repeat):
                     for name in ("direct", "relayed") if r % 2 == 0 else ("relayed", "direct"):
+                        before = {k: harness.cpu_seconds(pid) for k, pid in workers.items()}
                         seconds, count = one_run(client, urls[name])
+                        used = {k: harness.cpu_seconds(pid) - before[k] for k, pid in workers.items()}
                         events[name] = count
                         (direct if name == "direct" else relayed).append(count / seconds)
+                        if name == "direct":
+                            cpu["direct"].append(used["remote"])
+                        else:
+                            cpu["relayed remote"].append(used["remote"])
+                            cpu["relayed caller"].append(used["caller"])
     load.append(harness.load_average())
-    return {"direct": direct, "relayed": relayed, "events": events, "load": load}
+    return {"direct": direct, "relayed": relayed, "events": events, "load": load, "cpu": cpu}
 
 
 def figures(result: dict[str, Any], args: argparse.Namespace) -> list[Figure]:
@@ -108,6 +118,10 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
         f"{result['events']['relayed']:,} (the deltas, the start, the end).",
         "",
         *harness.table(figures(result, args)),
+        "",
+        "CPU per run (median, the workers' user + system time from /proc): "
+        + ", ".join(f"{name} {statistics.median(values) * 1e3:.0f} ms" for name, values in result["cpu"].items())
+        + ". A relayed run costs the machine both workers' time.",
     ]
     return "\n".join(lines)
 

@@ -3,7 +3,7 @@
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
 tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
 AG-UI routes (``/ag-ui/run`` for echo, ``/ag-ui/<agentId>`` for the others) when the ``ag-ui``
-extra is installed.
+extra is installed, and the MCP server at ``/mcp`` when the ``mcp`` extra is.
 """
 
 from __future__ import annotations
@@ -196,13 +196,26 @@ AGENTS = [echo, writer, interviewer, slow, counter, manager, artist]
 def bridges() -> list:
     """The protocol bridges the demo mounts: those whose extra is installed (a plain install
     serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
-    every other agent. These paths are fixed: other projects' clients find them there."""
+    every other agent. MCP: ``/mcp``, every agent and task as a tool. These paths are fixed:
+    other projects' clients find them there."""
+    return [*ag_ui_bridges(), *mcp_bridges()]
+
+
+def ag_ui_bridges() -> list:
     if importlib.util.find_spec("ag_ui") is None:
         return []
     from .protocols.ag_ui import ag_ui
 
     others = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in AGENTS if agent is not echo]
     return [ag_ui(agent_id="echo"), *others]
+
+
+def mcp_bridges() -> list:
+    if importlib.util.find_spec("mcp_types") is None:
+        return []
+    from .protocols.mcp import mcp_server
+
+    return [mcp_server(agents=AGENTS, tasks=[word_count])]
 
 
 def config() -> Config:

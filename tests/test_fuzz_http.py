@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: What no body may show: a stack trace, a source file, a path on this machine.
 LEAKS = ("Traceback", 'File "', '.py"', "site-packages", "/work/", str(ROOT))
 LIMIT = 4096
+#: The demo's MCP endpoint, and the JSON-RPC codes of its 400 and 404 (docs/http.md, MCP).
+MCP_PATH = "/mcp"
+MCP_CODES = (-32700, -32600)
 READ_SECONDS = 2.0
 METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"]
 HOSTS = ["localhost", "127.0.0.1:3000", "[::1]:8080", "::1", "LOCALHOST", "evil.example", "localhost.", "127.1",
@@ -88,14 +91,16 @@ def read_bounded(response) -> bytes:
     return b"".join(chunks)
 
 
-def check_answer(method: str, status: int, content_type: str, body: bytes) -> None:
+def check_answer(method: str, status: int, content_type: str, body: bytes, path: str = "") -> None:
     text = body.decode(errors="replace")
     assert status < 500, (status, text[:300])
     for leak in LEAKS:
         assert leak not in text, f"{leak!r} in a {status} answer: {text[:300]}"
     if status == 204 or method == "HEAD":
         return
-    if status >= 400:
+    if path == MCP_PATH and status in (400, 404):
+        check_json_rpc_error(text)
+    elif status >= 400:
         check_error_body(status, text)
     elif content_type.startswith("text/event-stream"):
         check_events(body)
@@ -113,6 +118,13 @@ def check_error_body(status: int, text: str) -> None:
         return
     assert list(answer) == ["error"] and sorted(answer["error"]) == ["code", "message"], answer
     assert answer["error"]["code"] in ALL_CODES and isinstance(answer["error"]["message"], str), answer
+
+
+def check_json_rpc_error(text: str) -> None:
+    """The MCP endpoint refuses in its protocol's shape: a JSON-RPC error without an id."""
+    answer = strict_json(text)
+    assert list(answer) == ["jsonrpc", "id", "error"] and answer["id"] is None, answer
+    assert answer["error"]["code"] in MCP_CODES and isinstance(answer["error"]["message"], str), answer
 
 
 def check_events(body: bytes) -> None:
@@ -189,7 +201,7 @@ def test_no_request_gets_a_5xx_a_leak_or_an_undocumented_error(app, data):
 
     response = client.open(path, method=method, query_string=query, headers=headers, data=body, buffered=False)
 
-    check_answer(method, response.status_code, response.content_type or "", read_bounded(response))
+    check_answer(method, response.status_code, response.content_type or "", read_bounded(response), path)
 
 
 @pytest.mark.parametrize("body", NASTY_BODIES, ids=lambda b: b[:12].decode(errors="replace"))
@@ -199,7 +211,7 @@ def test_each_nasty_body_on_each_route_that_reads_one(app, body):
         for method in sorted(set(methods) & {"POST", "DELETE"}):
             path = re.sub(r"<[^>]+>", "echo", template)  # a real agent: its run echoes the input
             response = client.open(path, method=method, data=body, buffered=False)
-            check_answer(method, response.status_code, response.content_type or "", read_bounded(response))
+            check_answer(method, response.status_code, response.content_type or "", read_bounded(response), path)
 
 
 def test_every_route_is_fuzzed(app):
@@ -234,6 +246,6 @@ def each_case(cases):
         response = case.call()
         case.validate_response(response, checks=CHECKS)
         content_type = response.headers.get("Content-Type", [""])[0]
-        check_answer(case.method.upper(), response.status_code, content_type, response.content)
+        check_answer(case.method.upper(), response.status_code, content_type, response.content, case.path)
 
     return run

@@ -89,8 +89,8 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
     tables, columns, indexes, triggers = schema(path)
 
     assert tables == [
-        "_bread_migrations", "checkpoints", "crumbs", "loop_iterations", "loops", "runs", "session_claims",
-        "session_messages", "sessions", "task_runs",
+        "_bread_migrations", "checkpoints", "crumbs", "loop_iterations", "loops", "mcp_sessions", "runs",
+        "session_claims", "session_messages", "sessions", "task_runs",
     ]  # fmt: skip
     assert columns == {
         "_bread_migrations": [("name", "TEXT", 0, 1), ("applied_at", "TEXT", 0, 0)],
@@ -118,6 +118,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
             ("id", "TEXT", 0, 1), ("task_id", "TEXT", 0, 0), ("session_id", "TEXT", 0, 0), ("agent_id", "TEXT", 0, 0),
             ("status", "TEXT", 0, 0), ("created_at", "TEXT", 0, 0), ("data", "TEXT", 1, 0),
         ],
+        "mcp_sessions": [("id", "TEXT", 0, 1), ("created_at", "TEXT", 1, 0), ("data", "TEXT", 1, 0)],
     }  # fmt: skip
     assert indexes == {
         "idx_crumbs_run_seq": ("crumbs", 1, ["run_id", "seq"]),
@@ -133,7 +134,8 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
     assert triggers == [("crumbs_append_only", "crumbs")]
     migrations = [name for (name,) in read(path, "SELECT name FROM _bread_migrations")]
     assert migrations == [
-        "m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes", "m007_relay_position",
+        "m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes", "m005_mcp_sessions",
+        "m007_relay_position",
     ]  # fmt: skip
 
 

@@ -171,6 +171,19 @@ class TaskRunStore(Protocol):
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None: ...
 
 
+class McpSessionStore(Protocol):
+    """The sessions of the MCP bridge (its ``Mcp-Session-Id``), kept here so that every worker and
+    replica sharing the store knows them. A record is ``{id, protocolVersion, createdAt}``."""
+
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        """Insert a session record; False (and no change) when the id exists."""
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None: ...
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        """End a session; False when there was none of that id."""
+
+
 #: What :meth:`Retention.purge` counts, one number per kind.
 PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns")
 
@@ -185,7 +198,16 @@ class Retention(Protocol):
 
 
 class Store(
-    CrumbLog, RunStore, CheckpointStore, SessionStore, SessionClaims, LoopStore, TaskRunStore, Retention, Protocol
+    CrumbLog,
+    RunStore,
+    CheckpointStore,
+    SessionStore,
+    SessionClaims,
+    LoopStore,
+    TaskRunStore,
+    Retention,
+    McpSessionStore,
+    Protocol,
 ):
     """Everything a first-party store implements."""
 

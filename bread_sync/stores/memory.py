@@ -24,6 +24,7 @@ class MemoryStore:
         self._loops: dict[str, dict[str, Any]] = {}
         self._iterations: dict[str, dict[int, dict[str, Any]]] = {}
         self._task_runs: dict[str, dict[str, Any]] = {}
+        self._mcp_sessions: dict[str, dict[str, Any]] = {}
 
     # crumb log
     def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
@@ -224,6 +225,22 @@ class MemoryStore:
             for sid in doomed:
                 del self._sessions[sid]
             return len(doomed)
+
+    # MCP sessions
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        with self._lock:
+            if record["id"] in self._mcp_sessions:
+                return False
+            self._mcp_sessions[record["id"]] = copy.deepcopy(record)
+            return True
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return copy.deepcopy(self._mcp_sessions.get(session_id))
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        with self._lock:
+            return self._mcp_sessions.pop(session_id, None) is not None
 
     # retention
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:

@@ -421,3 +421,31 @@ def test_last_seqs_of_many_runs_in_one_read(store):
     many = [f"none{n}" for n in range(1200)]  # more than one statement's worth on SQLite
     assert store.last_seqs(["r1", *many, "r2"]) == {"r1": 2, "r2": 1}
     assert store.last_seqs([]) == {}
+
+
+# MCP sessions
+
+
+def mcp_session(session_id, **fields):
+    return {"id": session_id, "protocolVersion": "2025-11-25", "createdAt": OLD, **fields}
+
+
+def test_create_and_get_an_mcp_session(store):
+    assert store.get_mcp_session("m1") is None
+    assert store.create_mcp_session(mcp_session("m1")) is True
+    assert store.get_mcp_session("m1") == mcp_session("m1")
+
+
+def test_creating_an_existing_mcp_session_changes_nothing(store):
+    store.create_mcp_session(mcp_session("m1"))
+    assert store.create_mcp_session(mcp_session("m1", protocolVersion="2024-11-05")) is False
+    assert store.get_mcp_session("m1")["protocolVersion"] == "2025-11-25"
+
+
+def test_a_deleted_mcp_session_is_gone_and_deletes_once(store):
+    store.create_mcp_session(mcp_session("m1"))
+    store.create_mcp_session(mcp_session("m2"))
+    assert store.delete_mcp_session("m1") is True
+    assert store.get_mcp_session("m1") is None
+    assert store.delete_mcp_session("m1") is False
+    assert store.get_mcp_session("m2") == mcp_session("m2")

@@ -8,7 +8,10 @@ were up while it ran.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,9 @@ from . import servers  # noqa: E402
 from .client import TRANSPORTS, WIRES, new_client  # noqa: E402
 
 _TEST_STARTED = pytest.StashKey[float]()
+#: The npm package the official JavaScript clients are installed into, and those clients.
+NODE = Path(__file__).resolve().parent.parent / "node"
+NODE_CLIENTS = ("@ag-ui/client", "@modelcontextprotocol/sdk")
 
 
 @pytest.fixture(params=WIRES)
@@ -60,6 +66,19 @@ def start_server(tmp_path):
         server.terminate()
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def node_clients() -> Path:
+    """tests/node with the official npm clients installed (``npm ci`` from its package-lock) if
+    they are not there yet; reused by later runs."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not on PATH: the tests of the official npm clients need them")
+    if not all((NODE / "node_modules" / name / "package.json").exists() for name in NODE_CLIENTS):
+        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE, capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    return NODE
 
 
 @pytest.fixture

@@ -1,34 +1,16 @@
 """The official AG-UI client, npm's ``@ag-ui/client`` ``HttpAgent``, against a real gunicorn gevent
 server: echo, and the writer's interrupt and its resume. The package is installed into
-tests/node/ (``npm ci`` from its package-lock) once, and reused on later runs."""
+tests/node/ (the ``node_clients`` fixture) once, and reused on later runs."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-from pathlib import Path
-
-import pytest
-
-NODE = Path(__file__).resolve().parent.parent / "node"
 
 
-@pytest.fixture(scope="session")
-def ag_ui_client():
-    """The folder holding @ag-ui/client, installed if it is not there yet."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not on PATH: the official AG-UI client test needs them")
-    if not (NODE / "node_modules" / "@ag-ui" / "client" / "package.json").exists():
-        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-    return NODE
-
-
-def test_http_agent_runs_echo_and_the_writers_interrupt_and_resume(ag_ui_client, pool):
+def test_http_agent_runs_echo_and_the_writers_interrupt_and_resume(node_clients, pool):
     server = pool.primary("http-sse")
-    done = subprocess.run(["node", "run_agents.mjs", server.url], cwd=ag_ui_client, capture_output=True, text=True,
+    done = subprocess.run(["node", "run_agents.mjs", server.url], cwd=node_clients, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # no warning: no key stripped, no event dropped

@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 
@@ -44,6 +42,7 @@ from .client import (
     text_of,
     wait_for,
 )
+from .test_examples import run_example
 
 TICKS = " ".join(f"tick {n}" for n in range(1, 41)) + " "
 
@@ -308,11 +307,7 @@ def test_the_remote_agents_example_runs_the_remote_writer_through_the_caller(pai
     remote, caller, wire = pair
     if wire != "ndjson":
         pytest.skip("the example's client reads the caller's NDJSON")
-    env = {"BREAD_URL": caller.url, "PATH": "", "PYTHONPATH": str(servers.MAIN)}
-    done = subprocess.run([sys.executable, str(servers.MAIN / "examples" / "remote_agents.py")], env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0 and done.stderr == "", done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_example("remote_agents.py", caller)
     assert lines[0].split() == ["1", "agent:run:start"] and "human:required" in lines[10], lines
     assert lines[11].startswith("paused: publish") and lines[-1] == "output: Published.", lines
     # The example's own config names the remote's writer.

@@ -365,6 +365,20 @@ class SQLiteStore:
         found = self._records("SELECT data FROM task_runs WHERE id = ?", [task_run_id])
         return found[0] if found else None
 
+    # MCP sessions
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        sql = "INSERT OR IGNORE INTO mcp_sessions (id, created_at, data) VALUES (?, ?, ?)"
+        with self.connection() as db:
+            return db.execute(sql, (record["id"], record["createdAt"], dumps(record))).rowcount == 1
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None:
+        found = self._records("SELECT data FROM mcp_sessions WHERE id = ?", [session_id])
+        return found[0] if found else None
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        with self.connection() as db:
+            return db.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount == 1
+
     # retention
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         return purge(self.connection, before, dry_run)

@@ -125,6 +125,12 @@ def m003_retention_indexes(db: Database) -> None:
 
 
 @migration
+def m005_mcp_sessions(db: Database) -> None:
+    # The MCP bridge's Mcp-Session-Id, known to every process on the file; created_at for a purge.
+    db["mcp_sessions"].create({"id": str, "created_at": str, "data": str}, pk="id", not_null={"created_at", "data"})
+
+
+@migration
 def m007_relay_position(db: Database) -> None:
     # Where a remote agent's relay stands (engine/remote.py), written with each relayed crumb.
     db["runs"].add_column("remote_run_id", str)

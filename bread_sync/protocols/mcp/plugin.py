@@ -1,0 +1,324 @@
+"""The plugin: :func:`mcp_server`, agents and tasks as MCP tools over Streamable HTTP."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+from importlib.metadata import version as package_version
+from typing import Any
+
+from flask import Response, request
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    CallToolRequest,
+    CallToolResult,
+    EmptyResult,
+    ErrorData,
+    Implementation,
+    InitializeRequest,
+    InitializeResult,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    ListToolsResult,
+    Result,
+    ServerCapabilities,
+    ToolsCapability,
+    jsonrpc_message_adapter,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from pydantic import ValidationError
+
+from ...crumbs import Frame, dumps
+from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
+from ...greenlets import Pacer
+from ...server import register_http_route, start_run_stream, stream_response
+from ...server.guard import json_body, may_reach_run
+from ...stores import now_iso
+from .tools import McpTool, completed, ended, failed, progress, tool_table
+
+log = logging.getLogger("bread_sync.protocols.mcp")
+
+DEFAULT_PATH = "/mcp"
+SESSION_HEADER = "Mcp-Session-Id"
+VERSION_HEADER = "MCP-Protocol-Version"
+SSE = "text/event-stream"
+#: An SSE comment: MCP clients skip it, proxies see the stream is alive.
+HEARTBEAT = b": ping\n\n"
+#: Newer clients probe for the 2026-07-28 era first; a handshake-era server refuses at once.
+DISCOVER = "server/discover"
+_JSON = "application/json"
+
+
+class MCP_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
+    #: Every request to the endpoint: POST (JSON-RPC), DELETE (end the session).
+    request = "mcp.request"
+
+
+def mcp_server(
+    path: str = DEFAULT_PATH,
+    agents: Iterable[Any] | None = None,
+    tasks: Iterable[Any] | None = None,
+    name: str = "bread_sync",
+) -> McpPlugin:
+    """The MCP plugin, for ``Config.plugins``: the instance's agents and tasks as MCP tools,
+    served over Streamable HTTP at ``path`` (action ``mcp.request``).
+
+    ``agents``, ``tasks``: the ids (or the objects) to expose, ``[]`` none; None exposes all the
+    instance has (of agents, its ``Config.entrypoints`` when it names them). Tools:
+    ``agent_<agentId>``, ``task_<taskId>`` and ``resume``. ``name``: the ``serverInfo`` name
+    ``initialize`` answers with. See docs/http.md."""
+    return McpPlugin(path, _ids(agents), _ids(tasks), name)
+
+
+def _ids(given: Iterable[Any] | None) -> list[str] | None:
+    return None if given is None else [getattr(each, "id", each) for each in given]
+
+
+class _Refused(Exception):
+    """A request answered with a JSON-RPC error at an HTTP error status (no id to answer)."""
+
+    def __init__(self, status: int, code: int, message: str):
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+class McpPlugin:
+    """See :func:`mcp_server`."""
+
+    name = "mcp"
+
+    def __init__(self, path: str, agents: list[str] | None, tasks: list[str] | None, server_name: str):
+        self.path = path
+        self.agent_ids = agents
+        self.task_ids = tasks
+        self.server_info = Implementation(name=server_name, version=package_version("bread-sync"))
+        self.tools: dict[str, McpTool] = {}
+        self._methods: dict[str, Callable[[Any, JSONRPCRequest], Response]] = {
+            "ping": lambda bread, message: _result(message.id, EmptyResult()),
+            "tools/list": lambda bread, message: _result(message.id, ListToolsResult(tools=self._listings())),
+            "tools/call": self._call,
+        }
+
+    def routes(self, blueprint: Any, bread: Any) -> None:
+        missing = [m for m in ("create_mcp_session", "get_mcp_session", "delete_mcp_session")
+                   if not callable(getattr(bread.store, m, None))]  # fmt: skip
+        if missing:
+            raise TypeError(f"the MCP plugin keeps its sessions in the store, and this store has no {missing}")
+        # By default the agents served over HTTP: the config's entrypoints, or all of them.
+        agent_ids = self.agent_ids if self.agent_ids is not None else bread.config.entrypoints
+        agents = [bread.agent(i) for i in (agent_ids if agent_ids is not None else bread.agents)]
+        tasks = [bread.task(i) for i in (self.task_ids if self.task_ids is not None else bread.tasks)]
+        self.tools = tool_table(agents, tasks, bread.agents)
+        register_http_route(blueprint, "POST", self.path, MCP_ACTIONS.request, lambda: self._post(bread),
+                            statuses=(202, 404))  # fmt: skip
+        register_http_route(blueprint, "DELETE", self.path, MCP_ACTIONS.request, lambda: self._delete(bread),
+                            statuses=(204, 404))  # fmt: skip
+
+    def _listings(self) -> list[Any]:
+        return [tool.listing for tool in self.tools.values()]
+
+    # the endpoint
+
+    def _post(self, bread: Any) -> Response:
+        try:
+            message = _message()
+            if isinstance(message, JSONRPCRequest) and message.method == DISCOVER:
+                return _error(message.id, METHOD_NOT_FOUND, f"{DISCOVER} is not served: initialize instead")
+            if isinstance(message, JSONRPCRequest) and message.method == "initialize":
+                return self._initialize(bread, message)
+            _check_version()
+            _session(bread)
+        except _Refused as refused:
+            return _refusal(refused)
+        if not isinstance(message, JSONRPCRequest):  # a notification, or a response to nothing we asked
+            return Response(status=202)
+        method = self._methods.get(message.method)
+        if method is None:
+            return _error(message.id, METHOD_NOT_FOUND, f"method {message.method!r} is not served")
+        return method(bread, message)
+
+    def _delete(self, bread: Any) -> Response:
+        try:
+            session_id = _session(bread)
+        except _Refused as refused:
+            return _refusal(refused)
+        bread.store.delete_mcp_session(session_id)
+        return Response(status=204)
+
+    def _initialize(self, bread: Any, message: JSONRPCRequest) -> Response:
+        """A new session, at the version the client asked for if it is a handshake version, else
+        the newest of them. The session is in the store: any worker or replica knows it."""
+        try:
+            asked = InitializeRequest.model_validate(message.model_dump(exclude_none=True)).params.protocol_version
+        except ValidationError as exc:
+            return _error(message.id, INVALID_PARAMS, _problem(exc))
+        agreed = asked if asked in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        session_id = f"mcp_{secrets.token_urlsafe(24)}"
+        bread.store.create_mcp_session({"id": session_id, "protocolVersion": agreed, "createdAt": now_iso()})
+        capabilities = ServerCapabilities(tools=ToolsCapability(list_changed=False))
+        result = InitializeResult(protocol_version=agreed, server_info=self.server_info, capabilities=capabilities)
+        answer = _result(message.id, result)
+        answer.headers[SESSION_HEADER] = session_id
+        return answer
+
+    # tools/call
+
+    def _call(self, bread: Any, message: JSONRPCRequest) -> Response:
+        try:
+            params = CallToolRequest.model_validate(message.model_dump(exclude_none=True)).params
+        except ValidationError as exc:
+            return _error(message.id, INVALID_PARAMS, _problem(exc))
+        tool = self.tools.get(params.name)
+        if tool is None:
+            return _error(message.id, INVALID_PARAMS, f"no tool {params.name!r}")
+        arguments = params.arguments or {}
+        if tool.kind == "task":
+            return _result(message.id, _task_result(bread, tool, arguments))
+        try:
+            begin = self._begin(bread, tool, arguments)
+            run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
+        except BreadError as error:  # no run started
+            return _result(message.id, failed(error))
+        token = (params.meta or {}).get("progress_token")
+        if token is not None and SSE in request.headers.get("Accept", ""):
+            return stream_response(_progressed(message.id, tool, frames, token, run.run_id), SSE, run.run_id)
+        last = None
+        for crumb in _crumbs(frames, run.run_id):
+            last = crumb if crumb is not None else last
+        return _result(message.id, ended(tool, last))
+
+    def _begin(self, bread: Any, tool: McpTool, arguments: dict[str, Any]) -> Callable[[Any], Any]:
+        """How the call's run starts: a run of the agent, or the continuation of a paused run."""
+        if tool.kind == "resume":
+            checkpoint_id, response = _resume_arguments(arguments)
+            checkpoint = bread.store.get_checkpoint(checkpoint_id)
+            # The run-ownership hook first; its refusal says no more than an unknown checkpoint.
+            if checkpoint is None or not may_reach_run(checkpoint["runId"]):
+                raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
+            return lambda token: bread.resume(checkpoint_id, response, signal=token, may_interrupt=may_reach_run)
+        given = tool.run_input(arguments)
+        return lambda token: bread.run(tool.target, given, signal=token, may_interrupt=may_reach_run)
+
+
+def _task_result(bread: Any, tool: McpTool, arguments: dict[str, Any]) -> CallToolResult:
+    """A task called once, in this request; its failure, whatever it is, is the tool's."""
+    try:
+        return completed(tool, bread.run_task(tool.target, tool.run_input(arguments)))
+    except Exception as exc:
+        error = internal_error(exc)
+        if error.code == INTERNAL:
+            log.exception("MCP call of task %s failed", tool.target)
+        return failed(error)
+
+
+def _resume_arguments(arguments: dict[str, Any]) -> tuple[str, Any]:
+    checkpoint_id, response = arguments.get("checkpointId"), arguments.get("response")
+    if not isinstance(checkpoint_id, str) or "response" not in arguments:
+        raise BreadError(INPUT_INVALID, "resume needs a checkpointId (a string) and a response")
+    return checkpoint_id, response
+
+
+def _crumbs(frames: Iterator[Any], run_id: str) -> Iterator[dict[str, Any] | None]:
+    """The crumbs of a call's run, and None for each heartbeat; closes the tail at the end."""
+    try:
+        for items in frames:
+            if items is None:
+                yield None
+                continue
+            for item in items:
+                if item.__class__ is Frame:
+                    yield item.crumb
+                else:
+                    log.warning("MCP call of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
+    finally:
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()
+
+
+def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: Any, run_id: str) -> Iterator[bytes]:
+    """The SSE body of a call with a progress token: a ``notifications/progress`` per crumb,
+    then the call's response. The run is driven elsewhere."""
+    last, count, pace = None, 0, Pacer().pace
+    try:
+        for crumb in _crumbs(frames, run_id):
+            if crumb is None:
+                yield HEARTBEAT
+                continue
+            last, count = crumb, count + 1
+            yield _event(progress(token, count, crumb))
+            pace()
+        result = ended(tool, last)
+    except Exception as exc:  # the stream is open: a failure can only be its last event
+        log.exception("MCP call of run %s failed", run_id)
+        result = failed(internal_error(exc))
+    yield _event(_response_body(request_id, result))
+
+
+def _event(message: dict[str, Any]) -> bytes:
+    return f"event: message\ndata: {dumps(message)}\n\n".encode()
+
+
+# the envelope
+
+
+def _message() -> Any:
+    """The request's JSON-RPC message; :class:`_Refused` (400) when it is none."""
+    try:
+        body = json_body()
+    except BreadError as exc:
+        raise _Refused(400, PARSE_ERROR, exc.message) from None
+    try:
+        message = jsonrpc_message_adapter.validate_python(body)
+    except ValidationError:
+        message = None
+    # A request whose id is no string or integer would read as a notification, and go unanswered.
+    if message is None or ("id" in body and isinstance(message, JSONRPCNotification)):
+        raise _Refused(400, INVALID_REQUEST, "the body is not a JSON-RPC 2.0 message")
+    return message
+
+
+def _check_version() -> None:
+    given = request.headers.get(VERSION_HEADER)
+    if given is not None and given not in HANDSHAKE_PROTOCOL_VERSIONS:
+        supported = ", ".join(HANDSHAKE_PROTOCOL_VERSIONS)
+        raise _Refused(400, INVALID_REQUEST, f"unsupported {VERSION_HEADER} {given!r}: this server speaks {supported}")
+
+
+def _session(bread: Any) -> str:
+    """The request's session id: 400 without one, 404 for one unknown or ended."""
+    session_id = request.headers.get(SESSION_HEADER)
+    if not session_id:
+        raise _Refused(400, INVALID_REQUEST, f"the {SESSION_HEADER} header is missing: initialize first")
+    if bread.store.get_mcp_session(session_id) is None:
+        raise _Refused(404, INVALID_REQUEST, "no such session: it ended, or never was; initialize again")
+    return session_id
+
+
+def _problem(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:5])
+
+
+def _response_body(request_id: Any, result: Result) -> dict[str, Any]:
+    # resultType is of the 2026-07-28 era, which this server does not speak.
+    payload = result.model_dump(by_alias=True, exclude_none=True, exclude={"result_type"}, mode="json")
+    return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload).model_dump(by_alias=True)
+
+
+def _result(request_id: Any, result: Result) -> Response:
+    return Response(dumps(_response_body(request_id, result)), status=200, content_type=_JSON)
+
+
+def _error(request_id: Any, code: int, message: str, status: int = 200) -> Response:
+    error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+    return Response(error.model_dump_json(by_alias=True, exclude_unset=True), status=status, content_type=_JSON)
+
+
+def _refusal(refused: _Refused) -> Response:
+    return _error(None, refused.code, refused.message, refused.status)

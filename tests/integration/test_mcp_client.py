@@ -1,0 +1,171 @@
+"""The MCP bridge against real gunicorn gevent servers: the official Python SDK client (``mcp``
+2.x, in its ``legacy`` and ``auto`` modes) and npm's ``@modelcontextprotocol/sdk``, unchanged; two
+servers sharing one store; every refusal on the wire. asyncio drives the Python SDK client only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+
+import httpx2 as httpx
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+SECONDS = 30
+
+
+def recorded_client(seen: list[tuple[str, str | None, int]]) -> httpx.AsyncClient:
+    """An HTTP client for the SDK that records (HTTP method, JSON-RPC method, status) of each request."""
+
+    async def record(response: httpx.Response) -> None:
+        request = response.request
+        method = json.loads(request.content).get("method") if request.content else None
+        seen.append((request.method, method, response.status_code))
+
+    return httpx.AsyncClient(timeout=SECONDS, event_hooks={"response": [record]})
+
+
+async def sdk_session(url: str, mode: str, seen: list) -> dict:
+    """What the SDK client sees of the demo's tools and their calls."""
+    async with recorded_client(seen) as http:
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+        async with Client(transport, mode=mode, read_timeout_seconds=SECONDS) as client:
+            return await calls(client)
+
+
+async def calls(client: Client) -> dict:
+    progress: list[tuple[float, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, message))
+
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    echo = await client.call_tool("agent_echo", {"input": "hello there"})
+    counted = await client.call_tool("task_word-count", {"text": "one two three"})
+    ticks = await client.call_tool("agent_slow", {"count": 3, "delayMs": 10}, progress_callback=on_progress)
+    refused = await client.call_tool("agent_slow", {"count": -1, "delayMs": 0})
+    paused = await client.call_tool("agent_writer", {"topic": "rye"})
+    checkpoint = paused.structured_content["checkpointId"]
+    resumed = await client.call_tool("resume", {"checkpointId": checkpoint, "response": {"approved": True}})
+    with pytest.raises(MCPError) as unknown:
+        await client.call_tool("agent_nobody", {})
+    return {
+        "version": client.protocol_version, "server": client.server_info.name, "tools": tools, "echo": echo,
+        "counted": counted, "ticks": ticks, "progress": progress, "refused": refused, "paused": paused,
+        "resumed": resumed, "unknown": unknown.value.error.code,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_the_python_sdk_client_lists_calls_pauses_and_resumes(pool, mode):
+    seen: list[tuple[str, str | None, int]] = []
+    got = asyncio.run(sdk_session(pool.primary("http-sse").url, mode, seen))
+    assert got["version"] == "2025-11-25" and got["server"] == "bread_sync"
+    assert {"agent_echo", "agent_writer", "task_word-count", "resume"} <= set(got["tools"])
+    assert got["tools"]["task_word-count"].output_schema["required"] == ["words"]
+    assert [c.text for c in got["echo"].content] == ["hello there"] and not got["echo"].is_error
+    # The SDK validated the structured content against the task's outputSchema.
+    assert got["counted"].structured_content == {"words": 3}
+    assert got["ticks"].content[0].text == "tick 1 tick 2 tick 3 "
+    done = [d for d, _ in got["progress"]]
+    assert done == sorted(done) and len(done) == len(set(done)) >= 5
+    assert "".join(m for _, m in got["progress"] if m and m.startswith("tick")) == "tick 1 tick 2 tick 3 "
+    assert got["refused"].is_error and got["refused"].structured_content["code"] == "INPUT_INVALID"
+    pause = got["paused"].structured_content
+    assert (pause["status"], pause["kind"], pause["toolName"], pause["input"]) == (
+        "paused", "approval", "publish", {"title": "rye"})  # fmt: skip
+    assert got["resumed"].content[0].text == "Published."
+    assert got["unknown"] == -32602
+    # The probe of auto mode came first and was refused at once; legacy mode sent none.
+    first = seen[0][1]
+    assert (first, seen[0][2]) == (("server/discover", 200) if mode == "auto" else ("initialize", 200))
+    assert [m for _, m, _ in seen].count("initialize") == 1
+    assert ("POST", "notifications/initialized", 202) in seen
+    assert ("GET", None, 405) in seen  # the stream the client opens for server messages
+    assert seen[-1] == ("DELETE", None, 204)  # the client ended its session
+
+
+def rpc(http, url, method, params=None, session=None, id=1, **headers):
+    body = {"jsonrpc": "2.0", "id": id, "method": method, **({"params": params} if params is not None else {})}
+    sent = {**ACCEPT, **({"Mcp-Session-Id": session} if session else {}), **headers}
+    return http.post(f"{url}/mcp", json=body, headers=sent)
+
+
+def initialize(http, url, version="2025-06-18"):
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    answer = rpc(http, url, "initialize", params)
+    assert answer.status_code == 200 and answer.json()["result"]["protocolVersion"] == version
+    return answer.headers["Mcp-Session-Id"]
+
+
+def test_a_session_opened_on_one_server_serves_on_another_sharing_its_store(pool):
+    first, second = pool.primary("http-sse"), pool.peer("http-sse")
+    with httpx.Client(timeout=SECONDS) as http:
+        session = initialize(http, first.url)
+        on = {"session": session, "MCP-Protocol-Version": "2025-06-18"}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        noted = http.post(f"{second.url}/mcp", json=note, headers={**ACCEPT, "Mcp-Session-Id": session})
+        assert noted.status_code == 202
+        tools = rpc(http, second.url, "tools/list", id=2, **on).json()["result"]["tools"]
+        assert "agent_echo" in {t["name"] for t in tools}
+        call = {"name": "agent_echo", "arguments": {"input": "across"}}
+        echo = rpc(http, second.url, "tools/call", call, id=3, **on)
+        assert echo.json()["result"]["content"] == [{"type": "text", "text": "across"}]
+        call = {"name": "agent_writer", "arguments": {"topic": "oat"}}
+        paused = rpc(http, second.url, "tools/call", call, id=4, **on)
+        checkpoint = paused.json()["result"]["structuredContent"]["checkpointId"]
+        answer = {"checkpointId": checkpoint, "response": {"approved": False}}
+        resumed = rpc(http, second.url, "tools/call", {"name": "resume", "arguments": answer}, id=5, **on)
+        assert resumed.json()["result"]["content"][0]["text"] == "Not published."
+        assert http.delete(f"{second.url}/mcp", headers={"Mcp-Session-Id": session}).status_code == 204
+        # Ended on the second, unknown on the first too.
+        for server in (first, second):
+            assert rpc(http, server.url, "ping", id=6, **on).status_code == 404
+
+
+def test_every_refusal_on_the_wire_leaves_the_server_serving(pool):
+    url = pool.primary("http-sse").url
+    with httpx.Client(timeout=SECONDS) as http:
+        probe = rpc(http, url, "server/discover", {}, **{"MCP-Protocol-Version": "2026-07-28"})
+        assert (probe.status_code, probe.json()["error"]["code"]) == (200, -32601)
+        assert rpc(http, url, "tools/list").status_code == 400  # no session
+        assert rpc(http, url, "tools/list", session="mcp_gone").status_code == 404
+        session = initialize(http, url)
+        bad_version = rpc(http, url, "ping", session=session, **{"MCP-Protocol-Version": "1999-01-01"})
+        assert bad_version.status_code == 400 and bad_version.json()["error"]["code"] == -32600
+        garbage = http.post(f"{url}/mcp", content=b"{oops", headers={**ACCEPT, "Content-Type": "application/json"})
+        assert garbage.status_code == 400 and set(garbage.json()) == {"jsonrpc", "id", "error"}
+        assert garbage.json()["id"] is None and garbage.json()["error"]["code"] == -32700
+        assert rpc(http, url, "no/such", session=session).json()["error"]["code"] == -32601
+        unknown = rpc(http, url, "tools/call", {"name": "agent_nobody", "arguments": {}}, session=session)
+        assert unknown.json()["error"]["code"] == -32602
+        failed = rpc(http, url, "tools/call", {"name": "agent_echo", "arguments": {}}, session=session)
+        assert failed.json()["result"]["isError"] is True
+        stream = http.get(f"{url}/mcp", headers={"Accept": "text/event-stream", "Mcp-Session-Id": session})
+        assert stream.status_code == 405
+        assert rpc(http, url, "ping", session=session).json()["result"] == {}
+        assert http.get(f"{url}/health").status_code == 200
+
+
+def test_the_typescript_sdk_client_lists_calls_pauses_and_resumes(node_clients, pool):
+    server = pool.primary("http-sse")
+    done = subprocess.run(["node", "run_mcp.mjs", f"{server.url}/mcp"], cwd=node_clients, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no warning
+    seen = json.loads(done.stdout)
+    assert seen["version"] == "2025-11-25" and seen["server"] == "bread_sync"
+    assert {"agent_echo", "agent_writer", "task_word-count", "resume"} <= set(seen["tools"])
+    assert seen["echo"] == {"content": [{"type": "text", "text": "hello there"}], "isError": False}
+    assert seen["counted"]["structuredContent"] == {"words": 3}
+    assert seen["ticks"]["content"][0]["text"] == "tick 1 tick 2 tick 3 "
+    assert seen["progress"] == sorted(seen["progress"]) and len(seen["progress"]) >= 5
+    assert "".join(m for m in seen["messages"] if m.startswith("tick")) == "tick 1 tick 2 tick 3 "
+    assert seen["paused"]["structuredContent"]["status"] == "paused"
+    assert seen["resumed"]["content"][0]["text"] == "Thanks, Ada."
+    assert seen["refused"]["isError"] is True and seen["refused"]["structuredContent"]["code"] == "INPUT_INVALID"
+    assert seen["unknown"] == -32602

@@ -19,6 +19,7 @@ import pytest
 from bread_sync import Bread, Config, create_bread
 from bread_sync.crumbs import Frame
 from bread_sync.engine import owners
+from bread_sync.errors import BreadError
 from bread_sync.stores import now_iso, sqlite
 from bread_sync.transports import http_chunked, http_sse
 
@@ -432,3 +433,24 @@ def test_a_remote_behind_auth_is_reached_with_the_configured_headers(http, tmp_p
     finally:
         caller.stop()
         remote.stop()
+
+
+def test_a_dead_relay_taken_over_keeps_its_session(http, pair, bread_calling):
+    remote, _, wire = pair
+    bread = bread_calling(remote, wire)
+    with open_stream(http, "POST", f"{remote.url}/agents/slow/run", wire,
+                     body={"input": {"count": 30, "delayMs": 100}}) as far:  # fmt: skip
+        far.until(lambda e: e.type == TEXT_DELTA, "the remote run under way")
+        record = dead_relay("run_holding", far.run_id)
+        bread.store.create_run(record)
+        assert bread.store.claim_session(record["sessionId"], "run_holding") is None
+
+        # A run that wants the session finds the holder's owner gone: the relay is taken over
+        # and keeps the session, rather than being interrupted and losing it.
+        with pytest.raises(BreadError) as refused:
+            bread.sessions.claim(record["sessionId"], "run_new", "reject")
+        assert refused.value.code == "SESSION_BUSY"
+        assert bread.store.get_run("run_holding")["owner"] == bread.owner
+        far.rest()
+    ended = wait_for(lambda: (r := bread.store.get_run("run_holding"))["status"] != "running" and r, 10, "its end")
+    assert ended["status"] == "completed"

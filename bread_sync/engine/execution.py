@@ -88,7 +88,9 @@ class Execution:
         """A remote agent's relay stopped by its process (a shutdown) ends nothing: the remote
         run goes on, so the run is left running with no owner and a lapsed lease, for the next
         process that notices to take over (``Bread.adopt``) from its recorded position."""
-        if not (isinstance(self.root, RemoteRun) and self.ctx.token.cancelled and exc.code == RUN_INTERRUPTED):
+        token = self.ctx.token
+        stopping = token.cancelled and token.reason.code == exc.code == RUN_INTERRUPTED
+        if not (isinstance(self.root, RemoteRun) and stopping):
             return False
         self._final = "handed over"
         self._unregister()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .. import crumbs as c
@@ -93,9 +93,9 @@ class RemoteRun(Checkpointed):
         frames = self.remote.resume(self.remote_run_id, checkpoint_id, response, self.remote_seq)
         return (yield from self._relay(frames))
 
-    def _relay(self, frames: Iterator[Any]) -> Steps:
-        run_id, store, emitter = self.ctx.run_id, self.ctx.runtime.store, self.ctx.emitter
-        undo = self.ctx.token.on_cancel(self._cancel_remote)
+    def _relay(self, frames: Any) -> Steps:
+        run_id, store, emitter, token = self.ctx.run_id, self.ctx.runtime.store, self.ctx.emitter, self.ctx.token
+        undo = token.on_cancel(lambda: self._on_cancel(frames))
         try:
             for frame in frames:
                 crumb = frame.crumb
@@ -124,14 +124,17 @@ class RemoteRun(Checkpointed):
             raise
         finally:
             undo()
-            close = getattr(frames, "close", None)
-            if close is not None:
-                close()  # the remote response, at once rather than when collected
+            frames.close()  # the remote response, at once rather than when collected
+        token.raise_if_cancelled()  # the stream was closed by a cancel (or a shutdown)
         raise BreadError(RUN_INTERRUPTED, "the remote run's stream ended without its end")
 
-    def _cancel_remote(self) -> None:
+    def _on_cancel(self, frames: Any) -> None:
+        """Stop reading the remote now (it may have stopped answering), and cancel the remote
+        run, unless this process is stopping (a shutdown): then the relay is handed over and
+        the remote run goes on."""
+        frames.close()
         if not self.nested and self.ctx.token.reason.code == RUN_INTERRUPTED:
-            return  # this process stops (a shutdown): the run is handed over, the remote goes on
+            return
         # The token is cancelled on the canceller's thread: the remote call waits on its own.
         remote, run_id = self.remote, self.remote_run_id
         threading.Thread(target=quietly, args=(remote.cancel, run_id), name="bread-remote-cancel", daemon=True).start()

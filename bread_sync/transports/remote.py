@@ -131,67 +131,22 @@ class RemoteAgent:
                 return False
             raise
 
-    def start(self, run_id: str, input: Any, session_id: str, skill: str | None) -> Iterator[Frame]:
+    def start(self, run_id: str, input: Any, session_id: str, skill: str | None) -> RemoteStream:
         """Start the remote run (under the caller-chosen ``run_id``, so a retry attaches to it) and
         relay its stream to its end or pause."""
         body: dict[str, Any] = {"input": input, "session": {"id": session_id}, "runId": run_id}
         if skill:
             body["skill"] = skill
         opening = ("POST", f"/agents/{quote(self.agent_id, safe='')}/run", body)
-        return self._relay(run_id, 0, opening)
+        return RemoteStream(self, run_id, 0, opening)
 
-    def resume(self, run_id: str, checkpoint_id: str, response: Any, after: int) -> Iterator[Frame]:
+    def resume(self, run_id: str, checkpoint_id: str, response: Any, after: int) -> RemoteStream:
         opening = ("POST", f"/resume/{quote(checkpoint_id, safe='')}", {"response": response})
-        return self._relay(run_id, after, opening)
+        return RemoteStream(self, run_id, after, opening)
 
-    def follow(self, run_id: str, after: int) -> Iterator[Frame]:
+    def follow(self, run_id: str, after: int) -> RemoteStream:
         """The remote run's stream past ``after``, to its end or pause."""
-        return self._relay(run_id, after, None)
-
-    # -- the relay's connection loop --------------------------------------------------------
-
-    def _relay(self, run_id: str, after: int, opening: tuple[str, str, Any] | None) -> Iterator[Frame]:
-        """Open ``opening`` (else the passive stream), feed the reader, and re-open the passive
-        stream after the reader's position whenever the body ends or stalls before the run has
-        ended or paused. Gives up with ``RUN_INTERRUPTED`` after ``unreachable_seconds`` without
-        a byte, or when the remote has no such run."""
-        httpx = _httpx()
-        reader = RunStreamReader(run_id, after, heartbeat_timeout=self.heartbeat_timeout)
-        heard = time.monotonic()
-        while not (reader.ended or reader.paused):
-            request = opening or ("GET", f"/runs/{quote(run_id, safe='')}/stream", None)
-            opening = None  # a POST is sent once: its retry is the passive stream
-            try:
-                for item in self._read(reader, request):
-                    heard = time.monotonic()
-                    if isinstance(item, Frame):
-                        yield item
-            except (httpx.TransportError, httpx.StreamError):
-                pass  # a drop or a silence past the heartbeat timeout: re-open after the position
-            if reader.ended or reader.paused:
-                return
-            if time.monotonic() - heard > self.unreachable_seconds:
-                raise BreadError(RUN_INTERRUPTED, f"the remote agent's server stopped answering: {self.url}")
-            log.info("remote run %s: its stream ended or went silent; re-opening it after seq %d",
-                     run_id, reader.position)  # fmt: skip
-            time.sleep(min(reader.reconnect_delay, 1.0))
-
-    def _read(self, reader: RunStreamReader, request: tuple[str, str, Any]) -> Iterator[Frame | Gap]:
-        method, path, body = request
-        headers = {"Last-Event-ID": reader.last_event_id} if method == "GET" else {}
-        timeout = _httpx().Timeout(CALL_SECONDS, connect=CONNECT_SECONDS, read=self.heartbeat_timeout)
-        with self.client.stream(method, path, json=body, headers=headers, timeout=timeout) as response:
-            if response.status_code == 204:
-                reader.run_finished()
-                return
-            if response.status_code >= 400:
-                response.read()
-                raise _error_of(response, "the remote run")
-            reader.connect(response.headers.get("content-type", ""), time.monotonic())
-            for chunk in response.iter_raw():
-                yield from reader.feed(chunk, time.monotonic())
-                if reader.ended or reader.paused:
-                    return
+        return RemoteStream(self, run_id, after, None)
 
     def _json(self, method: str, path: str) -> Any:
         httpx = _httpx()
@@ -202,6 +157,77 @@ class RemoteAgent:
         if response.status_code >= 400:
             raise _error_of(response, path)
         return response.json()
+
+
+
+class RemoteStream:
+    """One remote run's frames to its end or pause, across reconnects: iterate it on one
+    greenlet; :meth:`close` from any other stops it at once, a read in flight included (a
+    cancel, or a shutdown, need not wait for a remote that stopped answering)."""
+
+    def __init__(self, agent: RemoteAgent, run_id: str, after: int, opening: tuple[str, str, Any] | None):
+        self.agent = agent
+        self.run_id = run_id
+        self.reader = RunStreamReader(run_id, after, heartbeat_timeout=agent.heartbeat_timeout)
+        self._opening = opening
+        self._closed = False
+        self._response: Any = None
+
+    def __iter__(self) -> Iterator[Frame]:
+        return self._frames()
+
+    def close(self) -> None:
+        self._closed = True
+        response = self._response
+        if response is not None:
+            response.close()
+
+    def _frames(self) -> Iterator[Frame]:
+        """Open the opening request (else the passive stream), feed the reader, and re-open the
+        passive stream after the reader's position whenever the body ends or stalls before the
+        run has ended or paused. Gives up with ``RUN_INTERRUPTED`` after ``unreachable_seconds``
+        without a byte, or when the remote has no such run."""
+        httpx, agent, reader = _httpx(), self.agent, self.reader
+        heard = time.monotonic()
+        while not (reader.ended or reader.paused or self._closed):
+            request = self._opening or ("GET", f"/runs/{quote(self.run_id, safe='')}/stream", None)
+            self._opening = None  # a POST is sent once: its retry is the passive stream
+            try:
+                for item in self._read(request):
+                    heard = time.monotonic()
+                    if isinstance(item, Frame):
+                        yield item
+            except (httpx.TransportError, httpx.StreamError, OSError):
+                pass  # a drop, a silence past the heartbeat timeout, or close(): re-open, or stop
+            if reader.ended or reader.paused or self._closed:
+                return
+            if time.monotonic() - heard > agent.unreachable_seconds:
+                raise BreadError(RUN_INTERRUPTED, f"the remote agent's server stopped answering: {agent.url}")
+            log.info("remote run %s: its stream ended or went silent; re-opening it after seq %d",
+                     self.run_id, reader.position)  # fmt: skip
+            time.sleep(min(reader.reconnect_delay, 1.0))
+
+    def _read(self, request: tuple[str, str, Any]) -> Iterator[Frame | Gap]:
+        method, path, body = request
+        reader = self.reader
+        headers = {"Last-Event-ID": reader.last_event_id} if method == "GET" else {}
+        timeout = _httpx().Timeout(CALL_SECONDS, connect=CONNECT_SECONDS, read=self.agent.heartbeat_timeout)
+        with self.agent.client.stream(method, path, json=body, headers=headers, timeout=timeout) as response:
+            self._response = response
+            try:
+                if response.status_code == 204:
+                    reader.run_finished()
+                    return
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error_of(response, "the remote run")
+                reader.connect(response.headers.get("content-type", ""), time.monotonic())
+                for chunk in response.iter_raw():
+                    yield from reader.feed(chunk, time.monotonic())
+                    if reader.ended or reader.paused:
+                        return
+            finally:
+                self._response = None
 
 
 def _error_of(response: Any, what: str) -> BreadError:

@@ -454,3 +454,22 @@ def test_a_dead_relay_taken_over_keeps_its_session(http, pair, bread_calling):
         far.rest()
     ended = wait_for(lambda: (r := bread.store.get_run("run_holding"))["status"] != "running" and r, 10, "its end")
     assert ended["status"] == "completed"
+
+
+def test_a_cancel_does_not_wait_for_a_remote_that_stopped_answering(http, pair):
+    remote, caller, wire = pair
+    body = {"input": {"count": 100, "delayMs": 100}, "session": {"id": f"ses_{uuid.uuid4().hex}"}}
+    (worker,) = remote.worker_pids()
+    with open_stream(http, "POST", f"{caller.url}/agents/slow/run", wire, body=body, seconds=20) as stream:
+        stream.until(lambda e: e.type == TEXT_DELTA, "a first tick")
+        os.kill(worker, signal.SIGSTOP)  # the remote neither sends nor answers; its sockets stay open
+        try:
+            started = time.monotonic()
+            assert http.post(f"{caller.url}/runs/{stream.run_id}/cancel").status_code == 200
+            stream.rest()
+            waited = time.monotonic() - started
+        finally:
+            os.kill(worker, signal.SIGCONT)
+    assert stream.last_crumb.type == AGENT_ERROR and stream.last_crumb.data["error"]["code"] == "RUN_CANCELLED"
+    assert waited < 5, f"the cancel waited {waited:.1f} s for the silent remote (its heartbeat timeout is 45 s)"
+    assert http.get(f"{caller.url}/runs/{stream.run_id}").json()["status"] == "cancelled"

@@ -77,6 +77,9 @@ class Config(BaseModel):
     plugins: list[Any] = Field(default_factory=list)
     store: Any = None
     transport: Any = None
+    #: Local id -> an agent of another server (``http_chunked.remote_agent(url=..., agent_id=...)``);
+    #: these ids shadow local agents of the same id.
+    remote_agents: dict[str, Any] = Field(default_factory=dict)
     server: ServerSettings = Field(default_factory=ServerSettings)
     instance_path: Path = Field(default_factory=lambda: default_instance_path())
     lease_seconds: float = Field(30.0, ge=0, le=MAX_LEASE_SECONDS)

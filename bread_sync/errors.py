@@ -41,6 +41,8 @@ REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
 RUN_TIMEOUT = "RUN_TIMEOUT"
 ROUTE_NOT_FOUND = "ROUTE_NOT_FOUND"
 METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+FORBIDDEN = "FORBIDDEN"
+SERVER_UNREACHABLE = "SERVER_UNREACHABLE"
 INTERNAL = "INTERNAL"
 
 #: The HTTP status a non-streaming route answers with for each code.
@@ -74,6 +76,8 @@ HTTP_STATUS: dict[str, int] = {
     UNKNOWN_PROVIDER: 500,
     AUTH_NOT_CONFIGURED: 500,
     UNAUTHENTICATED: 401,
+    FORBIDDEN: 403,
+    SERVER_UNREACHABLE: 503,
 }
 
 #: Every code bread_sync raises, for documentation and tests.

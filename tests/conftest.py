@@ -1,6 +1,8 @@
 import os
 import uuid
 
+pytest_plugins = ["bread_sync.client.conformance"]
+
 import pytest
 
 from bread_sync import Config, ServerSettings, create_bread

@@ -1,13 +1,14 @@
 """The docs tell the truth: every name is documented, the README's example prints what it says."""
 
 import ast
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from bread_sync import crumbs, errors
-from bread_sync.cli import build_parser
+from bread_sync.cli import commands as cli_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -26,7 +27,7 @@ def test_every_error_code_is_documented():
 
 
 def test_every_cli_command_is_documented():
-    commands = build_parser()._subparsers._group_actions[0].choices
+    commands = cli_commands.commands
     assert [c for c in commands if f"bread-sync {c}" not in REFERENCE] == []
 
 
@@ -139,3 +140,14 @@ def test_the_readme_python_example_prints_what_it_says(tmp_path):
     out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[: len(promised)] == promised
+
+
+def test_the_client_guide_example_prints_what_it_says(tmp_path):
+    guide = (ROOT / "docs" / "client.md").read_text()
+    example = re.search(r"## A worked example\n\n```python\n(.*?)```", guide, re.S).group(1)
+    promised = re.findall(r"# (hello from .*|paused .*|completed .*|\[.*)$", example, re.M)
+    env = {**os.environ, "BREAD_INSTANCE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                         env=env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == promised

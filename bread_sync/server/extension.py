@@ -12,7 +12,7 @@ from werkzeug.routing import RequestRedirect
 from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
-from . import cors, playground, routes, streaming
+from . import commands, cors, playground, routes, streaming
 from .actions import HEALTH_ENDPOINT, actions_of, body_limits_of, statuses_of
 from .guard import Forbidden, authorize_request, check_host, has_auth, read_body, run_authorizer
 from .runner import Runner
@@ -88,6 +88,7 @@ class BreadSync:
         statuses_of(app).update({f"bread_sync.{k}": v for k, v in statuses_of(blueprint).items()})
         body_limits_of(app).update({f"bread_sync.{k}": v for k, v in body_limits_of(blueprint).items()})
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
+        app.cli.add_command(commands.flask_group())  # flask bread invoke|resume|chat|tail|gc
 
 
 def _mounter(transport: Any) -> Any:

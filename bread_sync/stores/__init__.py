@@ -57,7 +57,11 @@ class RunRecord(BaseModel):
     updatedAt: str
 
 
-#: A run record as a store holds and returns it: a dict of :class:`RunRecord`'s keys.
+#: A run record as a store holds and returns it: a dict of :class:`RunRecord`'s keys, and on the
+#: run of a remote agent also these, which the routes do not serve: its remote run's id and the
+#: remote seq of the last durable crumb its log holds (engine/remote.py). A store returns them
+#: only on a record that has them.
+RELAY_FIELDS = ("remoteRunId", "remoteSeq")
 RunRow = dict[str, Any]
 
 

@@ -1,0 +1,28 @@
+"""The synchronous Python client: the transport contract, and the facade built on it.
+
+A transport is the low-level half (client-transports.md's ``AgentClientTransport``, in
+snake_case, mapped onto bread: a thread is a session, an action a HITL checkpoint, a run a run,
+files the blob store); :func:`create_agent_client` builds the app-facing half on any of them.
+Two ship: ``client.http`` (a server over HTTP, ``httpx2``) and ``client.local`` (a ``Bread`` in
+this process, the reference). An operation bread has no counterpart for raises ``BreadError``
+``NOT_SUPPORTED`` naming it. ``conformance.py`` is the pytest plugin that checks a transport.
+"""
+
+from __future__ import annotations
+
+from .contract import AgentClientTransport, RunStream, StoredFile, ThreadState, optional
+from .facade import AgentClient, Outcome, Run, Thread, ThreadEvent, create_agent_client
+
+__all__ = [
+    "AgentClient",
+    "AgentClientTransport",
+    "Outcome",
+    "Run",
+    "RunStream",
+    "StoredFile",
+    "Thread",
+    "ThreadEvent",
+    "ThreadState",
+    "create_agent_client",
+    "optional",
+]

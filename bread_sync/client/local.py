@@ -1,0 +1,120 @@
+"""The in-process transport: a ``Bread`` object of this process, called directly. The reference
+of the client contract, and the way a program that embeds bread_sync uses the same client code
+it would point at a server.
+
+A run it starts is driven on a thread of its own (so a caller that stops reading does not stop
+the run, as over HTTP) and read through ``bread.tail``, the same merge of log and transport a
+passive stream serves.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import BLOB_STORE_NOT_CONFIGURED, FILE_NOT_FOUND, BreadError
+from .contract import StoredFile, ThreadState, Unsupported, last_turn
+
+FILES = "/files/"
+
+
+class LocalRunStream:
+    def __init__(self, run_id: str, frames: Iterator[Any]):
+        self.run_id = run_id
+        self._frames = frames
+
+    def __iter__(self) -> Iterator[Any]:
+        return (item for item in self._frames if item is not None)
+
+    def close(self) -> None:
+        self._frames.close()
+
+
+class LocalTransport(Unsupported):
+    def __init__(self, bread: Any):
+        self.bread = bread
+
+    def get_manifest(self) -> dict[str, Any]:
+        entrypoints = self.bread.config.entrypoints
+        agents = [a for a in self.bread.agents.values() if entrypoints is None or a.id in entrypoints]
+        return {"agents": [{"id": a.id, "model": a.model_name, "outputFormat": a.output_format,
+                            "description": a.description} for a in agents]}  # fmt: skip
+
+    def list_threads(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        return self.bread.store.list_sessions(tags or {})
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.bread.store.delete_session(thread_id)
+
+    def get_thread_state(self, thread_id: str) -> ThreadState | None:
+        session = self.bread.store.get_session(thread_id)
+        runs = sorted(self.bread.store.list_runs(session=thread_id), key=lambda r: r["createdAt"])
+        if session is None and not runs:
+            return None
+        return ThreadState(thread_id, session, runs)
+
+    def send(
+        self, thread_id: str, agent_id: str, input: Any, *, run_id: str | None = None, skill: str | None = None
+    ) -> LocalRunStream:
+        run = self.bread.run(agent_id, input, session={"id": thread_id}, skill=skill, run_id=run_id)
+        return self._drive(run, 0)
+
+    def regenerate(self, thread_id: str, *, run_id: str | None = None) -> LocalRunStream:
+        agent_id, input = last_turn(self, thread_id)
+        return self.send(thread_id, agent_id, input, run_id=run_id)
+
+    def respond_to_action(self, checkpoint_id: str, response: Any) -> LocalRunStream:
+        run = self.bread.resume(checkpoint_id, response)
+        return self._drive(run, run.first_seq - 1)
+
+    def _drive(self, run: Any, after: int) -> LocalRunStream:
+        if not run.attached:  # an attached run (a retried run id) is driven by whoever started it
+            threading.Thread(target=run.drain, name=f"run {run.run_id}", daemon=True).start()
+        return LocalRunStream(run.run_id, self.bread.tail(run.run_id, after, through_pause=False))
+
+    def stop_thread(self, thread_id: str) -> bool:
+        state = self.get_thread_state(thread_id)
+        active = state.active_run if state else None
+        return active is not None and self.stop_run(active["id"])
+
+    def stop_run(self, run_id: str) -> bool:
+        return self.bread.cancel(run_id)
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        record = self.bread.store.get_run(run_id)
+        if record is None:
+            return None
+        checkpoint = self.bread.store.get_checkpoint(record["checkpointId"]) if record["checkpointId"] else None
+        keys = ("id", "kind", "toolName", "toolCallId", "input", "createdAt")
+        return {**record, "checkpoint": {k: checkpoint[k] for k in keys} if checkpoint else None}
+
+    def stream_run(self, run_id: str, after: int = 0) -> LocalRunStream:
+        return LocalRunStream(run_id, self.bread.tail(run_id, after))
+
+    def create_file_url(self, file_id: str) -> str | None:
+        blobs = self.bread.blob_store
+        url = _url(file_id)
+        return url if blobs is not None and blobs.get(url) is not None else None
+
+    def read_file(self, file_id: str) -> StoredFile:
+        blobs = self.bread.blob_store
+        if blobs is None:
+            raise BreadError(BLOB_STORE_NOT_CONFIGURED, "no blob store is configured")
+        found = blobs.get(_url(file_id))
+        if found is None:
+            raise BreadError(FILE_NOT_FOUND, f"no file {file_id}")
+        data, meta = found
+        return StoredFile(data, meta["mimeType"], meta.get("name"))
+
+    def close(self) -> None:
+        """Nothing to release: the ``Bread`` is its owner's to close."""
+
+
+def _url(file_id: str) -> str:
+    return file_id if file_id.startswith(FILES) else FILES + file_id
+
+
+def transport(bread: Any) -> LocalTransport:
+    """The in-process transport over ``bread`` (a started :class:`~bread_sync.Bread`)."""
+    return LocalTransport(bread)

@@ -71,7 +71,8 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
         "runs": [("position", "bigint", False), ("id", "text", False), ("agent_id", "text", True),
                  ("session_id", "text", True), ("status", "text", False), ("checkpoint_id", "text", True),
                  ("owner", "text", True), ("lease_until", "double precision", True),
-                 ("cancel_requested", "boolean", False), ("created_at", "text", True), ("updated_at", "text", True)],
+                 ("cancel_requested", "boolean", False), ("created_at", "text", True), ("updated_at", "text", True),
+                 ("remote_run_id", "text", True), ("remote_seq", "bigint", True)],
         "session_claims": [("session_id", "text", False), ("run_id", "text", False)],
         "session_messages": [("position", "bigint", False), ("session_id", "text", False),
                              ("message", "text", False)],
@@ -102,7 +103,9 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
     }
     assert indexes["crumbs_pkey"].endswith("btree (run_id, seq)")
     assert read(postgres_url, "SELECT name FROM bread_migrations ORDER BY position") == [(n,) for n in SHIPPED]
-    assert SHIPPED == ["m001_initial", "m002_session_state", "m003_mcp_sessions", "m004_push_configs"]
+    assert SHIPPED == [
+        "m001_initial", "m002_session_state", "m003_mcp_sessions", "m004_push_configs", "m005_relay_position",
+    ]  # fmt: skip
 
 
 def test_reopening_applies_nothing_twice_and_keeps_the_data(open_store, postgres_url):

@@ -44,6 +44,7 @@ RUN_COLUMNS = {
     "id": "id", "agentId": "agent_id", "sessionId": "session_id", "status": "status",
     "checkpointId": "checkpoint_id", "owner": "owner", "leaseUntil": "lease_until",
     "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
+    "remoteRunId": "remote_run_id", "remoteSeq": "remote_seq",
 }  # fmt: skip
 
 #: A push subscription's keys (as the store contract spells them) and their columns.
@@ -218,7 +219,7 @@ class PostgresStore:
     # runs
     def create_run(self, record: RunRow) -> bool:
         with self.connection() as conn:
-            return conn.execute(INSERT_RUN, [record[key] for key in RUN_COLUMNS]).rowcount == 1
+            return conn.execute(INSERT_RUN, [record.get(key) for key in RUN_COLUMNS]).rowcount == 1
 
     def get_run(self, run_id: str) -> RunRow | None:
         found = self._runs(f"{SELECT_RUNS} WHERE id = %s", [run_id])
@@ -250,7 +251,7 @@ class PostgresStore:
     def _runs(self, sql: str, params: list[Any]) -> list[RunRow]:
         with self.connection() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [dict(zip(RUN_COLUMNS, row, strict=True)) for row in rows]
+        return [_run(row) for row in rows]
 
     # checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -495,6 +496,13 @@ def _filters(**wanted: Any) -> tuple[str, list[Any]]:
     """A WHERE clause over the given columns whose value is not None."""
     wanted = {column: value for column, value in wanted.items() if value is not None}
     return " AND ".join(f"{column} = %s" for column in wanted) or "true", list(wanted.values())
+
+
+def _run(row: tuple[Any, ...]) -> RunRow:
+    record = dict(zip(RUN_COLUMNS, row, strict=True))
+    if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
+        del record["remoteRunId"], record["remoteSeq"]
+    return record
 
 
 def _run_column(key: str) -> str:

@@ -151,3 +151,9 @@ def m004_push_configs(conn: Any) -> None:
         CREATE INDEX idx_push_configs_due ON push_configs (next_attempt_at) WHERE NOT done;
         """
     )
+
+
+@migration
+def m005_relay_position(conn: Any) -> None:
+    # Where a remote agent's relay stands (engine/remote.py), written with each relayed crumb.
+    conn.execute("ALTER TABLE runs ADD COLUMN remote_run_id text, ADD COLUMN remote_seq bigint")

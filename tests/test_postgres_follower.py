@@ -38,8 +38,8 @@ def test_a_tail_wakes_when_another_process_appends_not_at_its_next_poll(two_proc
     paused = there.run("writer", {"topic": "bread"}, mode="sync")
     frames, paused_at = watched_tail(here, paused.run_id)
 
-    began = time.monotonic()
     there.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync")
+    began = time.monotonic()  # the run has ended there: from now on only the follower brings it here
     got = []
     for frame in frames:
         if frame is not None:

@@ -1,8 +1,6 @@
 import os
 import uuid
 
-pytest_plugins = ["bread_sync.client.conformance"]
-
 import pytest
 
 from bread_sync import Config, ServerSettings, create_bread
@@ -11,6 +9,8 @@ from bread_sync.transports import stream
 
 from . import postgres_server
 from .redis_server import RedisServer
+
+pytest_plugins = ["bread_sync.client.conformance"]
 
 #: A Redis the developer or CI provides; read once, before any test clears the environment.
 EXTERNAL_REDIS_URL = os.environ.get("REDIS_URL")

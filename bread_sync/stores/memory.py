@@ -12,7 +12,16 @@ from typing import Any
 from ..crumbs import Frame, to_wire_crumb
 from ..errors import SEQ_CONFLICT, BreadError
 from . import (
-    FINISHED, PURGED, PUSH_SETTLED, RELAY_FIELDS, RunRecord, RunRow, iso_days_ago, new_push_config, now_iso, tags_match,
+    FINISHED,
+    PURGED,
+    PUSH_SETTLED,
+    RELAY_FIELDS,
+    RunRecord,
+    RunRow,
+    iso_days_ago,
+    new_push_config,
+    now_iso,
+    tags_match,
 )  # fmt: skip
 
 

@@ -193,6 +193,7 @@ ROUTE_ACTIONS = {
     ("GET", "/agents"): "agent.list",
     ("GET", "/agents/<id>"): "agent.read",
     ("POST", "/agents/<id>/run"): "run.start",
+    ("GET", "/pipelines"): "pipeline.list",
     ("POST", "/pipelines/<id>/run"): "pipeline.start",
     ("POST", "/resume/<checkpointId>"): "run.resume",
     ("GET", "/runs/<runId>/stream"): "run.stream",

@@ -96,6 +96,14 @@ def test_agents_are_listed_and_described(client):
     assert missing.status_code == 404 and missing.get_json()["error"]["code"] == "AGENT_NOT_FOUND"
 
 
+def test_pipelines_are_listed_with_their_steps(client):
+    assert client.get("/pipelines").get_json() == [{
+        "id": "draft-then-echo",
+        "description": "The writer drafts (and asks before publishing), then echo repeats its output.",
+        "steps": ["writer", "echo"],
+    }]  # fmt: skip
+
+
 def test_a_utf8_body_may_start_with_a_byte_order_mark(client):
     answer = client.post("/agents/echo/run", data=b"\xef\xbb\xbf" + b'{"input": "bom"}')
     assert answer.status_code == 200 and b'"output":"bom"' in answer.get_data()

@@ -15,6 +15,7 @@ class HTTP_ACTIONS:  # noqa: N801 - the reference's spelling of a constant table
     agent_list = "agent.list"
     agent_read = "agent.read"
     run_start = "run.start"
+    pipeline_list = "pipeline.list"
     pipeline_start = "pipeline.start"
     run_resume = "run.resume"
     run_stream = "run.stream"

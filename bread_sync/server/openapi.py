@@ -50,6 +50,7 @@ _BODY_ERRORS = (400, 413)
 OPERATIONS: dict[str, Op] = {
     A.agent_list: Op("List the agents", list[s.AgentSummary]),
     A.agent_read: Op("Describe an agent", s.AgentDetail, errors=(404,)),
+    A.pipeline_list: Op("List the pipelines", list[s.PipelineSummary]),
     A.run_start: Op("Run an agent, streaming its crumbs", STREAM, s.RunBody, errors=_BODY_ERRORS),
     A.pipeline_start: Op("Run a pipeline, streaming its crumbs", STREAM, s.PipelineRunBody, errors=_BODY_ERRORS),
     A.run_resume: Op("Resume a paused run, streaming its continuation", STREAM, s.ResumeBody, errors=_BODY_ERRORS),

@@ -36,6 +36,7 @@ def register(app: Any) -> None:
     app.add_url_rule(HEALTH_PATH, endpoint="health", view_func=health)
     register_http_route(app, "GET", "/agents", a.agent_list, list_agents)
     register_http_route(app, "GET", "/agents/<id>", a.agent_read, read_agent)
+    register_http_route(app, "GET", "/pipelines", a.pipeline_list, list_pipelines)
     register_http_route(app, "GET", "/runs", a.run_list, list_runs)
     register_http_route(app, "GET", "/runs/<runId>", a.run_read, read_run)
     register_http_route(app, "GET", "/sessions", a.session_list, list_sessions)
@@ -70,6 +71,14 @@ def read_agent(id: str) -> Any:
         raise BreadError(AGENT_NOT_FOUND, f"no agent {id!r}")
     schema = agent.input_schema.model_json_schema() if agent.input_schema else {}
     return jsonify({**agent_summary(agent), "inputSchema": schema, "skills": sorted(agent.skills)})
+
+
+def list_pipelines() -> Any:
+    """Every pipeline of the config: a pipeline has no entrypoint rule, so all are served."""
+    return jsonify([
+        {"id": p.id, "description": p.description or None, "steps": [step.label for step in p.steps]}
+        for p in bread().pipelines.values()
+    ])  # fmt: skip
 
 
 def exposed(instance: Any) -> list[Any]:

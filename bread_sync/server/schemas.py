@@ -125,6 +125,12 @@ class AgentSummary(BaseModel):
     description: str | None
 
 
+class PipelineSummary(BaseModel):
+    id: str
+    description: str | None
+    steps: list[str] = Field(description="Each step's label: its name, else its agent or task id.")
+
+
 class AgentDetail(AgentSummary):
     inputSchema: dict[str, Any]
     skills: list[str]

@@ -200,8 +200,7 @@ def test_nested_work_is_shown_nested(page, servers):
 def test_a_pipeline_runs_its_steps_nested(page, servers):
     server = servers("ndjson")
     open_page(page, f"{server.url}/_bread/")
-    page.select_option("#target", "pipeline:")
-    page.fill("#pipeline", "draft-then-echo")
+    page.select_option("#target", "pipeline:draft-then-echo")
     page.fill("#input", "oats")
     page.click("#run")
     page.wait_for_selector("#pause .approve")

@@ -379,23 +379,29 @@ function parsed(text, otherwise) {
 
 async function loadAgents() {
   const agents = await api("/agents").then((r) => r.json());
+  // A key may list agents and not pipelines: then there are none to pick.
+  const pipelines = await api("/pipelines").then((r) => (r.ok ? r.json() : []));
   $("key-form").hidden = true;
   $("forget-key").hidden = !key;
   const options = agents.map((a) => new Option(a.id, `agent:${a.id}`));
-  $("target").replaceChildren(...options, new Option("a pipeline…", "pipeline:"));
+  const flows = pipelines.map((p) => new Option(`pipeline ${p.id}`, `pipeline:${p.id}`));
+  $("target").replaceChildren(...options, ...flows);
   $("target").agents = Object.fromEntries(agents.map((a) => [a.id, a]));
+  $("target").pipelines = Object.fromEntries(pipelines.map((p) => [p.id, p]));
   await describe();
 }
 
 // The agent's input schema as a form: one field per property of its object input.
 async function describe() {
   const [kind, id] = $("target").value.split(":");
-  $("pipeline-field").hidden = kind !== "pipeline";
   const fields = $("fields");
   fields.replaceChildren(Object.assign(document.createElement("legend"), { textContent: "Input" }));
   fields.hidden = true;
-  if (kind !== "agent") {
-    $("description").textContent = "Pipelines are not listed: type its id.";
+  if (kind === "pipeline") {
+    const pipeline = $("target").pipelines[id];
+    $("description").textContent = [pipeline.description, `steps: ${pipeline.steps.join(" → ")}`]
+      .filter(Boolean)
+      .join(" · ");
     return;
   }
   $("description").textContent = $("target").agents[id].description || "";
@@ -426,8 +432,7 @@ function runInput() {
 }
 
 async function startRun() {
-  const [kind, agentId] = $("target").value.split(":");
-  const id = kind === "pipeline" ? $("pipeline").value.trim() : agentId;
+  const [kind, id] = $("target").value.split(":");
   const body = { input: runInput() };
   if ($("session").value.trim()) body.session = { id: $("session").value.trim() };
   const path = `/${kind === "pipeline" ? "pipelines" : "agents"}/${encodeURIComponent(id)}/run`;

@@ -215,7 +215,8 @@ def bench_wire(args: argparse.Namespace, sides: list[Side], bodies: Path) -> dic
         "beat": record(bread, bodies, "beat", beat, args.beats),
     }  # fmt: skip
     samples: dict[str, dict[str, list]] = {s.name: {"single": [], "first": [], "concurrent": [], "beat": [],
-                                                    "coalesced": [], "single_cpu": [], "concurrent_cpu": []}
+                                                    "coalesced": [], "single_cpu": [], "concurrent_cpu": [],
+                                                    "beat_cpu": []}
                                            for s in sides}  # fmt: skip
     for r in range(args.repeat):
         order = sides[r % 2 :] + sides[: r % 2]
@@ -233,7 +234,10 @@ def bench_wire(args: argparse.Namespace, sides: list[Side], bodies: Path) -> dic
             samples[side.name]["concurrent"].append(conc)
             samples[side.name]["concurrent_cpu"].append(cpu)
         for side in order:
-            samples[side.name]["beat"].append(lateness(side, args.streams, args.beats, args.period))
+            beat, cpu = harness.with_worker_cpu(side.server, args.streams * events["beat"], lateness,
+                                                side, args.streams, args.beats, args.period)  # fmt: skip
+            samples[side.name]["beat"].append(beat)
+            samples[side.name]["beat_cpu"].append(cpu)
     return {"events": events, "samples": samples}
 
 
@@ -324,6 +328,8 @@ def wire_figures(label: str, bread: dict[str, list], minimal: dict[str, list], a
         pair(f"{streams} concurrent streams of {rate:.0f} deltas/s: p50 lateness of a delta", pct("beat", 50), "ms"),
         pair(f"{streams} concurrent streams of {rate:.0f} deltas/s: p99 lateness of a delta", pct("beat", 99), "ms",
              at_most=AIM_LATENESS),
+        pair(f"{streams} concurrent streams of {rate:.0f} deltas/s: the worker's CPU time per event (their starts "
+             "and ends included)", lambda side: side["beat_cpu"], "us"),
     ]  # fmt: skip
     out.append(pair(f"{streams} concurrent streams of {rate:.0f} deltas/s: p99 lateness of the first {args.beats // 2} "
                     "deltas of each run (no run has ended yet)", pct("beat", 99, "steady"), "ms"))  # fmt: skip

@@ -1,5 +1,8 @@
 """The tail's inbox: every item once, in order, in batches; a waiting consumer is woken."""
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -79,3 +82,33 @@ def test_a_take_woken_by_a_set_meant_for_an_item_already_taken_keeps_waiting():
     started = time.monotonic()
     assert inbox.take(0.05) == []
     assert time.monotonic() - started >= 0.04
+
+
+UNDER_GEVENT = """
+from gevent import monkey; monkey.patch_all()
+import json, time
+import gevent
+from bread_sync.tails.inbox import Inbox
+
+inbox, out = Inbox(), {}
+started = time.monotonic()
+out["idle"] = inbox.take(0.05)  # the alarm rings: nothing came
+out["idle_for"] = time.monotonic() - started
+gevent.spawn_later(0.01, inbox.put, "frame")
+out["woken"] = inbox.take(0.05)  # a put wakes it before the alarm rings
+inbox._ready.clear()  # the put's own set
+gevent.sleep(0.1)  # a disarmed alarm sets nothing while nobody waits
+out["set_meanwhile"] = inbox._ready.is_set()
+out["again"] = inbox.take(0.05)  # the same alarm, re-armed
+print(json.dumps(out))
+"""
+
+
+def test_under_gevent_a_take_waits_its_timeout_on_the_alarm_and_a_put_wakes_it():
+    done = subprocess.run([sys.executable, "-c", UNDER_GEVENT], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["idle"] == [] and out["idle_for"] >= 0.04
+    assert out["woken"] == ["frame"]
+    assert out["set_meanwhile"] is False
+    assert out["again"] == []

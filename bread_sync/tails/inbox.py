@@ -2,7 +2,9 @@
 
 It replaces a ``queue.Queue`` on the per-crumb path: a put is a deque append and, only when the
 consumer may be asleep, an event set; the consumer pays for a wait (a timer under gevent) once
-per batch rather than once per item. Works the same with real threads and with greenlets.
+per batch rather than once per item; under gevent a consumer that waits with the same timeout
+each time (a tail's heartbeat) re-arms one timer rather than making one per wait. Works the same
+with real threads and with greenlets.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ import time
 from collections import deque
 from typing import Any
 
+from ..greenlets import Alarm
+
 
 class Inbox:
     def __init__(self) -> None:
         self._items: deque[Any] = deque()
         self._ready = threading.Event()
+        self._alarm: Alarm | None = None
 
     def put(self, item: Any) -> None:
         self._items.append(item)
@@ -30,6 +35,7 @@ class Inbox:
         the first item; ``[]`` only once the timeout has passed with none."""
         items, ready = self._items, self._ready
         deadline = None if timeout is None else time.monotonic() + timeout
+        first = True
         while not items:
             ready.clear()
             if items:
@@ -38,8 +44,28 @@ class Inbox:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return []
-            ready.wait(left)
+            if first and timeout is not None:
+                self._wait_out(timeout)
+            else:  # forever, or the rare second wait of a take
+                ready.wait(left)
+            first = False
         # As many as are there now: producers that keep putting cannot hold the consumer here;
         # with ``most``, a backlog of a fast run's frames is not moved all in one go either.
         count = len(items) if most is None else min(len(items), most)
         return [items.popleft() for _ in range(count)]
+
+    def _wait_out(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a put: on the inbox's alarm for that timeout where
+        there is one (it may ring a little early, by the event loop's clock: the take then waits
+        the rest the usual way)."""
+        alarm = self._alarm
+        if alarm is None or alarm.seconds != timeout:
+            alarm = self._alarm = Alarm(self._ready, timeout)
+        if not alarm.usable:
+            self._ready.wait(timeout)
+            return
+        alarm.arm()
+        try:
+            self._ready.wait()
+        finally:
+            alarm.disarm()

@@ -7,7 +7,6 @@ is a heartbeat. Decoders take bytes in any split and return the whole events or 
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,30 +115,32 @@ class SSEDecoder:
     """
 
     last_event_id: str | None = None
-    _buffer: str = ""
+    _buffer: bytes = b""
     _pending_cr: bool = False
     _data: list[str] = field(default_factory=list)
     _event: str = ""
     _retry: int | None = None
     _id_seen: bool = False
-    _decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")())
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        text = self._decoder.decode(chunk)
-        if self._pending_cr and text.startswith("\n"):
-            text = text[1:]
-        self._pending_cr = text.endswith("\r")
-        if "\r" in text:  # the buffer kept from before is normalised already
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        *lines, self._buffer = (self._buffer + text).split("\n")
+        # Lines are split as bytes and decoded whole: a newline byte is never part of a
+        # multi-byte UTF-8 sequence, so no incremental decoder is needed.
+        if not chunk:
+            return []
+        if self._pending_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._pending_cr = chunk.endswith(b"\r")
+        if b"\r" in chunk:  # the buffer kept from before is normalised already
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, self._buffer = (self._buffer + chunk).split(b"\n")
         events = []
         for line in lines:
             if not line:
                 event = self._dispatch()
                 if event is not None:
                     events.append(event)
-            elif line[0] != ":":  # a comment (heartbeat) is skipped
-                self._field(line)
+            elif line[0] != 0x3A:  # a line starting with ":" is a comment (a heartbeat): skipped
+                self._field(line.decode())
         return events
 
     def _field(self, line: str) -> None:

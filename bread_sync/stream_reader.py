@@ -200,8 +200,8 @@ class RunStreamReader:
 
 
 def _seq(value: str | int) -> int:
+    if value.__class__ is str and value.isascii() and value.isdigit():  # an SSE id, the usual case
+        return int(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
     raise BreadError(PROTOCOL_DECODE_ERROR, f"{value!r} is not a seq")

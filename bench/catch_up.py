@@ -82,6 +82,18 @@ def query_plan(path: Path) -> str:
     return "; ".join(row[-1] for row in rows)
 
 
+def catch_up_queries(big: int, small: int) -> dict[str, tuple[str, int, int]]:
+    """Each catch-up timed: (run, after, rows it returns), on the logs ``big`` and ``small``."""
+    near = min(100, small)
+    return {
+        "big_end_100": ("big", big - near, near),
+        "small_end_100": ("small", small - near, near),
+        "big_end_1000": ("big", big - small, small),
+        "small_all": ("small", 0, small),
+        "big_start": ("big", 100, big - 100),
+    }
+
+
 def catch_up(server: Gunicorn, run_id: str, after: int, rows: int, probe: bool = False) -> dict[str, float]:
     """One catch-up read to its end. ``probe``: also send ``GET /health`` to the same worker
     ``PROBE_AFTER`` seconds into it, and time that (the worker serves everyone else meanwhile)."""
@@ -113,14 +125,7 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     finally:
         store.close()
     built = time.perf_counter() - start
-    near = min(100, args.small)
-    queries = {
-        "big_end_100": ("big", args.big - near, near),
-        "small_end_100": ("small", args.small - near, near),
-        "big_end_1000": ("big", args.big - args.small, args.small),
-        "small_all": ("small", 0, args.small),
-        "big_start": ("big", 100, args.big - 100),
-    }
+    queries = catch_up_queries(args.big, args.small)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in queries}
     with Gunicorn("bread", "wsgi:app", folder, env={"BREAD_DB": str(db)}) as server:
         pid = server.worker()

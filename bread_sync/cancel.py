@@ -27,6 +27,11 @@ class CancelToken:
     def cancelled(self) -> bool:
         return self._event.is_set()
 
+    @property
+    def reason(self) -> BreadError:
+        """What the run ends with once cancelled (``RUN_CANCELLED`` unless told otherwise)."""
+        return self._reason
+
     def cancel(self, reason: BreadError | None = None) -> None:
         """Stop the run at its next step; it ends with ``reason`` (default ``RUN_CANCELLED``)."""
         with self._lock:

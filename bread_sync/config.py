@@ -1,7 +1,8 @@
 """The config object, and how the server and the CLI find and adjust it.
 
 ``BREAD_CONFIG=module:attribute`` names a config (or a callable returning one); the default is
-the demo config. The environment then overrides what it names: ``BREAD_DB`` (the SQLite file),
+the demo config. The environment then overrides what it names: ``BREAD_DB`` (the SQLite file, or a
+``postgresql://`` URL: the Postgres store),
 ``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``,
 ``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis),
 ``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS`` and
@@ -22,6 +23,8 @@ from .agents import Agent
 
 DEFAULT_CONFIG = "bread_sync.demo:config"
 DEFAULT_DB_NAME = "bread.db"
+#: A ``BREAD_DB`` that starts with one of these is a Postgres database; anything else, a SQLite file.
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: A lease is renewed every third of it; one longer than a year only postpones noticing a death.
 MAX_LEASE_SECONDS = 365 * 86_400.0
 #: The transports ``REDIS_URL`` composes with: they serve HTTP and carry frames on Redis.
@@ -59,7 +62,8 @@ class Config(BaseModel):
 
     ``store`` and ``transport`` take an object, an alias (``"sqlite"``, ``"memory"``;
     ``"stream"``, ``"stdout"``) or a dotted path to a factory. ``store=None`` is SQLite in the
-    instance folder (``BREAD_DB`` names another file); ``transport=None`` is the embedded stream.
+    instance folder (``BREAD_DB`` names another file, or a Postgres database by its
+    ``postgresql://`` URL); ``transport=None`` is the embedded stream.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -73,6 +77,9 @@ class Config(BaseModel):
     plugins: list[Any] = Field(default_factory=list)
     store: Any = None
     transport: Any = None
+    #: Local id -> an agent of another server (``http_chunked.remote_agent(url=..., agent_id=...)``);
+    #: these ids shadow local agents of the same id.
+    remote_agents: dict[str, Any] = Field(default_factory=dict)
     server: ServerSettings = Field(default_factory=ServerSettings)
     instance_path: Path = Field(default_factory=lambda: default_instance_path())
     lease_seconds: float = Field(30.0, ge=0, le=MAX_LEASE_SECONDS)
@@ -89,6 +96,12 @@ def default_instance_path() -> Path:
 
 def default_db_path(config: Config) -> Path:
     return Path(os.environ.get("BREAD_DB") or config.instance_path / DEFAULT_DB_NAME)
+
+
+def postgres_url() -> str | None:
+    """``BREAD_DB`` when it is a Postgres URL (``postgresql://`` or ``postgres://``), else None."""
+    value = os.environ.get("BREAD_DB") or ""
+    return value if value.startswith(POSTGRES_SCHEMES) else None
 
 
 def _import_from_cwd() -> None:
@@ -118,7 +131,7 @@ def load_config(name: str | None = None) -> Config:
 def apply_environment(config: Config) -> Config:
     updates: dict[str, Any] = {}
     if os.environ.get("BREAD_DB"):
-        updates["store"] = "sqlite"
+        updates["store"] = _database_store()
     if os.environ.get("BREAD_TRANSPORT"):
         updates["transport"] = _transport_name(config.transport, os.environ["BREAD_TRANSPORT"])
     if os.environ.get("REDIS_URL"):
@@ -137,6 +150,15 @@ def apply_environment(config: Config) -> Config:
     if os.environ.get("BREAD_RETENTION_DAYS"):
         updates["retention_days"] = _number("BREAD_RETENTION_DAYS")
     return config.model_copy(update=updates) if updates else config
+
+
+def _database_store() -> str:
+    if postgres_url() is None:
+        return "sqlite"
+    from .loading import require
+
+    require("psycopg")  # a missing extra fails the config's loading, with the pip install to run
+    return "postgres"
 
 
 def _transport_name(configured: Any, name: str) -> str:

@@ -7,6 +7,7 @@ run's :class:`~bread_sync.engine.emitter.Emitter` (the choke point) before the c
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from . import crumbs as c
 from .agents import Agent, Tool, check_response_kind
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
-from .config import Config, default_db_path
+from .config import Config, default_db_path, postgres_url
 from .crumbs import Frame
 from .engine import owners
 from .engine.context import RunContext
@@ -27,6 +28,7 @@ from .engine.kinds import KINDS
 from .engine.lease import LeaseKeeper
 from .engine.loops import close_loops
 from .engine.pipelines import PipelineRun
+from .engine.remote import RemoteRun, open_remote_run, quietly
 from .engine.sessions import SessionGuard
 from .engine.tasks import run_task
 from .errors import (
@@ -123,6 +125,8 @@ class Bread:
     def __init__(self, config: Config):
         self.config = config
         self.agents: dict[str, Agent] = {agent.id: agent for agent in config.agents}
+        #: Agents of other servers by local id (``Config.remote_agents``); they shadow local ones.
+        self.remote_agents: dict[str, Any] = dict(config.remote_agents)
         self.tasks: dict[str, Task] = {task.id: task for task in config.tasks}
         self.pipelines: dict[str, Pipeline] = {pipeline.id: pipeline for pipeline in config.pipelines}
         self.store = self._make_store(config)
@@ -147,6 +151,10 @@ class Bread:
 
     @staticmethod
     def _make_store(config: Config) -> Any:
+        if config.store == "postgres" or (config.store is None and postgres_url()):
+            if postgres_url() is None:
+                raise ValueError("the postgres store needs BREAD_DB=postgresql://user@host/database")
+            return resolve("postgres", STORES, "store", url=postgres_url())
         if config.store is None or config.store == "sqlite":
             from .stores.sqlite import store
 
@@ -178,6 +186,8 @@ class Bread:
     def close(self) -> None:
         """Stop this instance's background work and close its store's connections."""
         self.leases.stop()
+        for remote in self.remote_agents.values():
+            remote.close()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
@@ -206,7 +216,11 @@ class Bread:
         ``state`` (a JSON object) replaces the session's state, which tools read as
         ``ctx.state`` and providers as ``request.session_state``; without it the run has the
         state its session kept. ``context`` (``[{description, value}]``) is this run's only:
-        ``ctx.context``, ``request.context``."""
+        ``ctx.context``, ``request.context``. A remote agent's run
+        relays the remote run (engine/remote.py); what the remote refuses ends it, logged."""
+        if agent_id in self.remote_agents:
+            return self._deliver(self._run_remote(agent_id, input, session, skill, signal, run_id,
+                                                  session_policy, may_interrupt), mode)  # fmt: skip
         agent = self.agent(agent_id)
         skill_name = self._skill(agent, skill)
         state, context = _check_state(state, context)
@@ -224,6 +238,26 @@ class Bread:
         wait = None if claimed else lambda: self.sessions.wait(session_id, run_id, ctx.token)
         opening = open_agent_run(ctx, root, agent, skill_name, tags, wait)
         return self._deliver(Run(run_id, Execution(ctx, root, opening).start()), mode)
+
+    def _run_remote(
+        self, agent_id: str, input: Any, session: Any, skill: str | None, signal: CancelToken | None,
+        run_id: str | None, session_policy: str | None, may_interrupt: Callable[[str], bool] | None,
+    ) -> Run:  # fmt: skip
+        session_id, tags = _session_ref(session)
+        if run_id is not None and self.store.get_run(run_id) is not None:  # a retried request
+            return self._attach(run_id, agent_id)
+        run_id = run_id or new_id("run")
+        claimed = self.sessions.claim(session_id, run_id, session_policy or "reject", may_interrupt)
+        # The remote run's id is chosen here and recorded before it is asked for, so whoever
+        # takes the relay over knows which run to follow, and a retried POST attaches to it.
+        record = {**self._record(run_id, agent_id, session_id), "remoteRunId": new_id("run"), "remoteSeq": 0}
+        if not self.store.create_run(record):
+            return self._attach(run_id, agent_id)
+        ctx = self._context(run_id, session_id, signal)
+        root = RemoteRun(ctx, agent_id, input, skill, record["remoteRunId"])
+        wait = None if claimed else lambda: self.sessions.wait(session_id, run_id, ctx.token)
+        opening = open_remote_run(ctx, root, skill, tags, wait)
+        return Run(run_id, Execution(ctx, root, opening).start())
 
     def run_pipeline(
         self,
@@ -308,7 +342,9 @@ class Bread:
         if record["status"] == "running":
             if self.owner_gone(record):
                 self.interrupt(record)
-                return False
+                record = self.store.get_run(run_id)  # a relay this process took over goes on
+                if record["status"] != "running" or record["owner"] != self.owner:
+                    return False
             if not self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True):
                 return False
             self.leases.announce_cancel(run_id)
@@ -376,7 +412,11 @@ class Bread:
 
     def interrupt(self, record: dict[str, Any]) -> bool:
         """End a run whose owner died with ``agent:error`` ``RUN_INTERRUPTED``; False when the
-        record changed since it was read (another process marked it, or its owner renewed)."""
+        record changed since it was read (another process marked it, or its owner renewed), or
+        when it was a remote agent's relay, which this process took over instead (:meth:`adopt`)."""
+        if self._relay_of_the_dead(record):
+            self.adopt(record)
+            return False
         expect = {"status": "running", "owner": record["owner"], "leaseUntil": record["leaseUntil"]}
         if not self.store.update_run(record["id"], expect=expect, status="interrupted", owner=None):
             return False
@@ -385,11 +425,44 @@ class Bread:
         close_loops(self.store, record["id"], "interrupted")
         return True
 
+    def _relay_of_the_dead(self, record: dict[str, Any]) -> bool:
+        return (
+            record["agentId"] in self.remote_agents and bool(record.get("remoteRunId"))
+            and record["owner"] != self.owner and self.owner_gone(record)
+        )  # fmt: skip
+
+    def adopt(self, record: dict[str, Any]) -> bool:
+        """Take over the relay of a remote agent's run whose owner died: claim the run (one
+        process wins), and go on relaying the remote run after the position its record holds,
+        under the same run id and seqs, in a thread of this process. A remote run that is gone
+        ends the local one with ``RUN_INTERRUPTED``. False when another process claimed it first."""
+        run_id = record["id"]
+        expect = {"status": "running", "owner": record["owner"], "leaseUntil": record["leaseUntil"]}
+        if not self.store.update_run(run_id, expect=expect, owner=self.owner, leaseUntil=self._lease_end()):
+            return False
+        remote = self.remote_agents[record["agentId"]]
+        try:
+            gone = remote.run_status(record["remoteRunId"]) is None
+        except BreadError:
+            gone = False  # not answering now: the relay keeps trying for a while
+        if gone:
+            self.interrupt(self.store.get_run(run_id))
+            return True
+        ctx = self._context(run_id, record["sessionId"], None, next_seq=self.store.last_seq(run_id) + 1)
+        root = RemoteRun(ctx, record["agentId"], remote_run_id=record["remoteRunId"],
+                         remote_seq=record["remoteSeq"] or 0, adopted=True)  # fmt: skip
+        run = Run(run_id, Execution(ctx, root).start())
+        threading.Thread(target=run.drain, name=f"bread-relay-{run_id}", daemon=True).start()
+        log.warning("run %s: its owner is gone; this process took over its relay", run_id)
+        return True
+
     def _cancel_paused(self, record: dict[str, Any]) -> bool:
         checkpoint_id = record["checkpointId"]
         if not checkpoint_id or not self.store.claim_checkpoint(checkpoint_id, status="void"):
             return False
         self.store.update_run(record["id"], status="cancelled", checkpointId=None)
+        if record["agentId"] in self.remote_agents and record.get("remoteRunId"):
+            quietly(self.remote_agents[record["agentId"]].cancel, record["remoteRunId"])
         error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
         self._append_final(record["id"], c.error_crumb(record["id"], error))
         close_loops(self.store, record["id"], "cancelled")

@@ -1,6 +1,5 @@
 import os
-
-pytest_plugins = ["bread_sync.client.conformance"]
+import uuid
 
 import pytest
 
@@ -8,10 +7,15 @@ from bread_sync import Config, ServerSettings, create_bread
 from bread_sync.demo import config as demo_config
 from bread_sync.transports import stream
 
+from . import postgres_server
 from .redis_server import RedisServer
+
+pytest_plugins = ["bread_sync.client.conformance"]
 
 #: A Redis the developer or CI provides; read once, before any test clears the environment.
 EXTERNAL_REDIS_URL = os.environ.get("REDIS_URL")
+#: A Postgres the developer or CI provides (a user who may create databases), read likewise.
+EXTERNAL_DATABASE_URL = os.environ.get("DATABASE_URL")
 
 
 @pytest.fixture(autouse=True)
@@ -81,3 +85,27 @@ def make_redis_transport(redis_url):
     yield make
     for transport in made:
         transport.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url():
+    """A real Postgres for the whole session: ``DATABASE_URL`` when set, else one started here
+    (see tests/postgres_server.py); skipped, saying why, where neither can be had."""
+    if EXTERNAL_DATABASE_URL:
+        yield EXTERNAL_DATABASE_URL
+        return
+    reason = postgres_server.unavailable()
+    if reason:
+        pytest.skip(reason)
+    server = postgres_server.PostgresServer().start()
+    yield server.url()
+    server.remove()
+
+
+@pytest.fixture
+def postgres_url(postgres_admin_url):
+    """A new empty database of this test's own on the session's Postgres; dropped after."""
+    name = f"bread_{uuid.uuid4().hex[:12]}"
+    url = postgres_server.create_database(postgres_admin_url, name)
+    yield url
+    postgres_server.drop_database(postgres_admin_url, name)

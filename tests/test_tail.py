@@ -255,3 +255,36 @@ def test_a_batched_tail_hands_over_the_same_frames_in_lists(bread):
     got = list(live)
     assert [len(items) for items in got] == [256, 46]  # at most BATCH at once
     assert [f for items in got for f in items][-1].type == "agent:run:end"
+
+
+def test_a_follower_pass_the_store_cannot_answer_is_tried_again(make_bread):
+    """A store that does not answer for a while (Postgres restarting: STORE_UNAVAILABLE) holds
+    the tail up, and the follower reads on once it answers, missing nothing."""
+    from bread_sync.errors import STORE_UNAVAILABLE
+
+    store = memory.store()
+    a = make_bread(store=store, transport=stream.transport())
+    b = make_bread(store=store, transport=stream.transport())  # another process: no shared transport
+    paused = a.run("writer", {"topic": "bread"}, mode="sync")
+    b.follower.interval = 0.01
+    refusals, last_seqs = [], store.last_seqs
+
+    def flaky(run_ids):
+        if len(refusals) < 3:
+            refusals.append(run_ids)
+            raise BreadError(STORE_UNAVAILABLE, "the Postgres store does not answer; retry later")
+        return last_seqs(run_ids)
+
+    frames = b.tail(paused.run_id, heartbeat=0.05)
+    while next(frames) is not None:  # the replay, up to the pause; then the tail is watched
+        pass
+    store.last_seqs = flaky
+    a.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync")
+    got, deadline = [], time.monotonic() + 10
+    for frame in frames:  # heartbeats (None) every 0.05 s bound each wait
+        got += [frame] if frame is not None else []
+        assert time.monotonic() < deadline, "the tail never ended: the follower stopped"
+    assert len(refusals) == 3
+    assert got[-1].type == "agent:run:end"
+    resumed_at = [f.seq for f in store.get_crumbs(paused.run_id) if f.type == "human:required"][-1]
+    assert durables(got) == durables(store.get_crumbs(paused.run_id, after=resumed_at))

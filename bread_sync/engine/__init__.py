@@ -44,6 +44,8 @@ class Runtime(Protocol):
     leases: Any
     #: One run at a time per session.
     sessions: Any
+    #: Agents of other servers by local id (relayed by engine/remote.py).
+    remote_agents: dict[str, Any]
 
     @property
     def owner(self) -> str: ...

@@ -27,6 +27,7 @@ from ..models import (
 from ..stores import now_iso
 from . import RUN_ENDING, Checkpointed, Pause, Steps
 from .context import RunContext
+from .remote import RemoteRun
 from .tasks import framed_task
 
 log = logging.getLogger("bread_sync")
@@ -51,6 +52,10 @@ class AgentActivity(Checkpointed):
     @property
     def session_policy(self) -> str:  # type: ignore[override]
         return self.agent.session_policy
+
+    @property
+    def agent_id(self) -> str:
+        return self.agent.id
 
     def head(self) -> dict[str, Any]:
         return {"agentId": self.agent.id}
@@ -215,6 +220,9 @@ class AgentLoop(AgentActivity):
         if tool.kind == "task":
             task = self.ctx.runtime.task(tool.target)
             return (yield from framed_task(self.ctx, task, call["input"], agent_id=self.agent.id))
+        if tool.target in self.ctx.runtime.remote_agents:
+            self.child = RemoteRun.nested_in(self.ctx, tool.target, call["input"])
+            return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
         child_agent = self.ctx.runtime.agent(tool.target)
         child_input = child_agent.validate_input(tool.child_input(call["input"], child_agent))
         self.child = self.ctx.activity_for(child_agent, child_input)

@@ -57,11 +57,11 @@ class RunContext:
     def tool_parameters(self, tool: Tool) -> dict[str, Any]:
         if tool.kind == "task":
             return self.runtime.task(tool.target).input_schema.model_json_schema()
+        if tool.kind == "subagent" and tool.target in self.runtime.remote_agents:
+            return subagent_parameters(self.runtime.remote_agents[tool.target].input_schema())
         if tool.kind == "subagent":
             child = self.runtime.agent(tool.target)
-            if child.input_schema is not None:
-                return child.input_schema.model_json_schema()
-            return {"type": "object", "properties": {"input": {}}, "required": ["input"]}
+            return subagent_parameters(child.input_schema.model_json_schema() if child.input_schema else None)
         return tool.parameters()
 
     def store_file(self, event: Any) -> dict[str, Any]:
@@ -77,7 +77,7 @@ class RunContext:
 
     def framed_subagent(self, parent_id: str, child: Any, steps: Steps, resumed: bool = False) -> Steps:
         """A child agent's crumbs between ``subagent:run:start`` and ``subagent:run:end``."""
-        frame = {"runId": self.run_id, "parentAgentId": parent_id, "subagentId": child.agent.id}
+        frame = {"runId": self.run_id, "parentAgentId": parent_id, "subagentId": child.agent_id}
         if not resumed:
             yield {"type": c.SUBAGENT_RUN_START, **frame, "status": "running"}
         try:
@@ -89,3 +89,8 @@ class RunContext:
             raise
         yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "completed", "output": output}
         return output
+
+
+def subagent_parameters(input_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """What a model is told a subagent takes: its input schema, else ``{"input": ...}``."""
+    return input_schema or {"type": "object", "properties": {"input": {}}, "required": ["input"]}

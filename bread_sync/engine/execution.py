@@ -21,6 +21,7 @@ from ..stores import now_iso
 from . import Pause, Steps
 from .agent_loop import AgentLoop, for_model
 from .context import RunContext
+from .remote import RemoteRun
 
 log = logging.getLogger("bread_sync")
 
@@ -71,6 +72,8 @@ class Execution:
                 log.warning("run %s was taken over; this process stops driving it", run_id)
                 self._final = "lost"
                 return
+            if self._hands_over(exc):
+                return
             yield self._fail(exc)
         except Exception as exc:
             log.exception("run %s failed", run_id)
@@ -80,6 +83,21 @@ class Execution:
             self._unregister()
             if self._final is None:  # the caller stopped pulling: nobody will drive this run
                 self._abandon()
+
+    def _hands_over(self, exc: BreadError) -> bool:
+        """A remote agent's relay stopped by its process (a shutdown) ends nothing: the remote
+        run goes on, so the run is left running with no owner and a lapsed lease, for the next
+        process that notices to take over (``Bread.adopt``) from its recorded position."""
+        token = self.ctx.token
+        stopping = token.cancelled and token.reason.code == exc.code == RUN_INTERRUPTED
+        if not (isinstance(self.root, RemoteRun) and stopping):
+            return False
+        self._final = "handed over"
+        self._unregister()
+        owned = {"status": "running", "owner": self.runtime.owner}
+        if self.store.update_run(self.ctx.run_id, expect=owned, owner=None, leaseUntil=0.0):
+            log.warning("run %s: its relay stops here; the next process to notice takes it over", self.ctx.run_id)
+        return True
 
     def _steps(self, resume: tuple[dict[str, Any], Any] | None) -> Steps:
         if self.opening is not None:

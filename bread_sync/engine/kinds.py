@@ -7,5 +7,6 @@ from typing import Any
 from .agent_loop import AgentLoop
 from .loops import LoopRun
 from .pipelines import PipelineRun
+from .remote import RemoteRun
 
-KINDS: dict[str, Any] = {kind.kind: kind for kind in (AgentLoop, LoopRun, PipelineRun)}
+KINDS: dict[str, Any] = {kind.kind: kind for kind in (AgentLoop, LoopRun, PipelineRun, RemoteRun)}

@@ -76,5 +76,7 @@ class SessionGuard:
             return True
         if self.bread.owner_gone(record):
             self.bread.interrupt(record)
-            return True
+            # Interrupted now, or else taken over (a remote agent's relay goes on holding it).
+            fresh = self.bread.store.get_run(holder)
+            return fresh is None or fresh["status"] != "running"
         return False

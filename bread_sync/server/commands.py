@@ -81,7 +81,8 @@ exit codes:
 CONFIG_HELP = """
 BREAD_CONFIG=module:attribute (or --config) names the config, the demo agents by default;
 its module may be in the current folder. BREAD_DB names the SQLite file that keeps runs
-and checkpoints across processes. --url URL (BREAD_URL) talks to a running server instead,
+and checkpoints across processes, or a Postgres database (postgresql://...) shared by hosts.
+--url URL (BREAD_URL) talks to a running server instead,
 with --api-key (BREAD_API_KEY) as its bearer key.
 """
 

@@ -14,7 +14,9 @@ up to ``graceful_timeout``; then the master kills the worker. Runs are driven of
 
 1. starts no more runs and lets the live ones go on while most of the graceful time is left;
 2. then stops each one still going at its next step with ``RUN_INTERRUPTED``: its driver logs
-   the text so far and the error crumb, and its streams end with that crumb;
+   the text so far and the error crumb, and its streams end with that crumb (a remote agent's
+   relay is left running instead, ownerless, for the next process to take over: the remote run
+   goes on; see engine/execution.py);
 3. just before the master's deadline, marks each run this process still owns (one stuck inside
    a long step) as interrupted from outside, with the same crumb.
 """

@@ -16,7 +16,11 @@ from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
 from ..crumbs import Frame
 
-STORES = {"memory": "bread_sync.stores.memory", "sqlite": "bread_sync.stores.sqlite"}
+STORES = {
+    "memory": "bread_sync.stores.memory",
+    "sqlite": "bread_sync.stores.sqlite",
+    "postgres": "bread_sync.stores.postgres",
+}
 
 RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interrupted")
 FINISHED = frozenset({"completed", "failed", "cancelled", "interrupted"})
@@ -53,7 +57,11 @@ class RunRecord(BaseModel):
     updatedAt: str
 
 
-#: A run record as a store holds and returns it: a dict of :class:`RunRecord`'s keys.
+#: A run record as a store holds and returns it: a dict of :class:`RunRecord`'s keys, and on the
+#: run of a remote agent also these, which the routes do not serve: its remote run's id and the
+#: remote seq of the last durable crumb its log holds (engine/remote.py). A store returns them
+#: only on a record that has them.
+RELAY_FIELDS = ("remoteRunId", "remoteSeq")
 RunRow = dict[str, Any]
 
 
@@ -78,6 +86,20 @@ class CrumbLog(Protocol):
         """The store calls made inside, in this thread, are written as one: others see all of
         them or none. An exception inside ends the batch; a store with transactions (SQLite)
         undoes the calls before it, the memory store keeps them. Nested batches join the outer."""
+
+    def listen(self) -> AppendListener:
+        """A listener that hears appends made by any process (Postgres: LISTEN/NOTIFY), for the
+        log follower, which then reads a log when it grew instead of polling it."""
+
+
+class AppendListener(Protocol):
+    """What :meth:`CrumbLog.listen` gives: one caller's wake-up on appends."""
+
+    def wait(self, timeout: float) -> set[str] | None:
+        """Wait up to ``timeout`` seconds for appends; the run ids appended to since the last
+        wait (empty: none), or None when some may have gone unheard (read every log)."""
+
+    def close(self) -> None: ...
 
 
 class RunStore(Protocol):
@@ -316,6 +338,12 @@ def last_seqs(store: Any, run_ids: list[str]) -> dict[str, int]:
     if callable(getattr(store, "last_seqs", None)):
         return store.last_seqs(run_ids)
     return {run_id: seq for run_id in run_ids if (seq := store.last_seq(run_id))}
+
+
+def append_listener(store: Any) -> AppendListener | None:
+    """``store.listen()``, or None for a store that cannot tell who appended (its logs are polled)."""
+    listen = getattr(store, "listen", None)
+    return listen() if callable(listen) else None
 
 
 def now_iso() -> str:

@@ -11,7 +11,18 @@ from typing import Any
 
 from ..crumbs import Frame, to_wire_crumb
 from ..errors import SEQ_CONFLICT, BreadError
-from . import FINISHED, PURGED, PUSH_SETTLED, RunRecord, RunRow, iso_days_ago, new_push_config, now_iso, tags_match
+from . import (
+    FINISHED,
+    PURGED,
+    PUSH_SETTLED,
+    RELAY_FIELDS,
+    RunRecord,
+    RunRow,
+    iso_days_ago,
+    new_push_config,
+    now_iso,
+    tags_match,
+)  # fmt: skip
 
 
 class MemoryStore:
@@ -69,7 +80,7 @@ class MemoryStore:
             return copy.deepcopy(self._runs.get(run_id))
 
     def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
-        unknown = set(fields) - set(RunRecord.model_fields)
+        unknown = set(fields) - set(RunRecord.model_fields) - set(RELAY_FIELDS)
         if unknown:
             raise TypeError(f"update_run: unknown run fields {sorted(unknown)}")
         with self._lock:

@@ -3,19 +3,25 @@ another process, and what it puts in their inboxes."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, NamedTuple, Protocol
 
-from ..stores import FINISHED, last_seqs
+from ..errors import STORE_BUSY, STORE_UNAVAILABLE, BreadError
+from ..stores import FINISHED, AppendListener, append_listener, last_seqs
 from ..transports import is_healthy, reports_health
 from .inbox import Inbox
+
+log = logging.getLogger("bread_sync")
 
 #: What the follower sends a tail whose run ended with nothing more after the tail's position.
 ENDED = object()
 #: While a transport shared between processes (Redis) is healthy it carries the frames of runs
 #: executing elsewhere: the store is read for them only this often, as a safety net.
 SAFETY_NET_SECONDS = 2.0
+#: A store that cannot answer now: the follower tries again at its next pass.
+UNREACHABLE = (STORE_BUSY, STORE_UNAVAILABLE)
 
 
 class Followed(Protocol):
@@ -54,6 +60,10 @@ class LogFollower:
     the responses that started them here (``local``) but for the safety net (another process may
     have taken one over). While the transport is unhealthy, and once more after it recovers,
     every run is read every ``interval``, so a tail misses nothing it dropped.
+
+    Without a shared transport, a store that hears appends (Postgres: LISTEN/NOTIFY, see
+    :func:`~bread_sync.stores.append_listener`) wakes the follower when a log grows, and only
+    the logs that grew are read; each is read anyway every SAFETY_NET_SECONDS.
     """
 
     def __init__(self, bread: Followed, interval: float = 0.25):
@@ -63,11 +73,15 @@ class LogFollower:
         self._watching: dict[str, list[_Watch]] = {}
         self._thread: threading.Thread | None = None
         self._degraded = False
+        #: Runs watched since the last pass: read at the next one, whatever the store heard,
+        #: as what was appended before their watch began went by unheeded.
+        self._fresh: set[str] = set()
 
     def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
         entry = _Watch(inbox, [after], local)
         with self._lock:
             self._watching.setdefault(run_id, []).append(entry)
+            self._fresh.add(run_id)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="bread-follower", daemon=True)
                 self._thread.start()
@@ -82,26 +96,55 @@ class LogFollower:
                 self._watching.pop(run_id, None)
 
     def _loop(self) -> None:
-        since_net = 0.0
+        shared = reports_health(self.bread.transport)
+        listener = None if shared else append_listener(self.bread.store)
+        try:
+            self._follow(shared, listener)
+        finally:
+            if listener is not None:
+                listener.close()
+
+    def _follow(self, shared: bool, listener: AppendListener | None) -> None:
+        net_at = time.monotonic() + SAFETY_NET_SECONDS
+        missed = False  # the last pass failed: the next one reads every due log
         while True:
-            time.sleep(self.interval)
+            heard = self._wait(listener)
             with self._lock:
                 if not self._watching:
                     self._thread = None
                     return
                 watched = {run_id: list(entries) for run_id, entries in self._watching.items()}
+                fresh, self._fresh = self._fresh, set()
             degraded = not is_healthy(self.bread.transport)
             everything, self._degraded = degraded or self._degraded, degraded
-            since_net += self.interval
-            net = since_net >= SAFETY_NET_SECONDS
+            net = time.monotonic() >= net_at
             if net:
-                since_net = 0.0
-            shared = reports_health(self.bread.transport)
+                net_at = time.monotonic() + SAFETY_NET_SECONDS
+            heard = None if missed or heard is None else heard | fresh
             due = [
-                run_id for run_id, entries in watched.items() if everything or self._due(run_id, entries, shared, net)
+                run_id
+                for run_id, entries in watched.items()
+                if everything or self._due(run_id, entries, shared, net, heard)
             ]
             if due:
-                self._pass(due, watched, look_at_records=everything or net)
+                missed = not self._tried_pass(due, watched, look_at_records=everything or net)
+
+    def _wait(self, listener: AppendListener | None) -> set[str] | None:
+        """Until the next pass: the runs whose logs grew meanwhile, or None (any may have)."""
+        if listener is None:
+            time.sleep(self.interval)
+            return None
+        return listener.wait(self.interval)
+
+    def _tried_pass(self, due: list[str], watched: dict[str, list[_Watch]], look_at_records: bool) -> bool:
+        try:
+            self._pass(due, watched, look_at_records)
+            return True
+        except BreadError as exc:  # e.g. Postgres restarting: tails wait, the next pass reads on
+            if exc.code not in UNREACHABLE:
+                raise
+            log.warning("the log follower cannot read the store (%s): trying again", exc.message)
+            return False
 
     def _pass(self, due: list[str], watched: dict[str, list[_Watch]], look_at_records: bool) -> None:
         """One read of the last seqs of every due run; their logs only where something is new.
@@ -116,12 +159,12 @@ class LogFollower:
                 for entry in entries:
                     entry.inbox.put(FromLog(ENDED))
 
-    def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool) -> bool:
+    def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool, heard: set[str] | None) -> bool:
         if run_id in self.bread.cancels:
             return False  # executing here: the transport carries it
         if net:
             return True
-        return not shared and not all(entry.local for entry in entries)
+        return not shared and not all(entry.local for entry in entries) and (heard is None or run_id in heard)
 
     def _poll(self, run_id: str, entries: list[_Watch]) -> None:
         after = min(entry.position[0] for entry in entries)

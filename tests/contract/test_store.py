@@ -7,14 +7,18 @@ import pytest
 from bread_sync.crumbs import Frame
 from bread_sync.errors import RUN_INTERRUPTED, SEQ_CONFLICT, BreadError
 from bread_sync.loading import resolve
-from bread_sync.stores import STORES, has_crumb_log
+from bread_sync.stores import STORES, batch, has_crumb_log
 
 OLD = "2020-01-01T00:00:00.000Z"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request, tmp_path):
-    opts = {"path": tmp_path / "bread.db"} if request.param == "sqlite" else {}
+    opts = {
+        "memory": dict,
+        "sqlite": lambda: {"path": tmp_path / "bread.db"},
+        "postgres": lambda: {"url": request.getfixturevalue("postgres_url")},
+    }[request.param]()
     made = resolve(request.param, STORES, "store", **opts)
     yield made
     close = getattr(made, "close", None)
@@ -175,6 +179,22 @@ def test_create_and_get_a_run(store):
     assert store.create_run(run_record("r1"))
     assert store.get_run("r1") == run_record("r1")
     assert store.get_run("nobody") is None
+
+
+def test_a_relays_record_keeps_its_remote_run_and_position(store):
+    # engine/remote.py writes the position with each relayed durable crumb, in its batch.
+    assert store.create_run(run_record("r1", remoteRunId="run_far", remoteSeq=0))
+    with batch(store):
+        store.append_crumbs("r1", [Frame("r1", 1, {"type": "agent:run:start", "runId": "r1"})])
+        assert store.update_run("r1", remoteSeq=7)
+    record = store.get_run("r1")
+    assert (record["remoteRunId"], record["remoteSeq"]) == ("run_far", 7)
+    assert store.list_runs(status="running")[0]["remoteSeq"] == 7
+    assert store.update_run("r1", expect={"remoteSeq": 7}, remoteSeq=9)
+    assert not store.update_run("r1", expect={"remoteSeq": 7}, remoteSeq=10)
+    assert store.get_run("r1")["remoteSeq"] == 9
+    store.create_run(run_record("r2"))
+    assert "remoteRunId" not in store.get_run("r2"), "a run that relays nothing has no relay fields"
 
 
 def test_creating_an_existing_run_changes_nothing(store):

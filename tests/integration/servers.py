@@ -67,7 +67,7 @@ class Server:
 
     name: str
     home: Path
-    db: Path
+    db: Path | str  # a SQLite file, or a Postgres database's URL
     transport: str = "http-sse"
     worker: str = "gevent"
     workers: int = 1

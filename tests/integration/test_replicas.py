@@ -1,5 +1,6 @@
 """Replicas behind a load balancer: three gunicorn servers (gevent) on three ports sharing one
-SQLite file and one Redis, as ``REDIS_URL`` sets them up, and nothing else.
+store and one Redis, as ``REDIS_URL`` sets them up, and nothing else. The store is a SQLite
+file (replicas on one host), then a Postgres database (replicas on several hosts).
 
 The replicas run ``tests.replica_config``: the demo agents plus ``stepper`` (durable crumbs all
 along a run), with owners looking in the store for recorded cancels only once a minute, so a
@@ -15,6 +16,7 @@ import uuid
 
 import pytest
 
+from .. import postgres_server
 from . import servers
 from .client import (
     HUMAN_REQUIRED,
@@ -50,7 +52,7 @@ def replica(name: str, home, db, redis_url: str) -> servers.Server:
 
 
 def start_all(group: list[servers.Server]) -> None:
-    """The first creates the SQLite file; the others start together."""
+    """The first creates the store (the SQLite file, or Postgres's tables); the others start together."""
     group[0].start()
     errors: list[BaseException] = []
 
@@ -76,10 +78,22 @@ def stop_all(group: list[servers.Server]) -> None:
         server.stop()
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def shared_db(request, tmp_path_factory):
+    """What the replicas share: a SQLite file, or a Postgres database (``BREAD_DB`` either way)."""
+    if request.param == "sqlite":
+        yield tmp_path_factory.mktemp("replicas-db") / "shared.db"
+        return
+    admin_url = request.getfixturevalue("postgres_admin_url")
+    name = f"replicas_{uuid.uuid4().hex[:12]}"
+    yield postgres_server.create_database(admin_url, name)
+    postgres_server.drop_database(admin_url, name)
+
+
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory, redis_url):
+def replicas(tmp_path_factory, redis_url, shared_db):
     home = tmp_path_factory.mktemp("replicas")
-    group = [replica(f"replica-{name}", home, home / "shared.db", redis_url) for name in "abc"]
+    group = [replica(f"replica-{name}", home, shared_db, redis_url) for name in "abc"]
     try:
         start_all(group)
         yield group

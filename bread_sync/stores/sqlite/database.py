@@ -41,6 +41,7 @@ RUN_COLUMNS = {
     "id": "id", "agentId": "agent_id", "sessionId": "session_id", "status": "status",
     "checkpointId": "checkpoint_id", "owner": "owner", "leaseUntil": "lease_until",
     "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
+    "remoteRunId": "remote_run_id", "remoteSeq": "remote_seq",
 }  # fmt: skip
 
 #: A push subscription's keys (as the store contract spells them) and their columns.
@@ -231,7 +232,7 @@ class SQLiteStore:
 
     # runs
     def create_run(self, record: RunRow) -> bool:
-        values = [record[key] for key in RUN_COLUMNS]
+        values = [record.get(key) for key in RUN_COLUMNS]
         with self.connection() as db:
             return db.execute(INSERT_RUN, values).rowcount == 1
 
@@ -471,6 +472,8 @@ def _seq_conflict(run_id: str, seqs: list[int]) -> Iterator[None]:
 def _run(row: tuple[Any, ...]) -> RunRow:
     record = dict(zip(RUN_COLUMNS, row, strict=True))
     record["cancelRequested"] = bool(record["cancelRequested"])
+    if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
+        del record["remoteRunId"], record["remoteSeq"]
     return record
 
 

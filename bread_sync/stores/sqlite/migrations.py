@@ -150,3 +150,10 @@ def m006_push_configs(db: Database) -> None:
         not_null={"url", "delivered", "attempts", "next_attempt_at", "done"},
     )  # fmt: skip
     db["push_configs"].create_index(["done", "next_attempt_at"], index_name="idx_push_configs_due")
+
+
+@migration
+def m007_relay_position(db: Database) -> None:
+    # Where a remote agent's relay stands (engine/remote.py), written with each relayed crumb.
+    db["runs"].add_column("remote_run_id", str)
+    db["runs"].add_column("remote_seq", int)

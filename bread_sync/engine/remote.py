@@ -1,0 +1,167 @@
+"""The relay: a run whose agent is a remote agent (``Config.remote_agents``) only relays the
+remote run's crumbs into its own stream, through this run's choke point.
+
+The local run opens with its own ``agent:run:start`` and ends with its own terminal crumb; in
+between, every crumb of the remote run is relayed under the local run's id and seqs (the
+remote's start and ``human:resumed`` are the local run's own). A remote pause is a local
+:class:`~bread_sync.engine.Pause`, so it becomes a local checkpoint whose snapshot names the
+remote checkpoint; resuming it resumes the remote one. A local cancel cancels the remote run.
+
+Where it stands is written with each relayed durable crumb, in that crumb's transaction: the
+run record's ``remoteRunId`` and ``remoteSeq`` (the remote seq of the last durable crumb the
+local log holds). So another process can take the relay over after its owner died and go on
+from exactly there (see ``Bread.adopt``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from .. import crumbs as c
+from ..errors import RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
+from . import Checkpointed, Pause, Steps
+from .context import RunContext
+
+log = logging.getLogger("bread_sync")
+
+#: The remote's own framing of its run; the local run writes its own in their place.
+_NOT_RELAYED = frozenset({c.AGENT_RUN_START, c.HUMAN_RESUMED})
+
+
+class RemoteRun(Checkpointed):
+    """A remote agent's run, relayed: the root activity of a remote agent's run, or (``nested``)
+    a local agent's subagent."""
+
+    kind = "remote"
+    saved: ClassVar[dict[str, str]] = {
+        "input": "input", "remoteRunId": "remote_run_id", "remoteCheckpointId": "remote_checkpoint_id",
+        "remoteSeq": "remote_seq", "nested": "nested",
+    }  # fmt: skip
+    child = None
+
+    def __init__(self, ctx: RunContext, agent_id: str, input: Any = None, skill: str | None = None,
+                 remote_run_id: str | None = None, remote_seq: int = 0, adopted: bool = False):  # fmt: skip
+        self.ctx = ctx
+        self.agent_id = agent_id
+        self.remote = ctx.runtime.remote_agents[agent_id]
+        self.input = input
+        self.skill = skill
+        self.remote_run_id = remote_run_id
+        self.remote_seq = remote_seq
+        self.remote_checkpoint_id: str | None = None
+        #: Taken over from a process that died: the remote run exists, follow it.
+        self.adopted = adopted
+        #: A subagent of a local agent's run: the run's record is not this relay's (no position).
+        self.nested = False
+
+    @classmethod
+    def nested_in(cls, ctx: RunContext, agent_id: str, arguments: Any) -> RemoteRun:
+        """A remote agent called as a subagent, with the call's arguments (its ``input`` field
+        when the remote agent has no input schema, as for a local subagent)."""
+        no_schema = not ctx.runtime.remote_agents[agent_id].input_schema()
+        input = arguments.get("input") if no_schema and isinstance(arguments, dict) else arguments
+        child = cls(ctx, agent_id, input, remote_run_id=f"run_{uuid.uuid4().hex}")
+        child.nested = True
+        return child
+
+    def head(self) -> dict[str, Any]:
+        return {"agentId": self.agent_id}
+
+    @classmethod
+    def rebuild(cls, ctx: Any, snapshot: dict[str, Any]) -> RemoteRun:
+        if snapshot["agentId"] not in ctx.runtime.remote_agents:
+            raise BreadError(RUN_INTERRUPTED, f"{snapshot['agentId']!r} is no longer a remote agent of this config")
+        return cls(ctx, snapshot["agentId"])
+
+    def pending_tool(self) -> Any:
+        return None  # the remote validates the response against its tool
+
+    def run(self) -> Steps:
+        """Start the remote run, or (adopted) follow it after the position recorded."""
+        if self.adopted:
+            frames = self.remote.follow(self.remote_run_id, self.remote_seq)
+        else:
+            frames = self.remote.start(self.remote_run_id, self.input, self.ctx.session_id, self.skill)
+        return (yield from self._relay(frames))
+
+    def resume(self, response: Any) -> Steps:
+        checkpoint_id, self.remote_checkpoint_id = self.remote_checkpoint_id, None
+        frames = self.remote.resume(self.remote_run_id, checkpoint_id, response, self.remote_seq)
+        return (yield from self._relay(frames))
+
+    def _relay(self, frames: Any) -> Steps:
+        run_id, store, emitter, token = self.ctx.run_id, self.ctx.runtime.store, self.ctx.emitter, self.ctx.token
+        undo = token.on_cancel(lambda: self._on_cancel(frames))
+        try:
+            for frame in frames:
+                crumb = frame.crumb
+                kind = crumb["type"]
+                if kind == c.TEXT_DELTA:
+                    yield {"type": kind, "runId": run_id, "delta": crumb["delta"]}
+                    continue
+                self.remote_seq = frame.seq
+                if kind == c.AGENT_RUN_END:
+                    return crumb.get("output")
+                if kind == c.AGENT_ERROR:
+                    raise _error_of(crumb)
+                if not self.nested:
+                    seq = frame.seq
+                    emitter.defer(lambda seq=seq: store.update_run(run_id, remoteSeq=seq))
+                if kind == c.HUMAN_REQUIRED:
+                    self.remote_checkpoint_id = crumb["checkpointId"]
+                    call = {"id": crumb["toolCallId"], "name": crumb["toolName"], "input": crumb["input"]}
+                    yield Pause(crumb["kind"], call)  # the run ends here; resume() continues it
+                    return None
+                if kind not in _NOT_RELAYED:
+                    yield {**crumb, "runId": run_id}
+        except BreadError as exc:
+            if exc.code == RUN_NOT_FOUND:
+                raise BreadError(RUN_INTERRUPTED, "the remote run is gone") from exc
+            raise
+        finally:
+            undo()
+            frames.close()  # the remote response, at once rather than when collected
+        token.raise_if_cancelled()  # the stream was closed by a cancel (or a shutdown)
+        raise BreadError(RUN_INTERRUPTED, "the remote run's stream ended without its end")
+
+    def _on_cancel(self, frames: Any) -> None:
+        """Stop reading the remote now (it may have stopped answering), and cancel the remote
+        run, unless this process is stopping (a shutdown): then the relay is handed over and
+        the remote run goes on."""
+        frames.close()
+        if not self.nested and self.ctx.token.reason.code == RUN_INTERRUPTED:
+            return
+        # The token is cancelled on the canceller's thread: the remote call waits on its own.
+        remote, run_id = self.remote, self.remote_run_id
+        threading.Thread(target=quietly, args=(remote.cancel, run_id), name="bread-remote-cancel", daemon=True).start()
+
+
+def quietly(call: Any, *args: Any) -> None:
+    """A call to the remote whose failure only the remote's own log can report (a cancel)."""
+    try:
+        call(*args)
+    except Exception:
+        log.warning("a call to a remote agent failed", exc_info=True)
+
+
+def open_remote_run(ctx: RunContext, root: RemoteRun, skill: str | None, tags: dict[str, str],
+                    wait_for_session: Callable[[], None] | None = None) -> Steps:  # fmt: skip
+    """The local run's own start crumb (the remote's is not relayed), once its session is free."""
+    start = {"type": c.AGENT_RUN_START, "runId": ctx.run_id, "agentId": root.agent_id,
+             "sessionId": ctx.session_id, "input": root.input}  # fmt: skip
+    if skill:
+        start["skill"] = skill
+    if wait_for_session is not None:
+        wait_for_session()
+    store = ctx.runtime.store
+    ctx.emitter.defer(lambda: store.touch_session(ctx.session_id, tags))
+    yield start
+
+
+def _error_of(crumb: dict[str, Any]) -> BreadError:
+    error = crumb.get("error")
+    return error if isinstance(error, BreadError) else BreadError.from_wire(error or {})

@@ -6,11 +6,10 @@ transport's read loop has one error shape to handle.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any
 
-from .crumbs import Frame, dumps, from_wire_crumb, to_wire_crumb
+from .crumbs import Frame, dumps, from_wire_crumb, loads, to_wire_crumb
 from .errors import PROTOCOL_DECODE_ERROR, BreadError
 
 BREAD_PROTOCOL_VERSION = 1
@@ -46,7 +45,7 @@ def _frame_head(run_id: str) -> str:
 def decode_frame(text: str | bytes) -> dict[str, Any]:
     """Parse and validate one frame; a crumb frame's errors come back as live BreadErrors."""
     try:
-        data = json.loads(text)
+        data = loads(text.decode() if isinstance(text, bytes) else text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BreadError(PROTOCOL_DECODE_ERROR, "frame is not valid JSON") from exc
     _validate(data)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .crumbs import AGENT_ERROR, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame, error_crumb, from_wire_crumb
+from .crumbs import AGENT_ERROR, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame, error_crumb, from_wire_crumb, loads
 from .errors import PROTOCOL_DECODE_ERROR, BreadError
 from .protocol import frame_from_protocol
 from .tails import Gap
@@ -98,9 +98,13 @@ class RunStreamReader:
         if self._decoder is None:
             raise RuntimeError("call connect() with the response's Content-Type before feed()")
         self._heard_at = now
-        if self._decoder.__class__ is NDJSONDecoder:
-            return [item for data in self._decoder.feed(chunk) if (item := self._from_ndjson(data)) is not None]
-        return [item for event in self._decoder.feed(chunk) if (item := self._from_sse(event)) is not None]
+        decode = self._from_ndjson if self._decoder.__class__ is NDJSONDecoder else self._from_sse
+        items = []
+        for message in self._decoder.feed(chunk):
+            item = decode(message)
+            if item is not None:
+                items.append(item)
+        return items
 
     def run_finished(self) -> None:
         """The passive stream answered 204: the run finished with nothing past :attr:`position`.
@@ -131,11 +135,12 @@ class RunStreamReader:
     def _from_sse(self, event: SSEEvent) -> Item | None:
         if event.retry is not None:
             self.reconnect_delay = event.retry / 1000
-        if not event.data or event.event not in ("message", "gap"):
+        kind = event.event
+        if not event.data or kind != "message" and kind != "gap":
             return None  # a bare retry: field, or an event kind this reader does not know
         try:
-            data = event.json()
-            if event.event == "gap":
+            data = loads(event.data)
+            if kind == "gap":
                 return Gap(_seq(data["earliestSeq"]))
             if event.id is None:
                 return self._sse_error(data) if data.get("type") == "error" else None
@@ -195,8 +200,8 @@ class RunStreamReader:
 
 
 def _seq(value: str | int) -> int:
+    if value.__class__ is str and value.isascii() and value.isdigit():  # an SSE id, the usual case
+        return int(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        return int(value)
     raise BreadError(PROTOCOL_DECODE_ERROR, f"{value!r} is not a seq")

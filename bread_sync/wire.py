@@ -2,18 +2,16 @@
 
 SSE: each crumb is ``id: <seq>`` + ``data: {"type", "payload"}``; failures with no run are an
 ``error`` message without an id. NDJSON: one Bread protocol CrumbFrame per line; an empty line
-is a heartbeat. Decoders take bytes in any split and yield whole events or frames.
+is a heartbeat. Decoders take bytes in any split and return the whole events or frames they complete.
 """
 
 from __future__ import annotations
 
-import codecs
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .crumbs import AGENT_ERROR, Frame, dumps
+from .crumbs import AGENT_ERROR, Frame, dumps, loads
 from .errors import BreadError
 from .protocol import BREAD_PROTOCOL_VERSION, crumb_frame_text, decode_frame
 
@@ -106,7 +104,7 @@ class SSEEvent:
     retry: int | None = None
 
     def json(self) -> Any:
-        return json.loads(self.data)
+        return loads(self.data)
 
 
 @dataclass
@@ -117,33 +115,38 @@ class SSEDecoder:
     """
 
     last_event_id: str | None = None
-    _buffer: str = ""
+    _buffer: bytes = b""
     _pending_cr: bool = False
     _data: list[str] = field(default_factory=list)
     _event: str = ""
     _retry: int | None = None
     _id_seen: bool = False
-    _decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")())
 
-    def feed(self, chunk: bytes) -> Iterator[SSEEvent]:
-        text = self._decoder.decode(chunk)
-        if self._pending_cr and text.startswith("\n"):
-            text = text[1:]
-        self._pending_cr = text.endswith("\r")
-        self._buffer += text
-        *lines, self._buffer = self._buffer.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        # Lines are split as bytes and decoded whole: a newline byte is never part of a
+        # multi-byte UTF-8 sequence, so no incremental decoder is needed.
+        if not chunk:
+            return []
+        if self._pending_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._pending_cr = chunk.endswith(b"\r")
+        if b"\r" in chunk:  # the buffer kept from before is normalised already
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, self._buffer = (self._buffer + chunk).split(b"\n")
+        events = []
         for line in lines:
-            event = self._line(line)
-            if event is not None:
-                yield event
+            if not line:
+                event = self._dispatch()
+                if event is not None:
+                    events.append(event)
+            elif line[0] != 0x3A:  # a line starting with ":" is a comment (a heartbeat): skipped
+                self._field(line.decode())
+        return events
 
-    def _line(self, line: str) -> SSEEvent | None:
-        if not line:
-            return self._dispatch()
-        if line.startswith(":"):
-            return None
+    def _field(self, line: str) -> None:
         name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
+        if value[:1] == " ":
+            value = value[1:]
         if name == "data":
             self._data.append(value)
         elif name == "event":
@@ -152,7 +155,6 @@ class SSEDecoder:
             self.last_event_id, self._id_seen = value, True
         elif name == "retry" and value.isdigit():
             self._retry = int(value)
-        return None
 
     def _dispatch(self) -> SSEEvent | None:
         data, event, retry, id_seen = self._data, self._event, self._retry, self._id_seen
@@ -168,9 +170,6 @@ class NDJSONDecoder:
 
     _buffer: bytes = b""
 
-    def feed(self, chunk: bytes) -> Iterator[dict[str, Any]]:
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        for line in lines:
-            if line.strip():
-                yield decode_frame(line.rstrip(b"\r"))
+    def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        *lines, self._buffer = (self._buffer + chunk).split(b"\n")
+        return [decode_frame(line.rstrip(b"\r")) for line in lines if line.strip()]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from bread_sync import BreadError
-from bread_sync.crumbs import Frame
+from bread_sync.crumbs import Frame, loads
 from bread_sync.wire import (
     SSE_PING,
     NDJSONDecoder,
@@ -73,3 +73,11 @@ def test_an_ndjson_line_is_one_crumb_frame():
     line = ndjson_crumb(FRAMES[0])
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert json.loads(line) == {"v": 1, "type": "crumb", "runId": "r", "seq": 1, "crumb": FRAMES[0].crumb}
+
+
+def test_loads_reads_bare_json_and_leaves_anything_else_to_json_loads():
+    assert loads('{"a":[1,"hé"],"b":null}') == {"a": [1, "hé"], "b": None}
+    assert loads(' {"a":1}\n') == {"a": 1}  # padded: json.loads's reading
+    for bad in ("", "{", '{"a":1} x', "NaN?"):
+        with pytest.raises(ValueError):
+            loads(bad)

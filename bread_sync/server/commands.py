@@ -207,10 +207,24 @@ class Remote:
 Opener = Callable[[str | None, str | None], AbstractContextManager[Any]]
 
 
+class ClientMissing(click.ClickException):
+    """``--url`` on an install without the ``client`` extra: one line and exit 2, like a config
+    that cannot be loaded."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        print(f"error: {self.message}", file=sys.stderr)
+
+
 @contextmanager
 def remote(url: str, api_key: str | None, sink: stdout.StdoutTransport | None = None) -> Iterator[Remote]:
     from ..client import create_agent_client
-    from ..client import http as client_http
+
+    try:
+        from ..client import http as client_http
+    except ImportError:
+        raise ClientMissing('--url needs the HTTP client: pip install "bread-sync[client]"') from None
 
     with create_agent_client(client_http.transport(url, api_key=api_key)) as client:
         yield Remote(client, sink or stdout.transport())

@@ -245,3 +245,19 @@ def test_a_generated_file_streams_as_an_artifact_with_an_absolute_uri(http, a2a)
     file = files[0].artifact.parts[0].root.file
     assert file.mime_type == "image/png" and file.uri.startswith(a2a.url + "/files/")
     assert http.get(file.uri).content.startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ('"\\ud800"', -32602),  # JSON, but no UTF-8 text carries it: INVALID_REQUEST, as on every route
+        ("NaN", -32700),  # Python reads it; JSON has no NaN
+        ("1e999", -32700),
+    ],
+)
+def test_a_body_no_other_route_takes_is_refused_before_any_run(http, a2a, text, code):
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": %s}}'
+    body %= json.dumps(message({"kind": "text", "text": "@"})).replace('"@"', text)
+    answer = http.post(a2a.url + "/a2a", content=body.encode(), headers={"Content-Type": "application/json"})
+    assert answer.status_code == 200
+    assert error_of(answer.json(), None) == code  # an error, not a Task: no run started

@@ -21,7 +21,7 @@ from ...server import (
     stream_position,
     stream_response,
 )
-from ...server.guard import may_reach_run
+from ...server.guard import NotJson, json_value, may_reach_run
 from ...stores import read_log, records_pushes
 from . import rpc, v03, v10
 from .card import card_facts
@@ -139,7 +139,7 @@ class A2AServer:
     def _rpc(self, bread: Any) -> Any:
         request_id = None
         try:
-            request_id, method, params = rpc.parse_request(g.get("bread_body", b""))
+            request_id, method, params = rpc.parse_request(_request_json())
             self._check_version()
             op = self.dialect.METHODS.get(method)
             handle = self._methods.get(op) if op is not None else None
@@ -385,3 +385,12 @@ def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]
 
     return stream_body(frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening,
                        name=f"A2A stream of task {run_id}")  # fmt: skip
+
+
+def _request_json() -> Any:
+    """The body's JSON value, read as every bread route reads one: not JSON in UTF-8 (NaN and
+    Infinity too) is -32700; a lone surrogate is ``INVALID_REQUEST``, so -32602."""
+    try:
+        return json_value(g.get("bread_body", b""))
+    except NotJson as exc:
+        raise RpcError(rpc.PARSE_ERROR, exc.message) from None

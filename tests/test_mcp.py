@@ -193,7 +193,9 @@ def test_ping_and_an_unknown_method(mcp):
 
 @pytest.mark.parametrize(
     ("body", "code"),
-    [(b"{not json", -32700), (b"[1, 2]", -32700), (b"\xff\xfe", -32700), (b"{}", -32600),
+    [(b"{not json", -32700), (b"", -32700), (b"  ", -32700), (b'{"x": NaN}', -32700), (b"\xff\xfe", -32700),
+     (b"[1, 2]", -32600), (b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', -32600), (b"42", -32600),
+     (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\\ud800"}}', -32602), (b"{}", -32600),
      (b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}', -32600), (b'{"jsonrpc": "2.0", "id": [1], "method": "x"}',
      -32600)],
 )  # fmt: skip

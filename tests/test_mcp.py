@@ -217,6 +217,13 @@ def test_an_initialize_without_its_params_is_invalid_params(make_bread):
 # tools/list
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_tools_list_has_only_the_fields_the_negotiated_version_defines(make_bread, version):
+    session = Mcp(serve(make_bread, mcp_server()))
+    session.initialize(version)
+    assert set(session.rpc("tools/list")["result"]) == {"tools"}  # no ttlMs, cacheScope, resultType
+
+
 def test_tools_list_names_every_agent_and_task_and_resume(mcp, make_bread):
     tools = {t["name"]: t for t in mcp.rpc("tools/list")["result"]["tools"]}
     agents = [a.id for a in demo_config().agents] + ["judge", "garbled"]

@@ -309,9 +309,13 @@ def _problem(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:5])
 
 
+#: Result fields of the 2026-07-28 era, which this server does not speak: no version it
+#: negotiates defines them (mcp-types fills them with defaults, as ``ttlMs: 0``).
+_NEWER_FIELDS = frozenset({"result_type", "ttl_ms", "cache_scope"})
+
+
 def _response_body(request_id: Any, result: Result) -> dict[str, Any]:
-    # resultType is of the 2026-07-28 era, which this server does not speak.
-    payload = result.model_dump(by_alias=True, exclude_none=True, exclude={"result_type"}, mode="json")
+    payload = result.model_dump(by_alias=True, exclude_none=True, exclude=_NEWER_FIELDS, mode="json")
     return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload).model_dump(by_alias=True)
 
 

@@ -226,8 +226,8 @@ class A2AServer:
         """message/stream: the Task (working), then the run's events to its end or pause."""
         run, frames, encoder = self._start(bread, request_id, params)
         working = self.dialect.task(run.run_id, encoder.context_id, Status("working"))
-        opening = encoder.frame(self.dialect.task_item(working))
-        return stream_response(_body(encoder, frames, run.run_id, [opening]), CONTENT_TYPE, run.run_id)
+        encoder.open_with(self.dialect.task_item(working))  # sent with the run's first crumb, once in the log
+        return stream_response(_body(encoder, frames, run.run_id, []), CONTENT_TYPE, run.run_id)
 
     def _base_url(self) -> str:
         return request.host_url
@@ -381,7 +381,8 @@ def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]
         return out
 
     def failure(error: BreadError) -> list[bytes]:
-        return [encoder.event(event) for event in encoder.translator(error_crumb(run_id, error))]
+        events = encoder.translator(error_crumb(run_id, error))
+        return [*encoder.unsent_opening(), *(encoder.event(event) for event in events)]
 
     return stream_body(frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening,
                        name=f"A2A stream of task {run_id}")  # fmt: skip

@@ -238,7 +238,7 @@ def test_tools_list_names_every_agent_and_task_and_resume(mcp, make_bread):
         "string",
         ["topic"],
     )
-    assert tools["agent_slow"]["inputSchema"]["required"] == ["count", "delayMs"]
+    assert tools["agent_slow"]["inputSchema"]["required"] == ["count"]  # delayMs defaults to 100
     assert tools["task_word-count"]["outputSchema"]["properties"] == {"words": {"title": "Words", "type": "integer"}}
     assert tools["agent_judge"]["outputSchema"]["required"] == ["verdict"]
     assert [name for name, t in tools.items() if "outputSchema" in t] == ["agent_judge", "agent_garbled",

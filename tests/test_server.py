@@ -323,3 +323,11 @@ def test_a_gunicorn_worker_collects_its_youngest_garbage_less_often(monkeypatch)
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
+
+
+def test_slow_takes_a_count_alone_its_ticks_100_ms_apart(client):
+    ticks = client.get("/agents/slow").get_json()["inputSchema"]["anyOf"][1]  # [0] is the plain text
+    assert ticks["required"] == ["count"] and ticks["properties"]["delayMs"]["default"] == 100
+    answer = client.post("/agents/slow/run", json={"input": {"count": 2}})
+    assert answer.status_code == 200
+    assert '"output":"tick 1 tick 2 "' in answer.get_data(as_text=True).replace(": ", ":")

@@ -142,7 +142,7 @@ def test_a_pause_over_http_hints_a_resume_that_reaches_the_same_server(env, serv
     paused = cli(env, "invoke", "--url", server.url, "--api-key", "secret-xyz", "writer", '{"topic": "rye"}')
     assert paused.returncode == 3, paused.stderr
     hint = hint_of(paused)
-    assert hint.endswith(f" --url {server.url} --api-key \"$BREAD_API_KEY\"") and "secret-xyz" not in paused.stderr
+    assert hint.endswith(f' --url {server.url} --api-key "$BREAD_API_KEY"') and "secret-xyz" not in paused.stderr
     # The hint as a shell runs it, with the key where it says to keep it.
     command = ["bash", "-c", hint.replace("bread-sync", " ".join(CLI), 1)]
     resumed = subprocess.run(command, env={**env, "BREAD_API_KEY": "secret-xyz"}, capture_output=True, text=True,

@@ -73,14 +73,18 @@ class Answer(BaseModel):
     answer: str
 
 
+#: The slow agent's tick spacing when its input names none (and for a plain text).
+DEFAULT_DELAY_MS = 100
+
+
 class Ticks(OrText):
     text_means: ClassVar[str] = "a text whose first integer is the count, ticks 100 ms apart"
     count: int = Field(ge=0, le=100_000)
-    delayMs: int = Field(ge=0, le=60_000)  # noqa: N815 - the wire spelling
+    delayMs: int = Field(DEFAULT_DELAY_MS, ge=0, le=60_000)  # noqa: N815 - the wire spelling
 
     @classmethod
     def from_text(cls, text: str) -> dict[str, Any]:
-        return {"count": _first_integer(text, "the tick count"), "delayMs": 100}
+        return {"count": _first_integer(text, "the tick count"), "delayMs": DEFAULT_DELAY_MS}
 
 
 def _first_integer(text: str, meaning: str) -> int:
@@ -135,7 +139,7 @@ interviewer = Agent(
 
 slow = Agent(
     id="slow",
-    description="Streams `count` ticks, `delayMs` apart (or as many as a text's first integer, 100 ms apart).",
+    description="Streams `count` ticks, `delayMs` apart (100 by default; or as many as a text's first integer).",
     model=script.provider([_ticks]),
     input_schema=Ticks,
 )

@@ -112,3 +112,15 @@ def test_the_resumable_stream_answers_like_the_passive_route(served):
     assert client.get("/ag-ui/run/runs/run_nope/stream").get_json()["error"]["code"] == "RUN_NOT_FOUND"
     refused.add(run_id)
     assert client.get(url).status_code == 403
+
+
+def test_a_mounts_stream_answers_another_agents_run_as_one_that_is_not_there(served):
+    bread, client = served()
+    other = client.post("/agents/writer/run", json={"input": {"topic": "rye"}})
+    run_id = other.headers["Bread-Run-Id"]
+    other.get_data()
+    unknown = client.get("/ag-ui/run/runs/run_nope/stream")
+    answer = client.get(f"/ag-ui/run/runs/{run_id}/stream")
+    assert unknown.status_code == answer.status_code == 404
+    assert unknown.get_json()["error"]["code"] == answer.get_json()["error"]["code"] == "RUN_NOT_FOUND"
+    assert client.get(f"/ag-ui/manager/runs/{run_id}/stream").status_code == 404

@@ -498,3 +498,15 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_keeps_chatting(terminal):
     term.expect("you> ")
     term.send("\x04")
     assert term.wait() == 0
+
+
+#: The CLI on an install without the ``client`` extra: importing httpx2 fails.
+WITHOUT_HTTPX2 = "import sys; sys.modules['httpx2'] = None; from bread_sync.cli import main; sys.exit(main())"
+
+
+@pytest.mark.parametrize("args", [["invoke", "echo", "hi"], ["tail", "run_x"], ["resume", "cp_x", "{}"]])
+def test_url_without_the_client_extra_is_one_line_and_exit_2(env, args):
+    result = subprocess.run([sys.executable, "-c", WITHOUT_HTTPX2, *args, "--url", "http://127.0.0.1:9"], env=env,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == 'error: --url needs the HTTP client: pip install "bread-sync[client]"\n'

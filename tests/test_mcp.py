@@ -193,7 +193,9 @@ def test_ping_and_an_unknown_method(mcp):
 
 @pytest.mark.parametrize(
     ("body", "code"),
-    [(b"{not json", -32700), (b"[1, 2]", -32700), (b"\xff\xfe", -32700), (b"{}", -32600),
+    [(b"{not json", -32700), (b"", -32700), (b"  ", -32700), (b'{"x": NaN}', -32700), (b"\xff\xfe", -32700),
+     (b"[1, 2]", -32600), (b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', -32600), (b"42", -32600),
+     (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\\ud800"}}', -32602), (b"{}", -32600),
      (b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}', -32600), (b'{"jsonrpc": "2.0", "id": [1], "method": "x"}',
      -32600)],
 )  # fmt: skip
@@ -215,6 +217,13 @@ def test_an_initialize_without_its_params_is_invalid_params(make_bread):
 # tools/list
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_tools_list_has_only_the_fields_the_negotiated_version_defines(make_bread, version):
+    session = Mcp(serve(make_bread, mcp_server()))
+    session.initialize(version)
+    assert set(session.rpc("tools/list")["result"]) == {"tools"}  # no ttlMs, cacheScope, resultType
+
+
 def test_tools_list_names_every_agent_and_task_and_resume(mcp, make_bread):
     tools = {t["name"]: t for t in mcp.rpc("tools/list")["result"]["tools"]}
     agents = [a.id for a in demo_config().agents] + ["judge", "garbled"]
@@ -229,7 +238,7 @@ def test_tools_list_names_every_agent_and_task_and_resume(mcp, make_bread):
         "string",
         ["topic"],
     )
-    assert tools["agent_slow"]["inputSchema"]["required"] == ["count", "delayMs"]
+    assert tools["agent_slow"]["inputSchema"]["required"] == ["count"]  # delayMs defaults to 100
     assert tools["task_word-count"]["outputSchema"]["properties"] == {"words": {"title": "Words", "type": "integer"}}
     assert tools["agent_judge"]["outputSchema"]["required"] == ["verdict"]
     assert [name for name, t in tools.items() if "outputSchema" in t] == ["agent_judge", "agent_garbled",

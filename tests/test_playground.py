@@ -89,7 +89,7 @@ def test_the_host_rule_still_applies_without_auth(app):
     client = app().test_client()
 
     assert client.get("/_bread/", headers={"Host": "evil.example"}).status_code == 403
-    assert client.get("/", headers={**BROWSER, "Host": "evil.example"}).status_code == 404
+    assert client.get("/", headers={**BROWSER, "Host": "evil.example"}).status_code == 403  # before the redirect
 
 
 def test_with_auth_on_the_page_loads_without_a_credential_and_nothing_else_does(app):

@@ -69,6 +69,19 @@ def test_a_foreign_host_is_forbidden_and_health_is_not(client):
     assert client.get("/health", headers={"Host": "evil.example"}).get_json() == {"ok": True}
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "headers"),
+    [("GET", "/mcp", {}), ("GET", "/a2a", {}), ("GET", "/ag-ui/run", {}), ("GET", "/no/such/path", {}),
+     ("DELETE", "/agents", {}), ("GET", "/", {"Accept": "text/html"})],
+)  # fmt: skip
+def test_a_foreign_host_is_403_before_any_404_or_405(make_bread, method, path, headers):
+    client = create_server(make_bread(transport="http-sse", server={"playground": True})).test_client()
+    local = client.open(path, method=method, headers=headers)
+    assert local.status_code in (302, 404, 405), local.status_code  # what a local caller gets
+    answer = client.open(path, method=method, headers={**headers, "Host": "evil.example"})
+    assert answer.status_code == 403 and answer.get_json() == {"error": "Forbidden"}
+
+
 def test_the_body_limit_counts_raw_bytes(make_bread):
     app = create_server(make_bread(transport="http-sse", server={"max_body_bytes": 100}))
     client = app.test_client()
@@ -318,3 +331,11 @@ def test_a_gunicorn_worker_collects_its_youngest_garbage_less_often(monkeypatch)
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
+
+
+def test_slow_takes_a_count_alone_its_ticks_100_ms_apart(client):
+    ticks = client.get("/agents/slow").get_json()["inputSchema"]["anyOf"][1]  # [0] is the plain text
+    assert ticks["required"] == ["count"] and ticks["properties"]["delayMs"]["default"] == 100
+    answer = client.post("/agents/slow/run", json={"input": {"count": 2}})
+    assert answer.status_code == 200
+    assert '"output":"tick 1 tick 2 "' in answer.get_data(as_text=True).replace(": ", ":")

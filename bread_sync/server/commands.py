@@ -9,6 +9,7 @@ output and exit codes; a dropped connection is resumed by the client without the
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from ..cancel import CancelToken
 from ..crumbs import AGENT_ERROR, AGENT_RUN_END, HUMAN_REQUIRED, Frame
@@ -121,6 +123,9 @@ class Group(click.Group):
 class Local:
     """Runs of a ``Bread`` in this process; the sink renders their crumbs."""
 
+    #: What a pause's ``bread-sync resume`` hint needs besides the checkpoint: nothing here.
+    resume_flags = ""
+
     def __init__(self, bread: Bread, sink: stdout.StdoutTransport):
         self.bread, self.sink = bread, sink
 
@@ -156,10 +161,11 @@ class Local:
 
 
 class Remote:
-    """Runs of a server, through the HTTP client; the sink renders their frames."""
+    """Runs of a server, through the HTTP client; the sink renders their frames.
+    ``resume_flags``: what a pause's ``bread-sync resume`` hint adds to reach the same server."""
 
-    def __init__(self, client: Any, sink: stdout.StdoutTransport):
-        self.client, self.sink = client, sink
+    def __init__(self, client: Any, sink: stdout.StdoutTransport, resume_flags: str = ""):
+        self.client, self.sink, self.resume_flags = client, sink, resume_flags
         self._positions: dict[str, int] = {}
 
     def agent_ids(self) -> list[str]:
@@ -208,13 +214,37 @@ class Remote:
 Opener = Callable[[str | None, str | None], AbstractContextManager[Any]]
 
 
+class ClientMissing(click.ClickException):
+    """``--url`` on an install without the ``client`` extra: one line and exit 2, like a config
+    that cannot be loaded."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        print(f"error: {self.message}", file=sys.stderr)
+
+
 @contextmanager
 def remote(url: str, api_key: str | None, sink: stdout.StdoutTransport | None = None) -> Iterator[Remote]:
     from ..client import create_agent_client
-    from ..client import http as client_http
+
+    try:
+        from ..client import http as client_http
+    except ImportError:
+        raise ClientMissing('--url needs the HTTP client: pip install "bread-sync[client]"') from None
 
     with create_agent_client(client_http.transport(url, api_key=api_key)) as client:
-        yield Remote(client, sink or stdout.transport())
+        yield Remote(client, sink or stdout.transport(), _server_flags(url, api_key))
+
+
+def _server_flags(url: str, api_key: str | None) -> str:
+    """``--url URL``, and ``--api-key "$BREAD_API_KEY"`` when the key was given as a flag (one
+    from the environment is found there again): the hint never prints the secret itself."""
+    flags = f" --url {shlex.quote(url)}"
+    ctx = click.get_current_context(silent=True)
+    if api_key and ctx is not None and ctx.get_parameter_source("api_key") is ParameterSource.COMMANDLINE:
+        flags += ' --api-key "$BREAD_API_KEY"'
+    return flags
 
 
 def _backend(url: str | None, api_key: str | None) -> AbstractContextManager[Any]:
@@ -356,7 +386,7 @@ def _tail(backend: Any, run_id: str, after: int) -> int:
         if kind == AGENT_ERROR:
             return EXIT_FAILED
         if kind == HUMAN_REQUIRED and _paused_at(backend, run_id, frame.crumb["checkpointId"]):
-            return _report_pause(sink, frame.crumb)
+            return _report_pause(backend, frame.crumb)
     record = backend.run_record(run_id) or {}
     return EXIT_OK if record.get("status") == "completed" else EXIT_FAILED
 
@@ -391,12 +421,12 @@ def drive(backend: Any, pull: Callable[[], RunResult], interactive: bool | None 
             return EXIT_CODES.get(result.status, EXIT_FAILED)
         checkpoint = result.checkpoint or {}
         if not interactive:
-            return _report_pause(sink, checkpoint)
+            return _report_pause(backend, checkpoint)
         try:
             response = _answer(sink, checkpoint)
         except EOFError:
             _leave_prompt(sink)
-            return _report_pause(sink, checkpoint)
+            return _report_pause(backend, checkpoint)
         except KeyboardInterrupt:
             _leave_prompt(sink)
             backend.cancel(result.run_id)
@@ -434,13 +464,13 @@ def _answer(sink: stdout.StdoutTransport, checkpoint: dict[str, Any]) -> Any:
         return {"answer": line}
 
 
-def _report_pause(sink: stdout.StdoutTransport, checkpoint: dict[str, Any]) -> int:
-    keys = ("checkpointId", "kind", "toolName", "input")
+def _report_pause(backend: Any, checkpoint: dict[str, Any]) -> int:
+    sink, keys = backend.sink, ("checkpointId", "kind", "toolName", "input")
     example = '{"approved": true}' if checkpoint.get("kind") == "approval" else '{"answer": "..."}'
     # The hint first, flushed: the JSON line ends the whole output, as a terminal shows stdout
     # and stderr together, so whoever reads the last line gets the checkpoint.
     print(
-        f"paused: continue with bread-sync resume {checkpoint.get('checkpointId')} '{example}'",
+        f"paused: continue with bread-sync resume {checkpoint.get('checkpointId')} '{example}'{backend.resume_flags}",
         file=sys.stderr,
         flush=True,
     )

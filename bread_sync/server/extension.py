@@ -14,7 +14,7 @@ from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
 from . import commands, cors, playground, routes, streaming
 from .actions import HEALTH_ENDPOINT, actions_of, body_limits_of, statuses_of
-from .guard import Forbidden, authorize_request, check_host, has_auth, read_body, run_authorizer
+from .guard import Forbidden, authorize_request, check_host, has_auth, is_loopback_host, read_body, run_authorizer
 from .runner import Runner
 from .state import State, state
 
@@ -129,13 +129,16 @@ def claim_unrouted_paths(app: Flask) -> None:
 def _authenticate_unrouted() -> Any:
     """With auth on, a path of bread's that matches no route (404, 405) is 401 to a caller
     without a credential, like every route but /health: an anonymous caller cannot map them.
-    While the playground is on, a browser's ``GET /`` is sent to it first."""
+    Without auth, the Host rule comes first, as on every route: another Host is 403 whatever
+    the path and method. While the playground is on, a browser's ``GET /`` is sent to it next."""
     if request.routing_exception is None or isinstance(request.routing_exception, RequestRedirect):
         return None
     current = state()
     path, prefix = request.path, current.url_prefix
     if not (path == prefix or path.startswith(prefix + "/")):
         return None
+    if not current.auth and not is_loopback_host(request.headers.get("Host")):
+        return _error_response(Forbidden())
     if current.playground:
         answer = playground.root_redirect(prefix, current.auth)
         if answer is not None:

@@ -91,20 +91,34 @@ def _body_timeout_default() -> float | None:
     return current_app.extensions["bread_sync"].bread.config.server.body_timeout_seconds
 
 
+class NotJson(BreadError):
+    """A body that is not JSON in UTF-8 (``INVALID_REQUEST``): a JSON-RPC route answers -32700."""
+
+    def __init__(self) -> None:
+        super().__init__(INVALID_REQUEST, "the request body is not valid JSON in UTF-8")
+
+
 def json_body() -> dict[str, Any]:
     """The request body as a JSON object; an empty body is ``{}``."""
     data = g.get("bread_body", b"")
     if not data.strip():
         return {}
+    body = json_value(data)
+    if not isinstance(body, dict):
+        raise BreadError(INVALID_REQUEST, "the request body must be a JSON object")
+    return body
+
+
+def json_value(data: bytes) -> Any:
+    """Any JSON value ``data`` holds: :class:`NotJson` when it is none (an empty body too), a
+    plain ``INVALID_REQUEST`` when a string in it holds a lone surrogate."""
     try:
         # UTF-8 only (RFC 8259; a BOM is let through): json.loads would read UTF-16 and UTF-32
         # too, and bytes with surrogatepass, letting a lone surrogate into the run.
         text = data.decode("utf-8-sig")
         body = json.loads(text, parse_constant=_not_json, parse_float=_finite)
     except (ValueError, RecursionError):  # RecursionError: nested too deep; UnicodeDecodeError is a ValueError
-        raise BreadError(INVALID_REQUEST, "the request body is not valid JSON in UTF-8") from None
-    if not isinstance(body, dict):
-        raise BreadError(INVALID_REQUEST, "the request body must be a JSON object")
+        raise NotJson() from None
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(body):
         raise BreadError(INVALID_REQUEST, "the request body holds a lone UTF-16 surrogate: no UTF-8 text can carry it")
     return body

@@ -245,3 +245,38 @@ def test_a_generated_file_streams_as_an_artifact_with_an_absolute_uri(http, a2a)
     file = files[0].artifact.parts[0].root.file
     assert file.mime_type == "image/png" and file.uri.startswith(a2a.url + "/files/")
     assert http.get(file.uri).content.startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ('"\\ud800"', -32602),  # JSON, but no UTF-8 text carries it: INVALID_REQUEST, as on every route
+        ("NaN", -32700),  # Python reads it; JSON has no NaN
+        ("1e999", -32700),
+    ],
+)
+def test_a_body_no_other_route_takes_is_refused_before_any_run(http, a2a, text, code):
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": %s}}'
+    body %= json.dumps(message({"kind": "text", "text": "@"})).replace('"@"', text)
+    answer = http.post(a2a.url + "/a2a", content=body.encode(), headers={"Content-Type": "application/json"})
+    assert answer.status_code == 200
+    assert error_of(answer.json(), None) == code  # an error, not a Task: no run started
+
+
+def test_a_streams_task_carries_the_seq_of_the_runs_start_and_a_resubscribe_from_it_replays_the_rest(http, a2a):
+    expected = "".join(f"tick {n} " for n in range(1, 21))
+    with http.stream("POST", a2a.url + "/a2a/slow", json=rpc_body("message/stream", {
+            "message": message({"kind": "text", "text": "20"})})) as live:  # fmt: skip
+        lines = live.iter_lines()
+        head = [next(lines), next(lines)]
+        assert head[0] == "id: 1" and head[1].startswith("data: "), head  # the Task, the last event of seq 1
+        task = json.loads(head[1][6:])["result"]
+        assert task["kind"] == "task" and task["status"]["state"] == "working"
+        resubscribe = rpc_body("tasks/resubscribe", {"id": task["id"]})
+        with http.stream("POST", a2a.url + "/a2a/slow", json=resubscribe, headers={"Last-Event-ID": "1"}) as again:
+            frames = sse_frames(again.read().decode())
+        items = [strict_v03(d["result"]) for _, d, _ in frames[1:]]
+        assert items[0].kind == "task"
+        chunks = [i for i in items if i.kind == "artifact-update"]
+        assert "".join(c.artifact.parts[0].root.text for c in chunks) == expected
+        assert items[-1].kind == "status-update" and items[-1].status.state.value == "completed"

@@ -131,3 +131,22 @@ def test_flask_bread_has_the_same_commands(env, tmp_path, server):
     assert gc.returncode == 0 and json.loads(gc.stdout)["dryRun"] is True, gc.stderr
     help_text = run("--help").stdout
     assert all(name in help_text for name in ("invoke", "resume", "chat", "tail", "gc"))
+
+
+def hint_of(result):
+    line = next(line for line in result.stderr.splitlines() if line.startswith("paused: continue with "))
+    return line.removeprefix("paused: continue with ")
+
+
+def test_a_pause_over_http_hints_a_resume_that_reaches_the_same_server(env, server):
+    paused = cli(env, "invoke", "--url", server.url, "--api-key", "secret-xyz", "writer", '{"topic": "rye"}')
+    assert paused.returncode == 3, paused.stderr
+    hint = hint_of(paused)
+    assert hint.endswith(f' --url {server.url} --api-key "$BREAD_API_KEY"') and "secret-xyz" not in paused.stderr
+    # The hint as a shell runs it, with the key where it says to keep it.
+    command = ["bash", "-c", hint.replace("bread-sync", " ".join(CLI), 1)]
+    resumed = subprocess.run(command, env={**env, "BREAD_API_KEY": "secret-xyz"}, capture_output=True, text=True,
+                             timeout=DEADLINE)  # fmt: skip
+    assert resumed.returncode == 0 and "Published." in resumed.stdout, resumed.stderr
+    from_env = cli({**env, "BREAD_API_KEY": "secret-xyz"}, "invoke", "--url", server.url, "writer", '{"topic": "x"}')
+    assert hint_of(from_env).endswith(f" --url {server.url}")  # the key is found in the environment again

@@ -21,7 +21,7 @@ from ...server import (
     stream_position,
     stream_response,
 )
-from ...server.guard import may_reach_run
+from ...server.guard import NotJson, json_value, may_reach_run
 from ...stores import read_log, records_pushes
 from . import rpc, v03, v10
 from .card import card_facts
@@ -139,7 +139,7 @@ class A2AServer:
     def _rpc(self, bread: Any) -> Any:
         request_id = None
         try:
-            request_id, method, params = rpc.parse_request(g.get("bread_body", b""))
+            request_id, method, params = rpc.parse_request(_request_json())
             self._check_version()
             op = self.dialect.METHODS.get(method)
             handle = self._methods.get(op) if op is not None else None
@@ -226,8 +226,8 @@ class A2AServer:
         """message/stream: the Task (working), then the run's events to its end or pause."""
         run, frames, encoder = self._start(bread, request_id, params)
         working = self.dialect.task(run.run_id, encoder.context_id, Status("working"))
-        opening = encoder.frame(self.dialect.task_item(working))
-        return stream_response(_body(encoder, frames, run.run_id, [opening]), CONTENT_TYPE, run.run_id)
+        encoder.open_with(self.dialect.task_item(working))  # sent with the run's first crumb, once in the log
+        return stream_response(_body(encoder, frames, run.run_id, []), CONTENT_TYPE, run.run_id)
 
     def _base_url(self) -> str:
         return request.host_url
@@ -381,7 +381,17 @@ def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]
         return out
 
     def failure(error: BreadError) -> list[bytes]:
-        return [encoder.event(event) for event in encoder.translator(error_crumb(run_id, error))]
+        events = encoder.translator(error_crumb(run_id, error))
+        return [*encoder.unsent_opening(), *(encoder.event(event) for event in events)]
 
     return stream_body(frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening,
                        name=f"A2A stream of task {run_id}")  # fmt: skip
+
+
+def _request_json() -> Any:
+    """The body's JSON value, read as every bread route reads one: not JSON in UTF-8 (NaN and
+    Infinity too) is -32700; a lone surrogate is ``INVALID_REQUEST``, so -32602."""
+    try:
+        return json_value(g.get("bread_body", b""))
+    except NotJson as exc:
+        raise RpcError(rpc.PARSE_ERROR, exc.message) from None

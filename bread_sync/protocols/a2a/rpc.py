@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ...crumbs import dumps
@@ -54,13 +53,9 @@ class RpcError(Exception):
         return cls(BREAD_CODES.get(error.code, INTERNAL_ERROR), f"{error.code}: {error.message}")
 
 
-def parse_request(body: bytes) -> tuple[Any, str, Any]:
-    """``(id, method, params)`` of a request body; RpcError -32700 or -32600 (``.request_id`` set
-    when the body had a usable id)."""
-    try:
-        request = json.loads(body.decode("utf-8-sig"))
-    except (ValueError, RecursionError):
-        raise RpcError(PARSE_ERROR, "the body is not JSON") from None
+def parse_request(request: Any) -> tuple[Any, str, Any]:
+    """``(id, method, params)`` of a request body's JSON value; RpcError -32600 (``.request_id``
+    set when the body had a usable id)."""
     if not isinstance(request, dict):
         raise RpcError(INVALID_JSONRPC, "a request is one JSON object (batches are not supported)")
     request_id = request.get("id")

@@ -28,6 +28,18 @@ class StreamEncoder:
         self.translator = A2ATranslator(task_id, base_url)
         self._head = "data: " + result_head(request_id)
         self._templates: dict[tuple[str, bool], tuple[str, str]] = {}
+        self._opening: dict[str, Any] | None = None
+
+    def open_with(self, item: dict[str, Any]) -> None:
+        """Write ``item`` (a stream's Task) before the events of the first crumb; when that crumb
+        has none (the run's start), the Task is its last event and carries its ``id: <seq>``."""
+        self._opening = item
+
+    def unsent_opening(self) -> list[bytes]:
+        """The Task of :meth:`open_with` when no crumb has brought it yet (a failure writes it
+        first, so a stream still opens with its Task)."""
+        opening, self._opening = self._opening, None
+        return [] if opening is None else [self.frame(opening)]
 
     def frame(self, item: dict[str, Any], seq: int | None = None) -> bytes:
         frame = f"{self._head}{dumps(item)}}}\n\n"
@@ -40,6 +52,10 @@ class StreamEncoder:
 
     def crumb(self, frame: Any) -> list[bytes]:
         """The frames of one of the run's frames (often none)."""
+        if self._opening is not None:
+            opening, self._opening = self._opening, None
+            rest = self.crumb(frame)
+            return [self.frame(opening, None if rest else frame.seq), *rest]
         crumb = frame.crumb
         if crumb["type"] == TEXT_DELTA:
             return [self._text(self.translator.text_key(), crumb["delta"])]

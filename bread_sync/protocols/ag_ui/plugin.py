@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
-from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError
+from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, RUN_NOT_FOUND, BreadError
 from ...server import (
     authorize_run,
     followed_run,
@@ -163,7 +163,7 @@ class AgUiPlugin:
         past up to there is translated silently, so the stream opens with RUN_STARTED and
         re-opens what was open there."""
         after = stream_position()
-        record = followed_run(run_id, after, check=lambda record: self._check_thread(record["sessionId"]))
+        record = followed_run(run_id, after, check=self._check_followed)
         if record is None:
             return Response(status=204)
         state = _thread_state(bread, record["sessionId"])
@@ -173,6 +173,12 @@ class AgUiPlugin:
         prelude = [encode(event).encode() for event in transformer.reopen()]
         frames = bread.tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), batched=True)
         return _response(_stream(frames, transformer, run_id, prelude), run_id)
+
+    def _check_followed(self, record: dict[str, Any]) -> None:
+        # Another agent's run is not this mount's to stream: answered as a run that is not there.
+        if record["agentId"] != self.agent_id:
+            raise BreadError(RUN_NOT_FOUND, f"no run {record['id']}")
+        self._check_thread(record["sessionId"])
 
     def _answer_schema(self, bread: Any, crumb: dict[str, Any]) -> dict[str, Any] | None:
         # The paused tool's own response schema, when this plugin's agent has that tool.

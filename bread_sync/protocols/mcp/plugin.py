@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import version as package_version
 from typing import Any
 
-from flask import Response, request
+from flask import Response, g, request
 from mcp_types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -38,7 +38,7 @@ from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...greenlets import Pacer
 from ...server import register_http_route, start_run_stream, stream_response
-from ...server.guard import json_body, may_reach_run
+from ...server.guard import NotJson, json_value, may_reach_run
 from ...stores import now_iso
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
@@ -269,11 +269,15 @@ def _event(message: dict[str, Any]) -> bytes:
 
 
 def _message() -> Any:
-    """The request's JSON-RPC message; :class:`_Refused` (400) when it is none."""
+    """The request's JSON-RPC message; :class:`_Refused` (400) when it is none: -32700 for a body
+    that is not JSON (an empty one too), -32602 for a lone surrogate in it, -32600 for JSON that
+    is not one JSON-RPC message (a batch, a bare value)."""
     try:
-        body = json_body()
-    except BreadError as exc:
+        body = json_value(g.get("bread_body", b""))
+    except NotJson as exc:
         raise _Refused(400, PARSE_ERROR, exc.message) from None
+    except BreadError as exc:
+        raise _Refused(400, INVALID_PARAMS, exc.message) from None
     try:
         message = jsonrpc_message_adapter.validate_python(body)
     except ValidationError:
@@ -305,9 +309,13 @@ def _problem(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()[:5])
 
 
+#: Result fields of the 2026-07-28 era, which this server does not speak: no version it
+#: negotiates defines them (mcp-types fills them with defaults, as ``ttlMs: 0``).
+_NEWER_FIELDS = frozenset({"result_type", "ttl_ms", "cache_scope"})
+
+
 def _response_body(request_id: Any, result: Result) -> dict[str, Any]:
-    # resultType is of the 2026-07-28 era, which this server does not speak.
-    payload = result.model_dump(by_alias=True, exclude_none=True, exclude={"result_type"}, mode="json")
+    payload = result.model_dump(by_alias=True, exclude_none=True, exclude=_NEWER_FIELDS, mode="json")
     return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=payload).model_dump(by_alias=True)
 
 

@@ -17,12 +17,12 @@ import select
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ... import greenlets
 from ...crumbs import Frame, dumps
@@ -39,6 +39,8 @@ POOL_SIZE = 4
 CONNECT_SECONDS = 10.0
 #: Attempts of a session claim that found a holder who let go before it could be named.
 CLAIM_ATTEMPTS = 3
+#: Postgres unreachable: down, restarting, refusing connections, or the pool's wait over.
+UNAVAILABLE = (psycopg.OperationalError, PoolTimeout)
 
 RUN_COLUMNS = {
     "id": "id", "agentId": "agent_id", "sessionId": "session_id", "status": "status",
@@ -145,16 +147,10 @@ class PostgresStore:
         if pool is not None and self._pool_pid == os.getpid():
             pool.close()
 
-    @contextmanager
-    def connection(self) -> Iterator[Any]:
+    def connection(self) -> AbstractContextManager[Any]:
         """Borrow a pooled connection (autocommit) for one short piece of work; waits while all
         are in use. Inside a :meth:`batch`, the batch's connection."""
-        held = self._batch.get()
-        if held is not None:
-            yield held
-            return
-        with unavailable_as_error(), self._pooled().connection(timeout=self.connect_seconds) as conn:
-            yield conn
+        return _Borrowed(self)
 
     def _pooled(self) -> ConnectionPool:
         if self._pool is None or self._pool_pid != os.getpid():
@@ -452,7 +448,7 @@ def still_connected(conn: Any) -> None:
     connection has nothing to read unless the server said goodbye (Postgres restarting sends
     "terminating connection", then closes). The pool then lends another instead, waiting up to
     ``connect_seconds`` for Postgres to be back."""
-    poller = _os_poll()  # not select(), which refuses a descriptor past 1023
+    poller = _OS_POLL()  # not select(), which refuses a descriptor past 1023
     poller.register(conn.pgconn.socket, select.POLLIN)
     if poller.poll(0) or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
         conn.close()  # closed, the pool drops it rather than lend it again
@@ -461,25 +457,58 @@ def still_connected(conn: Any) -> None:
 
 def _os_poll() -> Any:
     """The OS's poll even where gevent patched it: a poll that does not wait blocks no
-    greenlet, and gevent's costs a watcher on its loop each time."""
+    greenlet, and gevent's costs a watcher on its loop each time. Taken once: before gevent
+    patched, ``select.poll`` is the OS's."""
     if greenlets.patched():
         from gevent.monkey import get_original
 
-        return get_original("select", "poll")()
-    return select.poll()
+        return get_original("select", "poll")
+    return select.poll
+
+
+_OS_POLL = _os_poll()
+
+
+class _Borrowed:
+    """:meth:`PostgresStore.connection`: a class, not a generator, since it is on every append's
+    path. It borrows with getconn/putconn rather than the pool's connection(), whose ``with conn``
+    commits on the way out, a call into psycopg's wait even in autocommit. Nothing is left open
+    either way: autocommit, transaction() blocks end their own, and the pool rolls back a
+    connection returned inside one."""
+
+    __slots__ = ("store", "pool", "conn")
+
+    def __init__(self, store: PostgresStore):
+        self.store, self.pool, self.conn = store, None, None
+
+    def __enter__(self) -> Any:
+        self.conn = self.store._batch.get()
+        if self.conn is None:
+            with unavailable_as_error():
+                self.pool = self.store._pooled()
+                self.conn = self.pool.getconn(timeout=self.store.connect_seconds)
+        return self.conn
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.pool is not None:
+            self.pool.putconn(self.conn)
+        if isinstance(exc, UNAVAILABLE):
+            raise _unavailable() from exc
 
 
 @contextmanager
 def unavailable_as_error() -> Iterator[None]:
     """Postgres unreachable (down, restarting, refusing connections, the pool's wait over):
-    ``STORE_UNAVAILABLE``, with nothing of the call written. The message reaches clients, so it
-    names no host; the cause stays chained for the server's log."""
-    from psycopg_pool import PoolTimeout
-
+    ``STORE_UNAVAILABLE``, with nothing of the call written."""
     try:
         yield
-    except (psycopg.OperationalError, PoolTimeout) as exc:
-        raise BreadError(STORE_UNAVAILABLE, "the Postgres store does not answer; retry later") from exc
+    except UNAVAILABLE as exc:
+        raise _unavailable() from exc
+
+
+def _unavailable() -> BreadError:
+    # The message reaches clients, so it names no host; the cause stays chained for the server's log.
+    return BreadError(STORE_UNAVAILABLE, "the Postgres store does not answer; retry later")
 
 
 def _array(texts: Iterable[str]) -> str:

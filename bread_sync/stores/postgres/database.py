@@ -61,6 +61,7 @@ CLAIM_PUSH = f"""
     RETURNING {", ".join(PUSH_COLUMNS.values())}
 """
 APPEND_CRUMBS = "SELECT bread_append_crumbs(%s, %s::bigint[], %s::text[], %s::text[])"
+APPEND_CRUMB = "SELECT bread_append_crumb(%s, %s::bigint, %s, %s)"
 SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM crumbs WHERE run_id = %s"
 # One max() subquery per run: an index seek each, where a GROUP BY reads every row.
@@ -173,10 +174,14 @@ class PostgresStore:
         seqs = [f.seq for f in frames]
         if any(later <= earlier for earlier, later in zip(seqs, seqs[1:], strict=False)):
             raise _conflict(run_id, seqs)
-        params = [run_id, _array(map(str, seqs)), _array(f.type for f in frames), _array(f.wire for f in frames)]
+        if len(frames) == 1:
+            sql, params = APPEND_CRUMB, [run_id, seqs[0], frames[0].type, frames[0].wire]
+        else:
+            sql = APPEND_CRUMBS
+            params = [run_id, _array(map(str, seqs)), _array(f.type for f in frames), _array(f.wire for f in frames)]
         try:
             with self.connection() as conn:
-                conn.execute(APPEND_CRUMBS, params)
+                conn.execute(sql, params)
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(run_id, seqs) from exc
 

@@ -105,6 +105,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
     assert read(postgres_url, "SELECT name FROM bread_migrations ORDER BY position") == [(n,) for n in SHIPPED]
     assert SHIPPED == [
         "m001_initial", "m002_session_state", "m003_mcp_sessions", "m004_push_configs", "m005_relay_position",
+        "m006_append_one_crumb",
     ]  # fmt: skip
 
 
@@ -221,9 +222,11 @@ def test_processes_appending_to_one_run_leave_a_gap_free_log(open_store, postgre
         assert [f.crumb["n"] for f in log if f.crumb["writer"] == writer] == list(range(count))
 
 
-def test_a_late_batch_cannot_land_behind_one_that_committed_after_it_began(open_store, postgres_url):
+@pytest.mark.parametrize("late_seqs", [[2], [2, 3]], ids=["one crumb", "two crumbs"])
+def test_a_late_batch_cannot_land_behind_one_that_committed_after_it_began(open_store, postgres_url, late_seqs):
     """Two appends to one run take turns: the second waits for the first's transaction, then
-    sees its seqs, so a log never shows 1, 3 and later 2."""
+    sees its seqs, so a log never shows 1, 3 and later 2. One crumb and several go through
+    different functions (bread_append_crumb, bread_append_crumbs) that take the same turn."""
     store = open_store()
     store.append_crumbs("r1", [crumb("r1", 1)])
     with psycopg.connect(postgres_url) as first:  # a transaction left open: its append holds the turn
@@ -232,7 +235,7 @@ def test_a_late_batch_cannot_land_behind_one_that_committed_after_it_began(open_
 
         def late():
             try:
-                store.append_crumbs("r1", [crumb("r1", 2)])
+                store.append_crumbs("r1", [crumb("r1", seq) for seq in late_seqs])
             except BreadError as exc:
                 codes.append(exc.code)
 

@@ -17,17 +17,18 @@ import select
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ... import greenlets
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, STORE_UNAVAILABLE, BreadError
 from .. import PUSH_SETTLED, RunRow, iso_days_ago, new_push_config, now_iso
+from ..columns import PUSH_COLUMNS, RUN_COLUMNS, run_column
 from .listener import AppendListener
 from .migrations import migrate
 from .purge import purge
@@ -39,21 +40,9 @@ POOL_SIZE = 4
 CONNECT_SECONDS = 10.0
 #: Attempts of a session claim that found a holder who let go before it could be named.
 CLAIM_ATTEMPTS = 3
+#: Postgres unreachable: down, restarting, refusing connections, or the pool's wait over.
+UNAVAILABLE = (psycopg.OperationalError, PoolTimeout)
 
-RUN_COLUMNS = {
-    "id": "id", "agentId": "agent_id", "sessionId": "session_id", "status": "status",
-    "checkpointId": "checkpoint_id", "owner": "owner", "leaseUntil": "lease_until",
-    "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
-    "remoteRunId": "remote_run_id", "remoteSeq": "remote_seq",
-}  # fmt: skip
-
-#: A push subscription's keys (as the store contract spells them) and their columns.
-PUSH_COLUMNS = {
-    "taskId": "task_id", "id": "id", "mount": "mount", "url": "url", "token": "token",
-    "authentication": "authentication", "delivered": "delivered", "attempts": "attempts",
-    "nextAttemptAt": "next_attempt_at", "lastError": "last_error", "done": "done", "claimedBy": "claimed_by",
-    "claimedUntil": "claimed_until", "createdAt": "created_at",
-}  # fmt: skip
 SELECT_PUSHES = f"SELECT {', '.join(PUSH_COLUMNS.values())} FROM push_configs"
 UPSERT_PUSH = (
     f"INSERT INTO push_configs ({', '.join(PUSH_COLUMNS.values())}) VALUES ({', '.join(['%s'] * len(PUSH_COLUMNS))})"
@@ -72,6 +61,7 @@ CLAIM_PUSH = f"""
     RETURNING {", ".join(PUSH_COLUMNS.values())}
 """
 APPEND_CRUMBS = "SELECT bread_append_crumbs(%s, %s::bigint[], %s::text[], %s::text[])"
+APPEND_CRUMB = "SELECT bread_append_crumb(%s, %s::bigint, %s, %s)"
 SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
 LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM crumbs WHERE run_id = %s"
 # One max() subquery per run: an index seek each, where a GROUP BY reads every row.
@@ -145,16 +135,10 @@ class PostgresStore:
         if pool is not None and self._pool_pid == os.getpid():
             pool.close()
 
-    @contextmanager
-    def connection(self) -> Iterator[Any]:
+    def connection(self) -> AbstractContextManager[Any]:
         """Borrow a pooled connection (autocommit) for one short piece of work; waits while all
         are in use. Inside a :meth:`batch`, the batch's connection."""
-        held = self._batch.get()
-        if held is not None:
-            yield held
-            return
-        with unavailable_as_error(), self._pooled().connection(timeout=self.connect_seconds) as conn:
-            yield conn
+        return _Borrowed(self)
 
     def _pooled(self) -> ConnectionPool:
         if self._pool is None or self._pool_pid != os.getpid():
@@ -190,10 +174,14 @@ class PostgresStore:
         seqs = [f.seq for f in frames]
         if any(later <= earlier for earlier, later in zip(seqs, seqs[1:], strict=False)):
             raise _conflict(run_id, seqs)
-        params = [run_id, _array(map(str, seqs)), _array(f.type for f in frames), _array(f.wire for f in frames)]
+        if len(frames) == 1:
+            sql, params = APPEND_CRUMB, [run_id, seqs[0], frames[0].type, frames[0].wire]
+        else:
+            sql = APPEND_CRUMBS
+            params = [run_id, _array(map(str, seqs)), _array(f.type for f in frames), _array(f.wire for f in frames)]
         try:
             with self.connection() as conn:
-                conn.execute(APPEND_CRUMBS, params)
+                conn.execute(sql, params)
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(run_id, seqs) from exc
 
@@ -228,9 +216,9 @@ class PostgresStore:
     def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
         fields["updatedAt"] = now_iso()
         expect = expect or {}
-        sets = ", ".join(f"{_run_column(key)} = %s" for key in fields)
+        sets = ", ".join(f"{run_column(key)} = %s" for key in fields)
         # IS NOT DISTINCT FROM, not =, so that expecting None (no owner) matches a NULL column.
-        checks = "".join(f" AND {_run_column(key)} IS NOT DISTINCT FROM %s" for key in expect)
+        checks = "".join(f" AND {run_column(key)} IS NOT DISTINCT FROM %s" for key in expect)
         with self.connection() as conn:
             cursor = conn.execute(
                 f"UPDATE runs SET {sets} WHERE id = %s{checks}", [*fields.values(), run_id, *expect.values()]
@@ -452,7 +440,7 @@ def still_connected(conn: Any) -> None:
     connection has nothing to read unless the server said goodbye (Postgres restarting sends
     "terminating connection", then closes). The pool then lends another instead, waiting up to
     ``connect_seconds`` for Postgres to be back."""
-    poller = _os_poll()  # not select(), which refuses a descriptor past 1023
+    poller = _OS_POLL()  # not select(), which refuses a descriptor past 1023
     poller.register(conn.pgconn.socket, select.POLLIN)
     if poller.poll(0) or conn.pgconn.status != psycopg.pq.ConnStatus.OK:
         conn.close()  # closed, the pool drops it rather than lend it again
@@ -461,25 +449,58 @@ def still_connected(conn: Any) -> None:
 
 def _os_poll() -> Any:
     """The OS's poll even where gevent patched it: a poll that does not wait blocks no
-    greenlet, and gevent's costs a watcher on its loop each time."""
+    greenlet, and gevent's costs a watcher on its loop each time. Taken once: before gevent
+    patched, ``select.poll`` is the OS's."""
     if greenlets.patched():
         from gevent.monkey import get_original
 
-        return get_original("select", "poll")()
-    return select.poll()
+        return get_original("select", "poll")
+    return select.poll
+
+
+_OS_POLL = _os_poll()
+
+
+class _Borrowed:
+    """:meth:`PostgresStore.connection`: a class, not a generator, since it is on every append's
+    path. It borrows with getconn/putconn rather than the pool's connection(), whose ``with conn``
+    commits on the way out, a call into psycopg's wait even in autocommit. Nothing is left open
+    either way: autocommit, transaction() blocks end their own, and the pool rolls back a
+    connection returned inside one."""
+
+    __slots__ = ("store", "pool", "conn")
+
+    def __init__(self, store: PostgresStore):
+        self.store, self.pool, self.conn = store, None, None
+
+    def __enter__(self) -> Any:
+        self.conn = self.store._batch.get()
+        if self.conn is None:
+            with unavailable_as_error():
+                self.pool = self.store._pooled()
+                self.conn = self.pool.getconn(timeout=self.store.connect_seconds)
+        return self.conn
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.pool is not None:
+            self.pool.putconn(self.conn)
+        if isinstance(exc, UNAVAILABLE):
+            raise _unavailable() from exc
 
 
 @contextmanager
 def unavailable_as_error() -> Iterator[None]:
     """Postgres unreachable (down, restarting, refusing connections, the pool's wait over):
-    ``STORE_UNAVAILABLE``, with nothing of the call written. The message reaches clients, so it
-    names no host; the cause stays chained for the server's log."""
-    from psycopg_pool import PoolTimeout
-
+    ``STORE_UNAVAILABLE``, with nothing of the call written."""
     try:
         yield
-    except (psycopg.OperationalError, PoolTimeout) as exc:
-        raise BreadError(STORE_UNAVAILABLE, "the Postgres store does not answer; retry later") from exc
+    except UNAVAILABLE as exc:
+        raise _unavailable() from exc
+
+
+def _unavailable() -> BreadError:
+    # The message reaches clients, so it names no host; the cause stays chained for the server's log.
+    return BreadError(STORE_UNAVAILABLE, "the Postgres store does not answer; retry later")
 
 
 def _array(texts: Iterable[str]) -> str:
@@ -503,13 +524,6 @@ def _run(row: tuple[Any, ...]) -> RunRow:
     if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
         del record["remoteRunId"], record["remoteSeq"]
     return record
-
-
-def _run_column(key: str) -> str:
-    try:
-        return RUN_COLUMNS[key]
-    except KeyError:
-        raise TypeError(f"a run record has no field {key!r}; its fields are {sorted(RUN_COLUMNS)}") from None
 
 
 def _push(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -157,3 +157,28 @@ def m004_push_configs(conn: Any) -> None:
 def m005_relay_position(conn: Any) -> None:
     # Where a remote agent's relay stands (engine/remote.py), written with each relayed crumb.
     conn.execute("ALTER TABLE runs ADD COLUMN remote_run_id text, ADD COLUMN remote_seq bigint")
+
+
+@migration
+def m006_append_one_crumb(conn: Any) -> None:
+    # bread_append_crumbs for the common append of one crumb: scalars, not arrays, so Postgres
+    # parses no array literals and unnests nothing (about 10 us of its CPU per append). The same
+    # lock, guard and notification as bread_append_crumbs.
+    conn.execute(
+        """
+        CREATE FUNCTION bread_append_crumb(p_run text, p_seq bigint, p_type text, p_crumb text)
+        RETURNS void LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock(hashtextextended(p_run, 0));
+            INSERT INTO crumbs (run_id, seq, type, crumb)
+                SELECT p_run, p_seq, p_type, p_crumb
+                WHERE NOT EXISTS (SELECT FROM crumbs WHERE run_id = p_run AND seq >= p_seq);
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'run %: seq % is at or below the last one written', p_run, p_seq
+                    USING ERRCODE = 'unique_violation';
+            END IF;
+            PERFORM pg_notify('bread_crumbs', p_run);
+        END
+        $$
+        """
+    )

@@ -26,6 +26,7 @@ from ... import greenlets
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, BreadError
 from .. import PUSH_SETTLED, RunRow, iso_days_ago, new_push_config, now_iso, tags_match
+from ..columns import PUSH_COLUMNS, RUN_COLUMNS, run_column
 from . import wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, os_sleeping
 from .migrations import immediate, migrate
@@ -36,21 +37,6 @@ POOL_SIZE = 4
 LAST_SEQS_CHUNK = 500
 LAST_SEQ = "SELECT max(seq) FROM crumbs WHERE run_id = ids.id"
 
-#: RunRecord keys and their columns, in the order every SELECT of runs lists them.
-RUN_COLUMNS = {
-    "id": "id", "agentId": "agent_id", "sessionId": "session_id", "status": "status",
-    "checkpointId": "checkpoint_id", "owner": "owner", "leaseUntil": "lease_until",
-    "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
-    "remoteRunId": "remote_run_id", "remoteSeq": "remote_seq",
-}  # fmt: skip
-
-#: A push subscription's keys (as the store contract spells them) and their columns.
-PUSH_COLUMNS = {
-    "taskId": "task_id", "id": "id", "mount": "mount", "url": "url", "token": "token",
-    "authentication": "authentication",
-    "delivered": "delivered", "attempts": "attempts", "nextAttemptAt": "next_attempt_at", "lastError": "last_error",
-    "done": "done", "claimedBy": "claimed_by", "claimedUntil": "claimed_until", "createdAt": "created_at",
-}  # fmt: skip
 SELECT_PUSHES = f"SELECT {', '.join(PUSH_COLUMNS.values())} FROM push_configs"
 UPSERT_PUSH = (
     f"INSERT INTO push_configs ({', '.join(PUSH_COLUMNS.values())}) VALUES ({', '.join('?' * len(PUSH_COLUMNS))})"
@@ -244,9 +230,9 @@ class SQLiteStore:
     def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
         fields["updatedAt"] = now_iso()
         expect = expect or {}
-        sets = ", ".join(f"{_run_column(key)} = ?" for key in fields)
+        sets = ", ".join(f"{run_column(key)} = ?" for key in fields)
         # IS, not =, so that expecting None (no owner) matches a NULL column.
-        checks = "".join(f" AND {_run_column(key)} IS ?" for key in expect)
+        checks = "".join(f" AND {run_column(key)} IS ?" for key in expect)
         with self.connection() as db:
             cursor = db.execute(
                 f"UPDATE runs SET {sets} WHERE id = ?{checks}", [*fields.values(), run_id, *expect.values()]
@@ -475,13 +461,6 @@ def _run(row: tuple[Any, ...]) -> RunRow:
     if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
         del record["remoteRunId"], record["remoteSeq"]
     return record
-
-
-def _run_column(key: str) -> str:
-    try:
-        return RUN_COLUMNS[key]
-    except KeyError:
-        raise TypeError(f"a run record has no field {key!r}; its fields are {sorted(RUN_COLUMNS)}") from None
 
 
 def _push(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -32,6 +32,8 @@ from bread_sync.server import create_server
 from bread_sync.transports import http_sse
 from bread_sync.wire import SSEDecoder
 
+from .ag_ui_rules import check_event
+
 ROOT = Path(__file__).resolve().parent.parent
 #: What no body may show: a stack trace, a source file, a path on this machine.
 LEAKS = ("Traceback", 'File "', '.py"', "site-packages", "/work/", str(ROOT))
@@ -102,6 +104,8 @@ def check_answer(method: str, status: int, content_type: str, body: bytes, path:
         check_json_rpc_error(text)
     elif status >= 400:
         check_error_body(status, text)
+    elif content_type.startswith("text/event-stream") and path.startswith("/ag-ui/"):
+        check_ag_ui_events(body)
     elif content_type.startswith("text/event-stream"):
         check_events(body)
 
@@ -125,6 +129,14 @@ def check_json_rpc_error(text: str) -> None:
     answer = strict_json(text)
     assert list(answer) == ["jsonrpc", "id", "error"] and answer["id"] is None, answer
     assert answer["error"]["code"] in MCP_CODES and isinstance(answer["error"]["message"], str), answer
+
+
+def check_ag_ui_events(body: bytes) -> None:
+    """An AG-UI mount streams AG-UI events (its resumable stream, found by a run id): each one
+    valid as the protocol's models read it."""
+    for event in SSEDecoder().feed(body):
+        if event.data:
+            check_event(strict_json(event.data))
 
 
 def check_events(body: bytes) -> None:

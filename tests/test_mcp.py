@@ -11,7 +11,7 @@ from bread_sync import Agent, Config
 from bread_sync.agents import subagent, tool
 from bread_sync.demo import config as demo_config
 from bread_sync.models import script
-from bread_sync.models.script import say
+from bread_sync.models.script import call, say
 from bread_sync.protocols.mcp import MCP_ACTIONS, mcp_server
 from bread_sync.protocols.mcp.tools import agent_tool, can_pause
 from bread_sync.server import auth_plugin, create_server
@@ -40,6 +40,9 @@ def _crash(convo):
 
 
 broken = Task(id="broken", input_schema=Verdict, output_schema=Verdict, model=script.provider([_crash]))
+# Asks before it streams a long answer: a resume whose continuation takes a while.
+hold = Agent(id="hold", tools=[launch], model=script.provider([
+    call("launch", {"verdict": "go"}), say([f"t{n} " for n in range(1000)], delay=0.02)]))  # fmt: skip
 garbled = Agent(id="garbled", output="json", output_schema=Verdict, model=script.provider([say("not json")]))
 
 
@@ -89,7 +92,7 @@ class Mcp:
 
 @pytest.fixture
 def mcp(make_bread):
-    session = Mcp(serve(make_bread, mcp_server(agents=None, tasks=None), agents=[judge, garbled], tasks=[broken]))
+    session = Mcp(serve(make_bread, mcp_server(agents=None, tasks=None), agents=[judge, garbled, hold], tasks=[broken]))
     session.initialize()
     return session
 
@@ -226,7 +229,7 @@ def test_tools_list_has_only_the_fields_the_negotiated_version_defines(make_brea
 
 def test_tools_list_names_every_agent_and_task_and_resume(mcp, make_bread):
     tools = {t["name"]: t for t in mcp.rpc("tools/list")["result"]["tools"]}
-    agents = [a.id for a in demo_config().agents] + ["judge", "garbled"]
+    agents = [a.id for a in demo_config().agents] + ["judge", "garbled", "hold"]
     assert list(tools) == [*(f"agent_{a}" for a in agents), "task_word-count", "task_broken", "resume"]
     text = {"type": "string", "description": "What the agent is asked, as text."}
     assert tools["agent_echo"]["inputSchema"] == {"type": "object", "properties": {"input": text},
@@ -405,6 +408,55 @@ def test_resume_passes_the_run_ownership_hook_and_a_refusal_says_no_more_than_un
     owned[run_id] = True
     allowed = session.call("resume", {"checkpointId": pause["checkpointId"], "response": {"approved": False}})
     assert allowed["content"][0]["text"] == "Not published."
+
+
+STREAMED = {"Accept": "application/json, text/event-stream"}
+
+
+def cancel_call(mcp, request_id):
+    notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+    answer = mcp.post(notice)
+    assert answer.status_code == 202 and answer.get_data() == b""
+
+
+def test_notifications_cancelled_cancels_the_run_of_the_call_it_names(mcp):
+    params = {"name": "agent_slow", "arguments": {"count": 1000, "delayMs": 20}, "_meta": {"progressToken": "p"}}
+    answer = mcp.request("tools/call", params, headers=STREAMED)  # streams while the run goes on
+    run_id = answer.headers["Bread-Run-Id"]
+    cancel_call(mcp, mcp.ids + 1)  # another request's id: nothing of this call
+    cancel_call(mcp, str(mcp.ids))  # "3" is not 3
+    assert make_bread_store(mcp).get_run(run_id)["status"] == "running"
+    cancel_call(mcp, mcp.ids)
+    *notes, last = sse_messages(answer.get_data(as_text=True))
+    assert last["id"] == mcp.ids and last["result"]["isError"] is True
+    assert last["result"]["structuredContent"]["code"] == "RUN_CANCELLED"
+    assert len(notes) < 100 and make_bread_store(mcp).get_run(run_id)["status"] == "cancelled"
+
+
+def test_notifications_cancelled_cancels_a_resumes_continuation(mcp):
+    pause = mcp.call("agent_hold", {"input": "go"})["structuredContent"]
+    params = {"name": "resume", "arguments": {"checkpointId": pause["checkpointId"], "response": {"approved": True}},
+              "_meta": {"progressToken": "p"}}  # fmt: skip
+    answer = mcp.request("tools/call", params, headers=STREAMED)
+    cancel_call(mcp, mcp.ids)
+    last = sse_messages(answer.get_data(as_text=True))[-1]
+    assert last["result"]["structuredContent"]["code"] == "RUN_CANCELLED"
+    assert make_bread_store(mcp).get_run(answer.headers["Bread-Run-Id"])["status"] == "cancelled"
+
+
+def test_a_cancel_passes_the_run_ownership_hook(make_bread):
+    denied = set()
+    session = Mcp(serve(make_bread, mcp_server(), authorize_run=lambda identity, run_id: run_id not in denied))
+    session.initialize()
+    params = {"name": "agent_slow", "arguments": {"count": 30, "delayMs": 10}, "_meta": {"progressToken": "p"}}
+    answer = session.request("tools/call", params, headers=STREAMED)
+    denied.add(answer.headers["Bread-Run-Id"])
+    cancel_call(session, session.ids)
+    assert sse_messages(answer.get_data(as_text=True))[-1]["result"]["isError"] is False
+
+
+def make_bread_store(session):
+    return session.client.application.extensions["bread_sync"].bread.store
 
 
 def make_bread_run_of(session, checkpoint_id):

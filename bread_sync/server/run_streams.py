@@ -90,12 +90,14 @@ def stream_body(
     heartbeat: bytes,
     failure: Callable[[BreadError], Iterable[bytes]],
     prelude: Iterable[bytes] = (),
+    epilogue: Callable[[], Iterable[bytes]] = tuple,
     name: str = "stream",
 ) -> Iterator[bytes]:
     """A stream's response body over a tail with ``batched=True`` (``start_run_stream``'s frames,
     ``bread.tail``): ``prelude``, then each list ``encode``-d whole (frames, and gaps) and written
-    chunk after chunk, one per event, ``heartbeat`` for each idle ``None``. The run is driven
-    elsewhere; a failure once the stream is open is its last chunks, ``failure(error)``.
+    chunk after chunk, one per event, ``heartbeat`` for each idle ``None``, then ``epilogue()``
+    once the tail has ended. The run is driven elsewhere; a failure once the stream is open is
+    its last chunks, ``failure(error)``.
 
     A write to a client that keeps up never blocks, so between chunks the writer gives way now
     and then (a replay page or a fast run's frames would otherwise hold the worker)."""
@@ -109,6 +111,7 @@ def stream_body(
             for chunk in encode(items):
                 yield chunk
                 pace()
+        yield from epilogue()
     except Exception as exc:  # the stream is open: a failure can only be its last event
         log.exception("%s failed", name)
         yield from failure(internal_error(exc))

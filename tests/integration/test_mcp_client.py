@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 
 import httpx2 as httpx
 import pytest
@@ -16,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 SECONDS = 30
+CANCELLED = ("POST", "notifications/cancelled", 202)
 
 
 def recorded_client(seen: list[tuple[str, str | None, int]]) -> httpx.AsyncClient:
@@ -34,7 +36,12 @@ async def sdk_session(url: str, mode: str, seen: list) -> dict:
     async with recorded_client(seen) as http:
         transport = streamable_http_client(f"{url}/mcp", http_client=http)
         async with Client(transport, mode=mode, read_timeout_seconds=SECONDS) as client:
-            return await calls(client)
+            got = await calls(client)
+            # The SDK sends the cancel of the call it gave up on on its own time.
+            deadline = time.monotonic() + SECONDS
+            while CANCELLED not in seen and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            return got
 
 
 async def calls(client: Client) -> dict:
@@ -53,10 +60,12 @@ async def calls(client: Client) -> dict:
     resumed = await client.call_tool("resume", {"checkpointId": checkpoint, "response": {"approved": True}})
     with pytest.raises(MCPError) as unknown:
         await client.call_tool("agent_nobody", {})
+    with pytest.raises(MCPError) as abandoned:  # the SDK gives up, and says so: notifications/cancelled
+        await client.call_tool("agent_slow", {"count": 1000, "delayMs": 20}, read_timeout_seconds=0.5)
     return {
         "version": client.protocol_version, "server": client.server_info.name, "tools": tools, "echo": echo,
         "counted": counted, "ticks": ticks, "progress": progress, "refused": refused, "paused": paused,
-        "resumed": resumed, "unknown": unknown.value.error.code,
+        "resumed": resumed, "unknown": unknown.value.error.code, "abandoned": abandoned.value.error.code,
     }  # fmt: skip
 
 
@@ -80,6 +89,9 @@ def test_the_python_sdk_client_lists_calls_pauses_and_resumes(pool, mode):
         "paused", "approval", "publish", {"title": "rye"})  # fmt: skip
     assert got["resumed"].content[0].text == "Published."
     assert got["unknown"] == -32602
+    assert got["abandoned"] == -32001  # the SDK's own timeout
+    assert CANCELLED in seen
+    assert_the_abandoned_call_was_cancelled(pool.primary("http-sse").url)
     # The probe of auto mode came first and was refused at once; legacy mode sent none.
     first = seen[0][1]
     assert (first, seen[0][2]) == (("server/discover", 200) if mode == "auto" else ("initialize", 200))
@@ -87,6 +99,18 @@ def test_the_python_sdk_client_lists_calls_pauses_and_resumes(pool, mode):
     assert ("POST", "notifications/initialized", 202) in seen
     assert ("GET", None, 405) in seen  # the stream the client opens for server messages
     assert seen[-1] == ("DELETE", None, 204)  # the client ended its session
+
+
+def assert_the_abandoned_call_was_cancelled(url: str) -> None:
+    """The last run of ``slow`` (the call the SDK abandoned) ends cancelled, long before its 20 s."""
+    with httpx.Client(timeout=SECONDS) as http:
+        runs = [r for r in http.get(f"{url}/runs").json() if r["agentId"] == "slow"]
+        last = max(runs, key=lambda r: r["createdAt"])
+        deadline = time.monotonic() + 10
+        while last["status"] == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            last = http.get(f"{url}/runs/{last['id']}").json()
+    assert last["status"] == "cancelled" and last["id"].startswith("run_mcp_")
 
 
 def rpc(http, url, method, params=None, session=None, id=1, **headers):
@@ -169,3 +193,5 @@ def test_the_typescript_sdk_client_lists_calls_pauses_and_resumes(node_clients, 
     assert seen["resumed"]["content"][0]["text"] == "Thanks, Ada."
     assert seen["refused"]["isError"] is True and seen["refused"]["structuredContent"]["code"] == "INPUT_INVALID"
     assert seen["unknown"] == -32602
+    assert seen["aborted"].endswith("enough") and seen["cancelStatus"] == 202
+    assert_the_abandoned_call_was_cancelled(server.url)

@@ -5,7 +5,17 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 
 const url = new URL(process.argv[2]);
 const client = new Client({ name: "bread-sync-tests", version: "1.0.0" });
-const transport = new StreamableHTTPClientTransport(url);
+// Resolved with the HTTP status of the notifications/cancelled the client sends on an abort.
+let cancelAnswered;
+const cancelled = new Promise((resolve) => {
+  cancelAnswered = resolve;
+});
+const recording = async (input, init) => {
+  const response = await fetch(input, init);
+  if (typeof init?.body === "string" && init.body.includes('"notifications/cancelled"')) cancelAnswered(response.status);
+  return response;
+};
+const transport = new StreamableHTTPClientTransport(url, { fetch: recording });
 await client.connect(transport);
 
 const seen = { version: transport.protocolVersion, server: client.getServerVersion().name, progress: [], messages: [] };
@@ -26,6 +36,18 @@ try {
 } catch (error) {
   seen.unknown = error.code;
 }
+// A call the caller gives up on: the client sends notifications/cancelled, the server cancels its run.
+const controller = new AbortController();
+const abandoned = client.callTool({ name: "agent_slow", arguments: { count: 1000, delayMs: 20 } }, undefined, {
+  signal: controller.signal,
+});
+setTimeout(() => controller.abort(new Error("enough")), 300);
+try {
+  await abandoned;
+} catch (error) {
+  seen.aborted = error.message;
+}
+seen.cancelStatus = await cancelled;
 await transport.terminateSession();
 await client.close();
 process.stdout.write(JSON.stringify(seen));

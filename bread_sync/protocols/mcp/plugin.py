@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 from collections.abc import Callable, Iterable, Iterator
@@ -16,6 +17,7 @@ from mcp_types import (
     PARSE_ERROR,
     CallToolRequest,
     CallToolResult,
+    CancelledNotification,
     EmptyResult,
     ErrorData,
     Implementation,
@@ -36,8 +38,7 @@ from pydantic import ValidationError
 
 from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
-from ...greenlets import Pacer
-from ...server import register_http_route, start_run_stream, stream_response
+from ...server import register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import NotJson, json_value, may_reach_run
 from ...stores import now_iso
 from .tools import McpTool, completed, ended, failed, progress, tool_table
@@ -52,6 +53,7 @@ SSE = "text/event-stream"
 HEARTBEAT = b": ping\n\n"
 #: Newer clients probe for the 2026-07-28 era first; a handshake-era server refuses at once.
 DISCOVER = "server/discover"
+CANCELLED = "notifications/cancelled"
 _JSON = "application/json"
 
 
@@ -99,6 +101,8 @@ class McpPlugin:
         self.task_ids = tasks
         self.server_info = Implementation(name=server_name, version=package_version("bread-sync"))
         self.tools: dict[str, McpTool] = {}
+        #: A resume call's name (:func:`call_run_id`) -> the run it continues, while it is served.
+        self._continued: dict[str, str] = {}
         self._methods: dict[str, Callable[[Any, JSONRPCRequest], Response]] = {
             "ping": lambda bread, message: _result(message.id, EmptyResult()),
             "tools/list": lambda bread, message: _result(message.id, ListToolsResult(tools=self._listings())),
@@ -133,10 +137,12 @@ class McpPlugin:
             if isinstance(message, JSONRPCRequest) and message.method == "initialize":
                 return self._initialize(bread, message)
             _check_version()
-            _session(bread)
+            session_id = _session(bread)
         except _Refused as refused:
             return _refusal(refused)
         if not isinstance(message, JSONRPCRequest):  # a notification, or a response to nothing we asked
+            if isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
+                self._cancelled(bread, session_id, message)
             return Response(status=202)
         method = self._methods.get(message.method)
         if method is None:
@@ -180,21 +186,22 @@ class McpPlugin:
         arguments = params.arguments or {}
         if tool.kind == "task":
             return _result(message.id, _task_result(bread, tool, arguments))
+        call = call_run_id(request.headers[SESSION_HEADER], message.id)
         try:
-            begin = self._begin(bread, tool, arguments)
+            begin = self._begin(bread, tool, arguments, call)
             run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
         except BreadError as error:  # no run started
             return _result(message.id, failed(error))
+        if run.run_id != call:  # a resume's continuation: its run keeps its own id
+            frames = self._continuing(call, run.run_id, frames)
         token = (params.meta or {}).get("progress_token")
         if token is not None and SSE in request.headers.get("Accept", ""):
             return stream_response(_progressed(message.id, tool, frames, token, run.run_id), SSE, run.run_id)
-        last = None
-        for crumb in _crumbs(frames, run.run_id):
-            last = crumb if crumb is not None else last
-        return _result(message.id, ended(tool, last))
+        return _result(message.id, ended(tool, _last_crumb(frames, run.run_id)))
 
-    def _begin(self, bread: Any, tool: McpTool, arguments: dict[str, Any]) -> Callable[[Any], Any]:
-        """How the call's run starts: a run of the agent, or the continuation of a paused run."""
+    def _begin(self, bread: Any, tool: McpTool, arguments: dict[str, Any], run_id: str) -> Callable[[Any], Any]:
+        """How the call's run starts: a run of the agent named ``run_id``, or the continuation of
+        a paused run."""
         if tool.kind == "resume":
             checkpoint_id, response = _resume_arguments(arguments)
             checkpoint = bread.store.get_checkpoint(checkpoint_id)
@@ -203,7 +210,39 @@ class McpPlugin:
                 raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
             return lambda token: bread.resume(checkpoint_id, response, signal=token, may_interrupt=may_reach_run)
         given = tool.run_input(arguments)
-        return lambda token: bread.run(tool.target, given, signal=token, may_interrupt=may_reach_run)
+        return lambda token: bread.run(tool.target, given, signal=token, run_id=run_id, may_interrupt=may_reach_run)
+
+    def _continuing(self, call: str, run_id: str, frames: Iterator[Any]) -> Iterator[Any]:
+        """``frames``, with the continued run known by the call's name while they last."""
+        self._continued[call] = run_id
+        try:
+            yield from frames
+        finally:
+            self._continued.pop(call, None)
+            _close(frames)
+
+    def _cancelled(self, bread: Any, session_id: str, message: JSONRPCNotification) -> None:
+        """``notifications/cancelled``: the run of the call it names is cancelled, as
+        ``POST /runs/<id>/cancel`` would (the run-ownership hook first). An agent call's run is
+        found from any worker or replica; a resume's continuation, in the worker serving it."""
+        try:
+            request_id = CancelledNotification.model_validate(message.model_dump(exclude_none=True)).params.request_id
+        except ValidationError:
+            return  # a notification is never answered with an error
+        if request_id is None:
+            return
+        call = call_run_id(session_id, request_id)
+        run_id = self._continued.get(call, call)
+        if may_reach_run(run_id):
+            bread.cancel(run_id)
+
+
+def call_run_id(session_id: str, request_id: Any) -> str:
+    """The run of a session's ``tools/call``, named by the session and the request's id, so a
+    ``notifications/cancelled`` (which names the request alone) finds it from any process. A
+    request id is used once in a session, and the session id is the client's secret."""
+    digest = hashlib.sha256(f"{session_id}\0{dumps(request_id)}".encode()).hexdigest()
+    return f"run_mcp_{digest[:32]}"
 
 
 def _task_result(bread: Any, tool: McpTool, arguments: dict[str, Any]) -> CallToolResult:
@@ -224,41 +263,56 @@ def _resume_arguments(arguments: dict[str, Any]) -> tuple[str, Any]:
     return checkpoint_id, response
 
 
-def _crumbs(frames: Iterator[Any], run_id: str) -> Iterator[dict[str, Any] | None]:
-    """The crumbs of a call's run, and None for each heartbeat; closes the tail at the end."""
+class _Seen:
+    """The crumbs of a call's run as they pass: the last one, and how many."""
+
+    def __init__(self, run_id: str):
+        self.run_id, self.last, self.count = run_id, None, 0
+
+    def take(self, items: list[Any]) -> list[dict[str, Any]]:
+        crumbs = []
+        for item in items:
+            if item.__class__ is Frame:
+                crumbs.append(item.crumb)
+            else:
+                log.warning("MCP call of run %s: frames before seq %s are gone", self.run_id, item.earliest_seq)
+        if crumbs:
+            self.last, self.count = crumbs[-1], self.count + len(crumbs)
+        return crumbs
+
+
+def _last_crumb(frames: Iterator[Any], run_id: str) -> dict[str, Any] | None:
+    """The last crumb of a call's run, read to its end (or pause); closes the tail."""
+    seen = _Seen(run_id)
     try:
         for items in frames:
-            if items is None:
-                yield None
-                continue
-            for item in items:
-                if item.__class__ is Frame:
-                    yield item.crumb
-                else:
-                    log.warning("MCP call of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
+            if items is not None:
+                seen.take(items)
     finally:
-        close = getattr(frames, "close", None)
-        if close is not None:
-            close()
+        _close(frames)
+    return seen.last
+
+
+def _close(frames: Iterator[Any]) -> None:
+    close = getattr(frames, "close", None)
+    if close is not None:
+        close()
 
 
 def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: Any, run_id: str) -> Iterator[bytes]:
     """The SSE body of a call with a progress token: a ``notifications/progress`` per crumb,
     then the call's response. The run is driven elsewhere."""
-    last, count, pace = None, 0, Pacer().pace
-    try:
-        for crumb in _crumbs(frames, run_id):
-            if crumb is None:
-                yield HEARTBEAT
-                continue
-            last, count = crumb, count + 1
-            yield _event(progress(token, count, crumb))
-            pace()
-        result = ended(tool, last)
-    except Exception as exc:  # the stream is open: a failure can only be its last event
-        log.exception("MCP call of run %s failed", run_id)
-        result = failed(internal_error(exc))
-    yield _event(_response_body(request_id, result))
+    seen = _Seen(run_id)
+
+    def notify(items: list[Any]) -> list[bytes]:
+        first = seen.count + 1
+        return [_event(progress(token, first + i, crumb)) for i, crumb in enumerate(seen.take(items))]
+
+    return stream_body(
+        frames, notify, heartbeat=HEARTBEAT, name=f"MCP call of run {run_id}",
+        failure=lambda error: [_event(_response_body(request_id, failed(error)))],
+        epilogue=lambda: [_event(_response_body(request_id, ended(tool, seen.last)))],
+    )  # fmt: skip
 
 
 def _event(message: dict[str, Any]) -> bytes:

@@ -2,7 +2,8 @@
 
 ``Config.retention_days`` (``BREAD_RETENTION_DAYS``) says how long finished runs are kept. A
 collection deletes from the store every finished run last updated before the cutoff, with its
-crumb log, checkpoints, loops and task runs (see :meth:`bread_sync.stores.Retention.purge`), and
+crumb log, checkpoints, loops and task runs, and the MCP sessions opened before it (see
+:meth:`bread_sync.stores.Retention.purge`), and
 from the blob store the files stored before the cutoff, except those a running or paused run
 announced. A running or paused run is never touched. It may run beside a live server (cron):
 the store deletes in short transactions.
@@ -27,7 +28,7 @@ def collect_garbage(bread: Bread, older_than_days: float, dry_run: bool = False)
     """Delete what finished more than ``older_than_days`` ago (with ``dry_run``, only count it).
 
     Returns ``{"before": <ISO cutoff>, "dryRun": ..., "deleted": {kind: count}}``, the kinds
-    being runs, crumbs, checkpoints, loops, taskRuns and files."""
+    being runs, crumbs, checkpoints, loops, taskRuns, mcpSessions and files."""
     if not older_than_days >= 0:  # also refuses nan
         raise ValueError(f"older_than_days must be 0 or more, not {older_than_days}")
     store = bread.store

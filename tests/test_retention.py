@@ -73,7 +73,8 @@ def test_old_runs_and_files_go_and_a_file_of_a_paused_run_stays(bread):
     report = collect_garbage(bread, 30)
 
     assert report["dryRun"] is False and report["before"] < time.strftime("%Y-%m-%d")
-    assert report["deleted"] == {"runs": 1, "crumbs": logged, "checkpoints": 0, "loops": 0, "taskRuns": 0, "files": 1}
+    nothing_else = {"checkpoints": 0, "loops": 0, "taskRuns": 0, "mcpSessions": 0}
+    assert report["deleted"] == {"runs": 1, "crumbs": logged, **nothing_else, "files": 1}
     assert bread.store.get_run(drawn.run_id) is None
     assert bread.blob_store.get(file_crumb["uri"]) is None
     assert bread.blob_store.get(kept["url"])[0] == b"still needed"
@@ -147,7 +148,7 @@ def test_gc_deletes_what_is_older_than_the_days_given(env):  # noqa: F811
     assert json.loads(dry.stdout)["dryRun"] is True
     assert json.loads(dry.stdout)["deleted"] == json.loads(real.stdout)["deleted"]
     assert json.loads(real.stdout)["deleted"] == {
-        "runs": 1, "crumbs": 1, "checkpoints": 0, "loops": 0, "taskRuns": 0, "files": 0,
+        "runs": 1, "crumbs": 1, "checkpoints": 0, "loops": 0, "taskRuns": 0, "mcpSessions": 0, "files": 0,
     }  # fmt: skip
     assert json.loads(again.stdout)["deleted"]["runs"] == 0
     reopened = sqlite_store(env["BREAD_DB"])

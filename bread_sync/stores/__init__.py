@@ -235,7 +235,7 @@ class PushStore(Protocol):
 
 
 #: What :meth:`Retention.purge` counts, one number per kind.
-PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns")
+PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns", "mcpSessions")
 
 
 class Retention(Protocol):
@@ -243,7 +243,8 @@ class Retention(Protocol):
         """Delete what ended before ``before`` (an ISO timestamp): each finished run last
         updated before it, with its crumb log, checkpoints, loops (and their iterations) and
         task runs; used or void checkpoints created before it; finished task runs of no run
-        created before it. Never a running or paused run, nor a pending checkpoint. Returns a
+        created before it; MCP sessions opened before it (a client told 404 opens another).
+        Never a running or paused run, nor a pending checkpoint. Returns a
         count per kind of :data:`PURGED`; with ``dry_run`` it only counts."""
 
 

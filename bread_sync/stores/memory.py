@@ -308,6 +308,7 @@ class MemoryStore:
                 "checkpoints": {k for k, c in self._checkpoints.items() if _spent(c, runs, before)},
                 "loops": {k for k, loop in self._loops.items() if loop.get("runId") in runs},
                 "taskRuns": {k for k, t in self._task_runs.items() if _task_run_done(t, runs, before)},
+                "mcpSessions": {k for k, s in self._mcp_sessions.items() if s["createdAt"] < before},
             }
             if not dry_run:
                 self._forget(doomed)
@@ -324,6 +325,8 @@ class MemoryStore:
             self._iterations.pop(loop_id, None)
         for task_run_id in doomed["taskRuns"]:
             del self._task_runs[task_run_id]
+        for session_id in doomed["mcpSessions"]:
+            del self._mcp_sessions[session_id]
 
 
 def _spent(checkpoint: dict[str, Any], runs: set[str], before: str) -> bool:

@@ -47,6 +47,7 @@ def world(store):  # noqa: F811
     add_task_run(store, "task-done", "done")
     add_checkpoint(store, "cp-void", "gone-long-ago", "void")
     add_task_run(store, "task-orphan-old", None)
+    store.create_mcp_session({"id": "mcp-old", "protocolVersion": "2025-11-25", "createdAt": OLD})
 
     add_run(store, "live", "running")
     add_loop(store, "loop-live", "live", status="running")
@@ -57,10 +58,11 @@ def world(store):  # noqa: F811
     add_checkpoint(store, "cp-fresh", "fresh", "resumed", created_at=now_iso())
     add_task_run(store, "task-orphan-running", None, status="running")
     add_task_run(store, "task-orphan-new", None, created_at=now_iso())
+    store.create_mcp_session({"id": "mcp-new", "protocolVersion": "2025-11-25", "createdAt": now_iso()})
     return store
 
 
-DELETED_FROM_THE_WORLD = {"runs": 1, "crumbs": 3, "checkpoints": 2, "loops": 1, "taskRuns": 2}
+DELETED_FROM_THE_WORLD = {"runs": 1, "crumbs": 3, "checkpoints": 2, "loops": 1, "taskRuns": 2, "mcpSessions": 1}
 
 
 def assert_survivors(store):  # noqa: F811
@@ -72,6 +74,7 @@ def assert_survivors(store):  # noqa: F811
     assert len(store.get_loop("loop-live")["iterations"]) == 2
     for task_run_id in ("task-live", "task-orphan-running", "task-orphan-new"):
         assert store.get_task_run(task_run_id) is not None, task_run_id
+    assert store.get_mcp_session("mcp-new") is not None
 
 
 def test_it_can_purge(store):  # noqa: F811
@@ -87,6 +90,7 @@ def test_a_finished_run_before_the_cutoff_goes_with_everything_it_owns(world):
     assert world.get_checkpoint("cp-done") is None and world.get_checkpoint("cp-void") is None
     assert world.get_loop("loop-done") is None
     assert world.get_task_run("task-done") is None and world.get_task_run("task-orphan-old") is None
+    assert world.get_mcp_session("mcp-old") is None
     assert [r["id"] for r in world.list_runs()] == ["live", "waiting", "fresh"]
     assert_survivors(world)
 
@@ -113,6 +117,7 @@ def test_a_dry_run_counts_and_deletes_nothing(world):
     assert world.get_run("done") is not None
     assert seqs(world.get_crumbs("done")) == [1, 2, 3]
     assert world.get_loop("loop-done") is not None
+    assert world.get_mcp_session("mcp-old") is not None
     assert world.purge(BEFORE) == DELETED_FROM_THE_WORLD
 
 

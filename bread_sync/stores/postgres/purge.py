@@ -48,6 +48,7 @@ def purge(connection: Callable[[], AbstractContextManager[Any]], before: str, dr
     with connection() as conn, conn.transaction():
         counts["checkpoints"] += _remove(conn, "checkpoints", SPENT_CHECKPOINTS, params, dry_run)
         counts["taskRuns"] += _remove(conn, "task_runs", ORPHAN_TASK_RUNS, params, dry_run)
+        counts["mcpSessions"] += _remove(conn, "mcp_sessions", "created_at < %(before)s", params, dry_run)
     return counts
 
 

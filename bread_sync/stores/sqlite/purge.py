@@ -49,6 +49,7 @@ def purge(
         spent = [before, *sorted(FINISHED), before]
         counts["checkpoints"] += _remove(db, "checkpoints", SPENT_CHECKPOINTS, spent, dry_run)
         counts["taskRuns"] += _remove(db, "task_runs", ORPHAN_TASK_RUNS, [before], dry_run)
+        counts["mcpSessions"] += _remove(db, "mcp_sessions", "created_at < ?", [before], dry_run)
     return counts
 
 

@@ -34,7 +34,7 @@ from harness import Figure, Gunicorn, ratios
 
 from bread_sync.crumbs import Frame
 from bread_sync.stores import now_iso, sqlite
-from bread_sync.stores.sqlite.database import SELECT_CRUMBS
+from bread_sync.stores.sql import SELECT_CRUMBS
 
 SCRIPT = "catch_up.py"
 TITLE = "## Catch-up from the log (`?after=N`)"

@@ -15,7 +15,6 @@ import logging
 import os
 import select
 import threading
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
@@ -27,8 +26,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ... import greenlets
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, STORE_UNAVAILABLE, BreadError
-from .. import PUSH_SETTLED, RunRow, iso_days_ago, new_push_config, now_iso
-from ..columns import PUSH_COLUMNS, RUN_COLUMNS, run_column
+from .. import iso_days_ago, now_iso
+from ..sql import POSTGRES, PUSH_COLUMNS, SQLStore, push_row
 from .listener import AppendListener
 from .migrations import migrate
 from .purge import purge
@@ -43,12 +42,6 @@ CLAIM_ATTEMPTS = 3
 #: Postgres unreachable: down, restarting, refusing connections, or the pool's wait over.
 UNAVAILABLE = (psycopg.OperationalError, PoolTimeout)
 
-SELECT_PUSHES = f"SELECT {', '.join(PUSH_COLUMNS.values())} FROM push_configs"
-UPSERT_PUSH = (
-    f"INSERT INTO push_configs ({', '.join(PUSH_COLUMNS.values())}) VALUES ({', '.join(['%s'] * len(PUSH_COLUMNS))})"
-    " ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,"
-    " authentication = excluded.authentication"
-)
 # One statement: of senders on any host claiming at once, each locks a different due row
 # (SKIP LOCKED) or finds none; the winner's claim hides the row from the next.
 CLAIM_PUSH = f"""
@@ -62,15 +55,8 @@ CLAIM_PUSH = f"""
 """
 APPEND_CRUMBS = "SELECT bread_append_crumbs(%s, %s::bigint[], %s::text[], %s::text[])"
 APPEND_CRUMB = "SELECT bread_append_crumb(%s, %s::bigint, %s, %s)"
-SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
-LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM crumbs WHERE run_id = %s"
 # One max() subquery per run: an index seek each, where a GROUP BY reads every row.
 LAST_SEQS = "SELECT ids.id, (SELECT max(seq) FROM crumbs WHERE run_id = ids.id) FROM unnest(%s::text[]) AS ids(id)"
-SELECT_RUNS = f"SELECT {', '.join(RUN_COLUMNS.values())} FROM runs"
-INSERT_RUN = (
-    f"INSERT INTO runs ({', '.join(RUN_COLUMNS.values())}) VALUES ({', '.join(['%s'] * len(RUN_COLUMNS))})"
-    " ON CONFLICT (id) DO NOTHING"
-)
 SAVE_CHECKPOINT = """
     INSERT INTO checkpoints (id, run_id, status, created_at, data) VALUES (%s, %s, %s, %s, %s)
     ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, status = excluded.status,
@@ -112,8 +98,10 @@ SAVE_TASK_RUN = """
 """
 
 
-class PostgresStore:
+class PostgresStore(SQLStore):
     """A :class:`~bread_sync.stores.Store` in one Postgres database, migrated on open."""
+
+    dialect = POSTGRES
 
     def __init__(self, url: str, pool_size: int = POOL_SIZE, connect_seconds: float = CONNECT_SECONDS):
         self.url, self.pool_size, self.connect_seconds = url, pool_size, connect_seconds
@@ -185,15 +173,6 @@ class PostgresStore:
         except psycopg.errors.UniqueViolation as exc:
             raise _conflict(run_id, seqs) from exc
 
-    def get_crumbs(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Frame]:
-        with self.connection() as conn:
-            rows = conn.execute(SELECT_CRUMBS, [run_id, after, limit]).fetchall()
-        return [Frame(run_id, seq, json.loads(text), wire=text) for seq, text in rows]
-
-    def last_seq(self, run_id: str) -> int:
-        with self.connection() as conn:
-            return conn.execute(LAST_SEQ, [run_id]).fetchone()[0]
-
     def last_seqs(self, run_ids: list[str]) -> dict[str, int]:
         if not run_ids:
             return {}
@@ -204,60 +183,12 @@ class PostgresStore:
         """A listener on the appends of every process (LISTEN/NOTIFY), with a connection of its own."""
         return AppendListener(self.url, self.connect_seconds)
 
-    # runs
-    def create_run(self, record: RunRow) -> bool:
-        with self.connection() as conn:
-            return conn.execute(INSERT_RUN, [record.get(key) for key in RUN_COLUMNS]).rowcount == 1
-
-    def get_run(self, run_id: str) -> RunRow | None:
-        found = self._runs(f"{SELECT_RUNS} WHERE id = %s", [run_id])
-        return found[0] if found else None
-
-    def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
-        fields["updatedAt"] = now_iso()
-        expect = expect or {}
-        sets = ", ".join(f"{run_column(key)} = %s" for key in fields)
-        # IS NOT DISTINCT FROM, not =, so that expecting None (no owner) matches a NULL column.
-        checks = "".join(f" AND {run_column(key)} IS NOT DISTINCT FROM %s" for key in expect)
-        with self.connection() as conn:
-            cursor = conn.execute(
-                f"UPDATE runs SET {sets} WHERE id = %s{checks}", [*fields.values(), run_id, *expect.values()]
-            )
-            return cursor.rowcount == 1
-
-    def list_runs(
-        self, status: str | None = None, agent: str | None = None, session: str | None = None
-    ) -> list[RunRow]:
-        where, params = _filters(status=status, agent_id=agent, session_id=session)
-        return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY position", params)
-
-    def cancel_requested(self, owner: str) -> list[str]:
-        sql = "SELECT id FROM runs WHERE cancel_requested AND owner = %s AND status = 'running' ORDER BY position"
-        with self.connection() as conn:
-            return [run_id for (run_id,) in conn.execute(sql, [owner])]
-
-    def _runs(self, sql: str, params: list[Any]) -> list[RunRow]:
-        with self.connection() as conn:
-            rows = conn.execute(sql, params).fetchall()
-        return [_run(row) for row in rows]
-
     # checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         values = [checkpoint["id"], checkpoint.get("runId"), checkpoint["status"], checkpoint.get("createdAt"),
                   dumps(checkpoint)]  # fmt: skip
         with self.connection() as conn:
             conn.execute(SAVE_CHECKPOINT, values)
-
-    def get_checkpoint(self, checkpoint_id: str) -> dict[str, Any] | None:
-        with self.connection() as conn:
-            row = conn.execute("SELECT status, data FROM checkpoints WHERE id = %s", [checkpoint_id]).fetchone()
-        return None if row is None else {**json.loads(row[1]), "status": row[0]}
-
-    def claim_checkpoint(self, checkpoint_id: str, status: str = "resumed") -> bool:
-        # One statement: of processes on any host claiming at once, Postgres lets one update the row.
-        sql = "UPDATE checkpoints SET status = %s WHERE id = %s AND status = 'pending'"
-        with self.connection() as conn:
-            return conn.execute(sql, [status, checkpoint_id]).rowcount == 1
 
     # sessions
     def touch_session(
@@ -316,10 +247,6 @@ class PostgresStore:
                 # The holder let go between the two statements: try again for the free session.
         raise BreadError(STORE_UNAVAILABLE, f"session {session_id}: its claim kept changing hands; retry later")
 
-    def release_session(self, session_id: str, run_id: str) -> None:
-        with self.connection() as conn:
-            conn.execute("DELETE FROM session_claims WHERE session_id = %s AND run_id = %s", [session_id, run_id])
-
     # loops
     def save_loop(self, record: dict[str, Any]) -> None:
         keys = ("id", "agentId", "sessionId", "status")
@@ -330,19 +257,6 @@ class PostgresStore:
         with self.connection() as conn:
             conn.execute(SAVE_LOOP_ITERATION, [loop_id, iteration["index"], dumps(iteration)])
 
-    def list_loops(
-        self, session: str | None = None, agent: str | None = None, status: str | None = None
-    ) -> list[dict[str, Any]]:
-        where, params = _filters(session_id=session, agent_id=agent, status=status)
-        return self._records(f"SELECT data FROM loops WHERE {where} ORDER BY position", params)
-
-    def get_loop(self, loop_id: str) -> dict[str, Any] | None:
-        loops = self._records("SELECT data FROM loops WHERE id = %s", [loop_id])
-        if not loops:
-            return None
-        iterations = self._records("SELECT data FROM loop_iterations WHERE loop_id = %s ORDER BY idx", [loop_id])
-        return {"loop": loops[0], "iterations": iterations}
-
     # task runs
     def save_task_run(self, record: dict[str, Any]) -> None:
         keys = ("id", "taskId", "sessionId", "agentId", "status")
@@ -350,77 +264,15 @@ class PostgresStore:
             conn.execute(SAVE_TASK_RUN, [*(record[k] for k in keys), record.get("runId"), record["createdAt"],
                                          dumps(record)])  # fmt: skip
 
-    def list_task_runs(
-        self,
-        task: str | None = None,
-        session: str | None = None,
-        agent: str | None = None,
-        status: str | None = None,
-        limit: int | None = None,
-    ) -> list[dict[str, Any]]:
-        where, params = _filters(task_id=task, session_id=session, agent_id=agent, status=status)
-        sql = f"SELECT data FROM task_runs WHERE {where} ORDER BY created_at DESC, position DESC LIMIT %s"
-        return self._records(sql, [*params, limit])
-
-    def get_task_run(self, task_run_id: str) -> dict[str, Any] | None:
-        found = self._records("SELECT data FROM task_runs WHERE id = %s", [task_run_id])
-        return found[0] if found else None
-
-    # MCP sessions
-    def create_mcp_session(self, record: dict[str, Any]) -> bool:
-        sql = "INSERT INTO mcp_sessions (id, created_at, data) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING"
-        with self.connection() as conn:
-            return conn.execute(sql, [record["id"], record["createdAt"], dumps(record)]).rowcount == 1
-
-    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None:
-        found = self._records("SELECT data FROM mcp_sessions WHERE id = %s", [session_id])
-        return found[0] if found else None
-
-    def delete_mcp_session(self, session_id: str) -> bool:
-        with self.connection() as conn:
-            return conn.execute("DELETE FROM mcp_sessions WHERE id = %s", [session_id]).rowcount == 1
-
     # push subscriptions
-    def save_push_config(self, config: dict[str, Any]) -> None:
-        row = new_push_config(config, time.time())
-        row["authentication"] = None if row["authentication"] is None else dumps(row["authentication"])
-        with self.connection() as conn:
-            conn.execute(UPSERT_PUSH, [row[key] for key in PUSH_COLUMNS])
-
-    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
-        with self.connection() as conn:
-            rows = conn.execute(f"{SELECT_PUSHES} WHERE task_id = %s ORDER BY position", [task_id]).fetchall()
-        return [_push(row) for row in rows]
-
-    def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        sql = "DELETE FROM push_configs WHERE task_id = %s AND id = %s"
-        with self.connection() as conn:
-            return conn.execute(sql, [task_id, config_id]).rowcount == 1
-
     def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
         with self.connection() as conn:
             row = conn.execute(CLAIM_PUSH, [owner, until, now, now]).fetchone()
-        return None if row is None else _push(row)
-
-    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
-        unknown = set(fields) - PUSH_SETTLED
-        if unknown:
-            raise ValueError(f"settle_push cannot set {sorted(unknown)}")
-        sets = "".join(f"{PUSH_COLUMNS[key]} = %s, " for key in fields)
-        sql = (
-            f"UPDATE push_configs SET {sets}claimed_by = NULL, claimed_until = NULL"
-            " WHERE task_id = %s AND id = %s AND claimed_by = %s"
-        )
-        with self.connection() as conn:
-            return conn.execute(sql, [*fields.values(), task_id, config_id, owner]).rowcount == 1
+        return None if row is None else push_row(row)
 
     # retention
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         return purge(self.connection, before, dry_run)
-
-    def _records(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        with self.connection() as conn:
-            return [json.loads(text) for (text,) in conn.execute(sql, params)]
 
 
 def _warn_if_blocking() -> None:
@@ -511,25 +363,6 @@ def _array(texts: Iterable[str]) -> str:
 
 def _conflict(run_id: str, seqs: list[int]) -> BreadError:
     return BreadError(SEQ_CONFLICT, f"run {run_id}: a seq in {seqs} is already written")
-
-
-def _filters(**wanted: Any) -> tuple[str, list[Any]]:
-    """A WHERE clause over the given columns whose value is not None."""
-    wanted = {column: value for column, value in wanted.items() if value is not None}
-    return " AND ".join(f"{column} = %s" for column in wanted) or "true", list(wanted.values())
-
-
-def _run(row: tuple[Any, ...]) -> RunRow:
-    record = dict(zip(RUN_COLUMNS, row, strict=True))
-    if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
-        del record["remoteRunId"], record["remoteSeq"]
-    return record
-
-
-def _push(row: tuple[Any, ...]) -> dict[str, Any]:
-    config = dict(zip(PUSH_COLUMNS, row, strict=True))
-    config["authentication"] = None if config["authentication"] is None else json.loads(config["authentication"])
-    return config
 
 
 def _session(row: tuple[Any, ...]) -> dict[str, Any]:

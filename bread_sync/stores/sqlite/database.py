@@ -12,7 +12,6 @@ import json
 import os
 import queue
 import sqlite3
-import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,8 +24,8 @@ from sqlite_utils import Database
 from ... import greenlets
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, BreadError
-from .. import PUSH_SETTLED, RunRow, iso_days_ago, new_push_config, now_iso, tags_match
-from ..columns import PUSH_COLUMNS, RUN_COLUMNS, run_column
+from .. import iso_days_ago, now_iso, tags_match
+from ..sql import PUSH_COLUMNS, SQLITE, SQLStore, push_row
 from . import wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, os_sleeping
 from .migrations import immediate, migrate
@@ -37,12 +36,6 @@ POOL_SIZE = 4
 LAST_SEQS_CHUNK = 500
 LAST_SEQ = "SELECT max(seq) FROM crumbs WHERE run_id = ids.id"
 
-SELECT_PUSHES = f"SELECT {', '.join(PUSH_COLUMNS.values())} FROM push_configs"
-UPSERT_PUSH = (
-    f"INSERT INTO push_configs ({', '.join(PUSH_COLUMNS.values())}) VALUES ({', '.join('?' * len(PUSH_COLUMNS))})"
-    " ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,"
-    " authentication = excluded.authentication"
-)
 #: Whether a subscription is due: read first, so that a sender with nothing to do takes no write lock.
 DUE_PUSH = """
 SELECT 1 FROM push_configs WHERE done = 0 AND next_attempt_at <= ? AND (claimed_until IS NULL OR claimed_until < ?)
@@ -55,11 +48,6 @@ WHERE rowid = (SELECT rowid FROM push_configs WHERE done = 0 AND next_attempt_at
 RETURNING {", ".join(PUSH_COLUMNS.values())}
 """
 INSERT_CRUMB = "INSERT INTO crumbs (run_id, seq, type, crumb) VALUES (?, ?, ?, ?)"
-SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
-SELECT_RUNS = f"SELECT {', '.join(RUN_COLUMNS.values())} FROM runs"
-INSERT_RUN = (
-    f"INSERT OR IGNORE INTO runs ({', '.join(RUN_COLUMNS.values())}) VALUES ({', '.join('?' * len(RUN_COLUMNS))})"
-)
 TOUCH_SESSION = """
     INSERT INTO sessions (id, tags, created_at, updated_at, state) VALUES (?1, ?2, ?3, ?3, coalesce(?4, '{}'))
     ON CONFLICT (id) DO UPDATE SET
@@ -73,8 +61,10 @@ SELECT_SESSION = """
 """
 
 
-class SQLiteStore:
+class SQLiteStore(SQLStore):
     """A :class:`~bread_sync.stores.Store` in one SQLite file, migrated on open."""
+
+    dialect = SQLITE
 
     def __init__(
         self,
@@ -195,16 +185,6 @@ class SQLiteStore:
         with self.connection() as db, immediate(db), _seq_conflict(run_id, [row[1] for row in rows]):
             db.conn.executemany(INSERT_CRUMB, rows)
 
-    def get_crumbs(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Frame]:
-        with self.connection() as db:
-            rows = db.execute(SELECT_CRUMBS, (run_id, after, -1 if limit is None else limit)).fetchall()
-        return [Frame(run_id, seq, json.loads(text), wire=text) for seq, text in rows]
-
-    def last_seq(self, run_id: str) -> int:
-        with self.connection() as db:
-            sql = "SELECT coalesce(max(seq), 0) FROM crumbs WHERE run_id = ?"
-            return db.execute(sql, (run_id,)).fetchone()[0]
-
     def last_seqs(self, run_ids: list[str]) -> dict[str, int]:
         found: dict[str, int] = {}
         with self.connection() as db:
@@ -216,60 +196,11 @@ class SQLiteStore:
                 found.update((run_id, seq) for run_id, seq in db.execute(sql, chunk) if seq is not None)
         return found
 
-    # runs
-    def create_run(self, record: RunRow) -> bool:
-        values = [record.get(key) for key in RUN_COLUMNS]
-        with self.connection() as db:
-            return db.execute(INSERT_RUN, values).rowcount == 1
-
-    def get_run(self, run_id: str) -> RunRow | None:
-        with self.connection() as db:
-            row = db.execute(f"{SELECT_RUNS} WHERE id = ?", (run_id,)).fetchone()
-        return None if row is None else _run(row)
-
-    def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
-        fields["updatedAt"] = now_iso()
-        expect = expect or {}
-        sets = ", ".join(f"{run_column(key)} = ?" for key in fields)
-        # IS, not =, so that expecting None (no owner) matches a NULL column.
-        checks = "".join(f" AND {run_column(key)} IS ?" for key in expect)
-        with self.connection() as db:
-            cursor = db.execute(
-                f"UPDATE runs SET {sets} WHERE id = ?{checks}", [*fields.values(), run_id, *expect.values()]
-            )
-            return cursor.rowcount == 1
-
-    def list_runs(
-        self, status: str | None = None, agent: str | None = None, session: str | None = None
-    ) -> list[RunRow]:
-        where, params = _filters(status=status, agent_id=agent, session_id=session)
-        return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY rowid", params)
-
-    def cancel_requested(self, owner: str) -> list[str]:
-        sql = "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND cancel_requested ORDER BY rowid"
-        with self.connection() as db:
-            return [run_id for (run_id,) in db.execute(sql, (owner,)).fetchall()]
-
-    def _runs(self, sql: str, params: list[Any]) -> list[RunRow]:
-        with self.connection() as db:
-            rows = db.execute(sql, params).fetchall()
-        return [_run(row) for row in rows]
-
     # checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         values = (checkpoint["id"], checkpoint.get("runId"), checkpoint["status"], dumps(checkpoint))
         with self.connection() as db:
             db.execute("INSERT OR REPLACE INTO checkpoints (id, run_id, status, data) VALUES (?, ?, ?, ?)", values)
-
-    def get_checkpoint(self, checkpoint_id: str) -> dict[str, Any] | None:
-        with self.connection() as db:
-            row = db.execute("SELECT status, data FROM checkpoints WHERE id = ?", (checkpoint_id,)).fetchone()
-        return None if row is None else {**json.loads(row[1]), "status": row[0]}
-
-    def claim_checkpoint(self, checkpoint_id: str, status: str = "resumed") -> bool:
-        sql = "UPDATE checkpoints SET status = ? WHERE id = ? AND status = 'pending'"
-        with self.connection() as db:
-            return db.execute(sql, (status, checkpoint_id)).rowcount == 1
 
     # sessions
     def touch_session(
@@ -324,10 +255,6 @@ class SQLiteStore:
             db.execute("INSERT OR REPLACE INTO session_claims (session_id, run_id) VALUES (?, ?)", (session_id, run_id))
             return None
 
-    def release_session(self, session_id: str, run_id: str) -> None:
-        with self.connection() as db:
-            db.execute("DELETE FROM session_claims WHERE session_id = ? AND run_id = ?", (session_id, run_id))
-
     # loops
     def save_loop(self, record: dict[str, Any]) -> None:
         values = (record["id"], record["agentId"], record["sessionId"], record["status"], dumps(record))
@@ -340,19 +267,6 @@ class SQLiteStore:
         with self.connection() as db:
             db.execute(sql, (loop_id, iteration["index"], dumps(iteration)))
 
-    def list_loops(
-        self, session: str | None = None, agent: str | None = None, status: str | None = None
-    ) -> list[dict[str, Any]]:
-        where, params = _filters(session_id=session, agent_id=agent, status=status)
-        return self._records(f"SELECT data FROM loops WHERE {where} ORDER BY rowid", params)
-
-    def get_loop(self, loop_id: str) -> dict[str, Any] | None:
-        loops = self._records("SELECT data FROM loops WHERE id = ?", [loop_id])
-        if not loops:
-            return None
-        iterations = self._records("SELECT data FROM loop_iterations WHERE loop_id = ? ORDER BY idx", [loop_id])
-        return {"loop": loops[0], "iterations": iterations}
-
     # task runs
     def save_task_run(self, record: dict[str, Any]) -> None:
         keys = ("id", "taskId", "sessionId", "agentId", "status", "createdAt")
@@ -363,87 +277,17 @@ class SQLiteStore:
         with self.connection() as db:
             db.execute(sql, [*(record[k] for k in keys), dumps(record)])
 
-    def list_task_runs(
-        self,
-        task: str | None = None,
-        session: str | None = None,
-        agent: str | None = None,
-        status: str | None = None,
-        limit: int | None = None,
-    ) -> list[dict[str, Any]]:
-        where, params = _filters(task_id=task, session_id=session, agent_id=agent, status=status)
-        sql = f"SELECT data FROM task_runs WHERE {where} ORDER BY created_at DESC, rowid DESC LIMIT ?"
-        return self._records(sql, [*params, -1 if limit is None else limit])
-
-    def get_task_run(self, task_run_id: str) -> dict[str, Any] | None:
-        found = self._records("SELECT data FROM task_runs WHERE id = ?", [task_run_id])
-        return found[0] if found else None
-
-    # MCP sessions
-    def create_mcp_session(self, record: dict[str, Any]) -> bool:
-        sql = "INSERT OR IGNORE INTO mcp_sessions (id, created_at, data) VALUES (?, ?, ?)"
-        with self.connection() as db:
-            return db.execute(sql, (record["id"], record["createdAt"], dumps(record))).rowcount == 1
-
-    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None:
-        found = self._records("SELECT data FROM mcp_sessions WHERE id = ?", [session_id])
-        return found[0] if found else None
-
-    def delete_mcp_session(self, session_id: str) -> bool:
-        with self.connection() as db:
-            return db.execute("DELETE FROM mcp_sessions WHERE id = ?", (session_id,)).rowcount == 1
-
-    # retention
     # push subscriptions
-    def save_push_config(self, config: dict[str, Any]) -> None:
-        row = new_push_config(config, time.time())
-        row["authentication"] = None if row["authentication"] is None else dumps(row["authentication"])
-        with self.connection() as db:
-            db.execute(UPSERT_PUSH, [row[key] for key in PUSH_COLUMNS])
-
-    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
-        with self.connection() as db:
-            rows = db.execute(f"{SELECT_PUSHES} WHERE task_id = ? ORDER BY rowid", (task_id,)).fetchall()
-        return [_push(row) for row in rows]
-
-    def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        with self.connection() as db:
-            sql = "DELETE FROM push_configs WHERE task_id = ? AND id = ?"
-            return db.execute(sql, (task_id, config_id)).rowcount == 1
-
     def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
         with self.connection() as db:
             if db.execute(DUE_PUSH, (now, now)).fetchone() is None:
                 return None
             with immediate(db):
                 row = db.execute(CLAIM_PUSH, (owner, until, now, now)).fetchone()
-        return None if row is None else _push(row)
-
-    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
-        unknown = set(fields) - PUSH_SETTLED
-        if unknown:
-            raise ValueError(f"settle_push cannot set {sorted(unknown)}")
-        sets = "".join(f"{PUSH_COLUMNS[key]} = ?, " for key in fields)
-        sql = (
-            f"UPDATE push_configs SET {sets}claimed_by = NULL, claimed_until = NULL"
-            " WHERE task_id = ? AND id = ? AND claimed_by = ?"
-        )
-        values = [int(v) if isinstance(v, bool) else v for v in fields.values()]
-        with self.connection() as db:
-            return db.execute(sql, [*values, task_id, config_id, owner]).rowcount == 1
+        return None if row is None else push_row(row)
 
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         return purge(self.connection, before, dry_run)
-
-    def _records(self, sql: str, params: list[Any]) -> list[dict[str, Any]]:
-        with self.connection() as db:
-            return [json.loads(text) for (text,) in db.execute(sql, params).fetchall()]
-
-
-def _filters(**wanted: Any) -> tuple[str, list[Any]]:
-    """A WHERE clause over the given columns whose value is not None."""
-    wanted = {column: value for column, value in wanted.items() if value is not None}
-    return " AND ".join(f"{column} = ?" for column in wanted) or "1", list(wanted.values())
 
 
 @contextmanager
@@ -453,21 +297,6 @@ def _seq_conflict(run_id: str, seqs: list[int]) -> Iterator[None]:
         yield
     except sqlite3.IntegrityError as exc:
         raise BreadError(SEQ_CONFLICT, f"run {run_id}: a seq in {seqs} is already written") from exc
-
-
-def _run(row: tuple[Any, ...]) -> RunRow:
-    record = dict(zip(RUN_COLUMNS, row, strict=True))
-    record["cancelRequested"] = bool(record["cancelRequested"])
-    if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
-        del record["remoteRunId"], record["remoteSeq"]
-    return record
-
-
-def _push(row: tuple[Any, ...]) -> dict[str, Any]:
-    config = dict(zip(PUSH_COLUMNS, row, strict=True))
-    config["done"] = bool(config["done"])
-    config["authentication"] = None if config["authentication"] is None else json.loads(config["authentication"])
-    return config
 
 
 def _session(row: tuple[Any, ...]) -> dict[str, Any]:

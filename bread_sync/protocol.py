@@ -7,9 +7,10 @@ transport's read loop has one error shape to handle.
 from __future__ import annotations
 
 from functools import lru_cache
+from json.decoder import scanstring
 from typing import Any
 
-from .crumbs import Frame, dumps, from_wire_crumb, loads, to_wire_crumb
+from .crumbs import TEXT_DELTA, Frame, dumps, from_wire_crumb, loads, text_delta_wire_head, to_wire_crumb
 from .errors import PROTOCOL_DECODE_ERROR, BreadError
 
 BREAD_PROTOCOL_VERSION = 1
@@ -40,6 +41,42 @@ def crumb_frame_text(frame: Frame, end: str = "") -> str:
 def _frame_head(run_id: str) -> str:
     # The same for every frame of a run: encoded once per run, not once per frame.
     return f'{{"v":{BREAD_PROTOCOL_VERSION},"type":"crumb","runId":{dumps(run_id)},'
+
+
+class DeltaLines:
+    """Reads the CrumbFrame line of one run's ``text:delta`` exactly as :func:`crumb_frame_text`
+    and the choke point's template write it, without the generic decoder: most lines of a
+    stream are these, and only their seq and text vary. :meth:`frame` is None for any other
+    line, which :func:`decode_frame` reads (and rejects, when malformed) as before."""
+
+    __slots__ = ("run_id", "_head", "_middle")
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self._head = f'{_frame_head(run_id)}"seq":'
+        self._middle = f',"crumb":{text_delta_wire_head(run_id)}"'  # to the delta's opening quote
+
+    def frame(self, line: bytes) -> Frame | None:
+        try:
+            text = line.decode()
+            head, middle = self._head, self._middle
+            if not text.startswith(head):
+                return None
+            comma = text.find(",", len(head))
+            seq = text[len(head) : comma]
+            if not (text.startswith(middle, comma) and _is_json_seq(seq)):
+                return None
+            delta, end = scanstring(text, comma + len(middle))
+        except ValueError:  # not UTF-8, or a malformed string: the generic decoder says how
+            return None
+        if end != len(text) - 2 or not text.endswith("}}"):
+            return None
+        return Frame(self.run_id, int(seq), {"type": TEXT_DELTA, "runId": self.run_id, "delta": delta})
+
+
+def _is_json_seq(text: str) -> bool:
+    # A non-negative JSON integer: ASCII digits, no leading zero.
+    return text.isdigit() and text.isascii() and (text[0] != "0" or text == "0")
 
 
 def decode_frame(text: str | bytes) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from .crumbs import AGENT_ERROR, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame, error_crumb, from_wire_crumb, loads
 from .errors import PROTOCOL_DECODE_ERROR, BreadError
-from .protocol import frame_from_protocol
+from .protocol import DeltaLines, decode_frame, frame_from_protocol
 from .tails import Gap
 from .tails.dedup import LIVE, LOG, Dedup
 from .wire import NDJSON, SSE, NDJSONDecoder, SSEDecoder, SSEEvent
@@ -54,6 +54,7 @@ class RunStreamReader:
         self._decoder: SSEDecoder | NDJSONDecoder | None = None
         self._heard_at: float | None = None
         self._resent: str | None = None  # the segment's text a reconnect may send again
+        self._deltas = DeltaLines(run_id) if run_id else None  # once the run's id is known
 
     @property
     def position(self) -> int:
@@ -98,9 +99,12 @@ class RunStreamReader:
         if self._decoder is None:
             raise RuntimeError("call connect() with the response's Content-Type before feed()")
         self._heard_at = now
-        decode = self._from_ndjson if self._decoder.__class__ is NDJSONDecoder else self._from_sse
+        if self._decoder.__class__ is NDJSONDecoder:
+            messages, decode = self._decoder.lines(chunk), self._from_ndjson
+        else:
+            messages, decode = self._decoder.feed(chunk), self._from_sse
         items = []
-        for message in self._decoder.feed(chunk):
+        for message in messages:
             item = decode(message)
             if item is not None:
                 items.append(item)
@@ -125,7 +129,11 @@ class RunStreamReader:
             return self.heartbeat_timeout
         return max(0.0, self._heard_at + self.heartbeat_timeout - now)
 
-    def _from_ndjson(self, data: dict[str, Any]) -> Item | None:
+    def _from_ndjson(self, line: bytes) -> Item | None:
+        delta = self._deltas.frame(line) if self._deltas is not None else None
+        if delta is not None:
+            return self._text(delta)
+        data = decode_frame(line)
         if data["type"] == "gap":
             return Gap(data["earliestSeq"])
         if data["seq"] == 0 and data["crumb"]["type"] == AGENT_ERROR:
@@ -163,6 +171,7 @@ class RunStreamReader:
     def _accept(self, frame: Frame) -> Frame | None:
         if not self.run_id:
             self.run_id = frame.run_id
+            self._deltas = DeltaLines(frame.run_id)
         if frame.crumb["type"] == TEXT_DELTA:
             return self._text(frame)
         accepted = self._dedup.accept(frame, LIVE)

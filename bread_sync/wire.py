@@ -171,5 +171,9 @@ class NDJSONDecoder:
     _buffer: bytes = b""
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
+        return [decode_frame(line) for line in self.lines(chunk)]
+
+    def lines(self, chunk: bytes) -> list[bytes]:
+        """The frames' lines ``chunk`` completes, undecoded (heartbeats left out)."""
         *lines, self._buffer = (self._buffer + chunk).split(b"\n")
-        return [decode_frame(line.rstrip(b"\r")) for line in lines if line.strip()]
+        return [line.rstrip(b"\r") for line in lines if line.strip()]

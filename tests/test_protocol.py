@@ -13,7 +13,9 @@ from bread_sync import (
     to_wire_crumb,
 )
 from bread_sync.crumbs import Frame
-from bread_sync.protocol import subscribe_frame
+from bread_sync.engine.emitter import Emitter
+from bread_sync.protocol import DeltaLines, frame_from_protocol, subscribe_frame
+from bread_sync.wire import ndjson_crumb
 
 
 def test_protocol_version_is_one():
@@ -89,3 +91,41 @@ def test_encoding_an_invalid_frame_dict_is_a_protocol_decode_error():
     with pytest.raises(BreadError) as caught:
         encode_frame({"v": 1, "type": "crumb", "runId": "r"})
     assert caught.value.code == "PROTOCOL_DECODE_ERROR"
+
+
+def delta_line(run_id: str, text: str, seq: int = 0) -> bytes:
+    """A text delta's NDJSON line as the server writes it: the choke point's templated wire."""
+    emitter = Emitter(run_id, store=None, publish=lambda frame: None, next_seq=seq + 1)
+    return ndjson_crumb(emitter.emit({"type": "text:delta", "runId": run_id, "delta": text})).rstrip(b"\n")
+
+
+@pytest.mark.parametrize("text", ["Hel", "", 'a "quote" and a \\', "wörld \u2028 \n\t\x00", "😀"])
+@pytest.mark.parametrize("seq", [0, 7, 12345])
+def test_a_delta_line_reads_the_same_through_its_fast_path(text, seq):
+    line = delta_line("run_1", text, seq)
+    fast = DeltaLines("run_1").frame(line)
+    generic = frame_from_protocol(decode_frame(line))
+    assert fast is not None
+    assert (fast.run_id, fast.seq, fast.crumb) == (generic.run_id, generic.seq, generic.crumb)
+    assert list(fast.crumb) == list(generic.crumb)
+
+
+OTHER_LINES = [
+    delta_line("run_2", "x"),  # another run's
+    delta_line("run_1", "x").replace(b'"seq":0', b'"seq":01'),  # not JSON
+    delta_line("run_1", "x").replace(b'"seq":0', b'"seq":-1'),
+    delta_line("run_1", "x").replace(b'"x"', b'"\\q"'),  # a bad escape
+    delta_line("run_1", "x").replace(b'"x"', b"7"),  # not a string
+    delta_line("run_1", "x").replace(b'"x"', b'"x","extra":1'),
+    delta_line("run_1", "x") + b" ",
+    delta_line("run_1", "x")[:-1],
+    delta_line("run_1", "é")[:-5] + b'\xff"}}',  # not UTF-8
+    encode_frame(Frame("run_1", 2, {"type": "tool:call", "runId": "run_1", "toolCallId": "c"})).encode(),
+    b'{"v":1,"type":"crumb","runId":"run_1","seq":1}',
+    b"",
+]
+
+
+@pytest.mark.parametrize("line", OTHER_LINES)
+def test_any_other_line_is_left_to_the_generic_decoder(line):
+    assert DeltaLines("run_1").frame(line) is None

@@ -163,10 +163,12 @@ def test_the_servers_retry_sets_the_reconnect_delay():
         (SSE.content_type, b"id: x\ndata: {}\n\n"),
         (SSE.content_type, b"id: 1\ndata: not json\n\n"),
         (NDJSON.content_type, b'{"v": 1, "type": "crumb"}\n'),
+        # a delta of the reader's run, but not JSON: its fast path leaves it to the decoder
+        (NDJSON.content_type, body(NDJSON, [delta(1, "x")]).replace(b'"seq":1', b'"seq":01')),
     ],
 )
 def test_what_is_not_a_run_stream_is_a_decode_error(content_type, data):
-    reader = RunStreamReader()
+    reader = RunStreamReader(RUN)
     with pytest.raises(BreadError) as caught:
         reader.connect(content_type, 0.0)
         reader.feed(data, 0.0)

@@ -159,7 +159,6 @@ class RemoteAgent:
         return response.json()
 
 
-
 class RemoteStream:
     """One remote run's frames to its end or pause, across reconnects: iterate it on one
     greenlet; :meth:`close` from any other stops it at once, a read in flight included (a
@@ -193,10 +192,12 @@ class RemoteStream:
             request = self._opening or ("GET", f"/runs/{quote(self.run_id, safe='')}/stream", None)
             self._opening = None  # a POST is sent once: its retry is the passive stream
             try:
-                for item in self._read(request):
-                    heard = time.monotonic()
-                    if isinstance(item, Frame):
-                        yield item
+                for items in self._read(request):
+                    if items:
+                        heard = time.monotonic()
+                    for item in items:
+                        if item.__class__ is Frame:
+                            yield item
             except (httpx.TransportError, httpx.StreamError, OSError):
                 pass  # a drop, a silence past the heartbeat timeout, or close(): re-open, or stop
             if reader.ended or reader.paused or self._closed:
@@ -207,7 +208,9 @@ class RemoteStream:
                      self.run_id, reader.position)  # fmt: skip
             time.sleep(min(reader.reconnect_delay, 1.0))
 
-    def _read(self, request: tuple[str, str, Any]) -> Iterator[Frame | Gap]:
+    def _read(self, request: tuple[str, str, Any]) -> Iterator[list[Frame | Gap]]:
+        """What the reader makes of each chunk of the response's body (a list per chunk, not
+        an item: most chunks bring one frame, and a generator's step costs more than a list)."""
         method, path, body = request
         reader = self.reader
         headers = {"Last-Event-ID": reader.last_event_id} if method == "GET" else {}
@@ -223,7 +226,7 @@ class RemoteStream:
                     raise _error_of(response, "the remote run")
                 reader.connect(response.headers.get("content-type", ""), time.monotonic())
                 for chunk in response.iter_raw():
-                    yield from reader.feed(chunk, time.monotonic())
+                    yield reader.feed(chunk, time.monotonic())
                     if reader.ended or reader.paused:
                         return
             finally:

@@ -193,8 +193,7 @@ class RemoteStream:
             self._opening = None  # a POST is sent once: its retry is the passive stream
             try:
                 for items in self._read(request):
-                    if items:
-                        heard = time.monotonic()
+                    heard = time.monotonic()  # any bytes, a heartbeat too: the remote answers
                     for item in items:
                         if item.__class__ is Frame:
                             yield item

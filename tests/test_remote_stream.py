@@ -1,0 +1,91 @@
+"""A remote run's stream, read by the relay against a scripted remote server (the outside world):
+what counts as the remote still answering."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from bread_sync.crumbs import AGENT_RUN_END, AGENT_RUN_START, TEXT_DELTA
+from bread_sync.errors import RUN_INTERRUPTED, BreadError
+from bread_sync.transports import http_chunked
+from bread_sync.wire import NDJSON
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class ScriptedRemote(threading.Thread):
+    """Answers its first request with the run's first frame, then ``heartbeats`` heartbeats 0.1 s
+    apart, then drops the connection; every later request (the passive stream) with the rest."""
+
+    def __init__(self, frames: list[bytes], heartbeats: int):
+        super().__init__(daemon=True)
+        self.frames, self.heartbeats = frames, heartbeats
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.requests: list[bytes] = []
+
+    def run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                self.requests.append(conn.recv(65536).split(b"\r\n", 1)[0])
+                if len(self.requests) == 1:
+                    conn.sendall(HEAD + chunk(self.frames[0]))
+                    for _ in range(self.heartbeats):
+                        time.sleep(0.1)
+                        conn.sendall(chunk(b"\n"))
+                else:
+                    conn.sendall(HEAD + b"".join(chunk(f) for f in self.frames[1:]) + b"0\r\n\r\n")
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def echo_frames(make_bread):
+    bread = make_bread()
+    run = bread.run("echo", "hello there")
+    list(run)
+    return run.run_id, [NDJSON.frame(f) for f in bread.store.get_crumbs(run.run_id)]
+
+
+def relayed(remote: ScriptedRemote, run_id: str, unreachable_seconds: float) -> list[str]:
+    agent = http_chunked.remote_agent(url=remote.url, agent_id="echo", unreachable_seconds=unreachable_seconds)
+    try:
+        return [frame.type for frame in agent.start(run_id, "hello there", "s1", None)]
+    finally:
+        agent.close()
+
+
+def test_heartbeats_count_as_the_remote_answering(echo_frames):
+    """Silent but for heartbeats for longer than ``unreachable_seconds``, then dropped: the relay
+    re-opens the stream instead of giving the remote up."""
+    run_id, frames = echo_frames
+    remote = ScriptedRemote(frames, heartbeats=8)
+    remote.start()
+    try:
+        types = relayed(remote, run_id, unreachable_seconds=0.3)
+    finally:
+        remote.close()
+    assert types[0] == AGENT_RUN_START and types[-1] == AGENT_RUN_END and TEXT_DELTA in types
+    assert remote.requests[1].startswith(b"GET /runs/")
+
+
+def test_a_remote_silent_past_unreachable_seconds_is_given_up(echo_frames):
+    run_id, frames = echo_frames
+    remote = ScriptedRemote(frames, heartbeats=0)
+    remote.close()  # nothing answers at all
+    with pytest.raises(BreadError) as given_up:
+        relayed(remote, run_id, unreachable_seconds=0.3)
+    assert given_up.value.code == RUN_INTERRUPTED

@@ -209,11 +209,17 @@ class _Served:
         return value
 
     def _answer(self) -> None:
-        while self.done:
+        # One answer a turn of the event loop, the next one on the next turn: calls that finish
+        # together (a group commit ends many runs at once) would otherwise resume all their
+        # callers here in a row, holding every socket and timer of the worker (other runs'
+        # deltas) behind those callers' work (each run's end: its publish, its response's end).
+        if self.done:
             _, waiter, ok, value = self.done.popleft()
             self.pending -= 1
             waiter.switch((ok, value))
-        if not self.pending:
+        if self.done:
+            self.answers.send()
+        elif not self.pending:
             self.answers.ref = False
 
 

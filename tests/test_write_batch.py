@@ -126,6 +126,27 @@ SCENARIOS = {
         store.write_batch([lambda: store.append_crumbs("r9", [Frame("r9", 1, {"type": "tool:call", "runId": "r9"})])])
         report = {"commits": len(commits), "outcomes": outcomes}
     """,
+    "answers_paced": """
+        from bread_sync import greenlets
+        from gevent import get_hub
+        os_lock = monkey.get_original("threading", "Lock")
+        os_sleep = monkey.get_original("time", "sleep")
+        thread, gate, finished, turns = greenlets.OSThread(), os_lock(), [], []
+        gate.acquire()
+
+        def caller(fn):
+            thread.call(fn)
+            turns.append(get_hub().loop.now())  # the loop's clock moves only when the loop turns
+
+        callers = [gevent.spawn(caller, lambda: gate.acquire())]
+        callers += [gevent.spawn(caller, lambda: finished.append(1)) for _ in range(3)]
+        gevent.sleep(0.05)  # all four queued, the first one holding the thread
+        gate.release()
+        while len(finished) < 3:  # the loop's thread waits, without the loop, until all are done
+            os_sleep(0.001)
+        gevent.joinall(callers)
+        report = {"turns": len(set(turns)), "answers": len(turns)}
+    """,
     "run_end": """
         from bread_sync import Agent, create_bread
         from bread_sync.config import Config
@@ -190,6 +211,10 @@ def test_under_gevent_batches_queued_meanwhile_commit_together_each_before_its_c
     # a batch that fails undoes its own writes and fails its caller only
     assert report["outcomes"] == {"r2": ["ok", 1, 1], "r3": ["SEQ_CONFLICT", 0, 0], "r4": ["ok", 1, 1],
                                   "r5": ["ok", 1, 1]}  # fmt: skip
+
+
+def test_under_gevent_calls_that_finish_together_resume_their_callers_one_per_turn_of_the_loop(tmp_path):
+    assert run_scenario("answers_paced", tmp_path) == {"turns": 4, "answers": 4}
 
 
 def test_under_gevent_a_run_end_is_committed_off_the_loop_before_its_crumb_is_published(tmp_path):

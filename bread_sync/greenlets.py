@@ -144,32 +144,30 @@ class OSThread:
     meanwhile, as far as the call lets go of the GIL (SQLite does while it works). Lighter than
     the hub's thread pool per call: a queue in C, and one watcher of the loop for every answer.
     Outside gevent (or from a thread of its own hub) :meth:`call` runs the call in the caller's
-    thread (:meth:`serves` says which). Nothing the call does may use a gevent primitive (a
-    patched lock, queue or sleep)."""
+    thread. Nothing the call does may use a gevent primitive (a patched lock, queue or sleep)."""
 
     def __init__(self) -> None:
         self._state: _Served | None = None
         self._stopped = False
 
-    def serves(self) -> bool:
-        """Whether a :meth:`call` from here runs in the thread (else in the caller's thread)."""
-        return self._served() is not None
-
-    def call(self, fn: Callable[[], T]) -> T:
-        """``fn()`` in the thread, while the caller waits (see :meth:`serves`)."""
+    def call(self, fn: Callable[[], T], then: Callable[[], Any] | None = None) -> T:
+        """``fn()`` in the thread; ``then()`` (when given) afterwards in the loop's thread, even
+        if the caller was killed meanwhile: what ``fn`` borrowed from greenlets goes back there."""
         served = self._served()
-        return fn() if served is None else served.call(fn)
+        if served is None:
+            try:
+                return fn()
+            finally:
+                if then is not None:
+                    then()
+        return served.call(fn, then)
 
-    def stop(self, last: Callable[[], Any] | None = None) -> None:
-        """End the thread once the calls queued before are done, then run ``last()`` in it (what
-        only the thread may touch: its own connection); ``last()`` runs here if this process's
-        thread never started. Later calls run in their caller's thread."""
+    def stop(self) -> None:
+        """End the thread; later calls run in their caller's thread."""
         self._stopped = True
-        state, self._state = self._state, None
-        if state is not None and state.pid == os.getpid():
-            state.jobs.put(last)
-        elif last is not None:
-            last()
+        if self._state is not None:
+            self._state.jobs.put(None)
+            self._state = None
 
     def _served(self) -> _Served | None:
         if self._stopped or not patched():
@@ -196,13 +194,13 @@ class _Served:
         start_thread = get_original("_thread", "start_new_thread")
         start_thread(_serve, (self.jobs, self.done, self.answers))
 
-    def call(self, fn: Callable[[], T]) -> T:
+    def call(self, fn: Callable[[], T], then: Callable[[], Any] | None) -> T:
         from gevent.hub import Waiter
 
         waiter = Waiter(self.hub)
         self.pending += 1
         self.answers.ref = True  # while a caller waits, the loop must wait for the answer
-        self.jobs.put([fn, waiter, False, None])
+        self.jobs.put([fn, then, waiter, False, None])
         ok, value = waiter.get()
         if not ok:
             raise value
@@ -210,12 +208,17 @@ class _Served:
 
     def _answer(self) -> None:
         # One answer a turn of the event loop, the next one on the next turn: calls that finish
-        # together (a group commit ends many runs at once) would otherwise resume all their
-        # callers here in a row, holding every socket and timer of the worker (other runs'
-        # deltas) behind those callers' work (each run's end: its publish, its response's end).
+        # while the loop is busy would otherwise resume all their callers here in a row, holding
+        # every socket and timer of the worker (other runs' deltas) behind those callers' work
+        # (each run's end: its publish, its response's end).
         if self.done:
-            _, waiter, ok, value = self.done.popleft()
+            _, then, waiter, ok, value = self.done.popleft()
             self.pending -= 1
+            if then is not None:
+                try:
+                    then()
+                except Exception as exc:  # the call's answer wins; a failing then() is still said
+                    ok, value = (ok, value) if not ok else (False, exc)
             waiter.switch((ok, value))
         if self.done:
             self.answers.send()
@@ -224,13 +227,10 @@ class _Served:
 
 
 def _serve(jobs: Any, done: collections.deque[list[Any]], answers: Any) -> None:
-    # A job is a list [fn, waiter, ok, value]; anything else ends the thread (a callable: its last call).
-    while isinstance(job := jobs.get(), list):
+    while (job := jobs.get()) is not None:
         try:
-            job[3], job[2] = job[0](), True
+            job[4], job[3] = job[0](), True
         except BaseException as exc:
-            job[3] = exc
+            job[4] = exc
         done.append(job)
         answers.send()
-    if job is not None:
-        job()

@@ -95,37 +95,6 @@ SCENARIOS = {
         report = {"waited": time.monotonic() - began, "log": len(store.get_crumbs("r1")),
                   "gevent_sleep_off_loop": any(ident != LOOP for ident in gevent_sleeps)}
     """,
-    "grouped": """
-        from bread_sync.errors import BreadError
-        commits, seen, outcomes = [], [], {}
-
-        def count_commits():  # on the writer's connection, the batch's
-            with store.connection() as db:
-                db.conn.set_trace_callback(lambda sql: sql == "COMMIT" and commits.append(sql))
-
-        def refuse():
-            raise BreadError("SEQ_CONFLICT", "not this process's")
-
-        def end(run_id, fails):
-            writes = [lambda: store.append_crumbs(run_id, [Frame(run_id, 1, {"type": "tool:call", "runId": run_id})]),
-                      lambda: store.create_run({"id": run_id, "agentId": "a", "status": "running"})]
-            try:
-                store.write_batch(writes + ([refuse] if fails else []))
-                outcome = "ok"
-            except BreadError as exc:
-                outcome = exc.code
-            reader = sqlite3.connect(sys.argv[1])  # what a client could read once the caller goes on
-            outcomes[run_id] = [outcome, reader.execute("SELECT count(*) FROM crumbs WHERE run_id = ?",
-                                                         (run_id,)).fetchone()[0],
-                                reader.execute("SELECT count(*) FROM runs WHERE id = ?", (run_id,)).fetchone()[0]]
-            reader.close()
-
-        first = gevent.spawn(store.write_batch, [count_commits, slow_write(seen)])
-        gevent.sleep(0.05)  # the writer's thread is busy with it: the ends below queue meanwhile
-        gevent.joinall([gevent.spawn(end, f"r{i}", i == 3) for i in range(2, 6)] + [first])
-        store.write_batch([lambda: store.append_crumbs("r9", [Frame("r9", 1, {"type": "tool:call", "runId": "r9"})])])
-        report = {"commits": len(commits), "outcomes": outcomes}
-    """,
     "answers_paced": """
         from bread_sync import greenlets
         from gevent import get_hub
@@ -204,15 +173,6 @@ def test_under_gevent_the_batch_waits_for_a_locked_file_with_the_os_sleep(tmp_pa
     assert not report["gevent_sleep_off_loop"]
 
 
-def test_under_gevent_batches_queued_meanwhile_commit_together_each_before_its_caller_goes_on(tmp_path):
-    report = run_scenario("grouped", tmp_path)
-    # the first batch, then the four queued behind it in one transaction, then one alone
-    assert report["commits"] == 3
-    # a batch that fails undoes its own writes and fails its caller only
-    assert report["outcomes"] == {"r2": ["ok", 1, 1], "r3": ["SEQ_CONFLICT", 0, 0], "r4": ["ok", 1, 1],
-                                  "r5": ["ok", 1, 1]}  # fmt: skip
-
-
 def test_under_gevent_calls_that_finish_together_resume_their_callers_one_per_turn_of_the_loop(tmp_path):
     assert run_scenario("answers_paced", tmp_path) == {"turns": 4, "answers": 4}
 
@@ -234,22 +194,17 @@ def test_without_gevent_the_batch_is_written_in_the_callers_thread(tmp_path):
 
 
 @pytest.mark.parametrize("fails", [False, True])
-def test_an_os_thread_call_outside_gevent_runs_here(fails):
+def test_an_os_thread_call_outside_gevent_runs_here_and_then_runs_after_it(fails):
+    done = []
+
     def call():
         if fails:
             raise ValueError("no")
         return 7
 
-    thread = greenlets.OSThread()
-    assert not thread.serves()
     if fails:
         with pytest.raises(ValueError):
-            thread.call(call)
+            greenlets.OSThread().call(call, then=lambda: done.append(1))
     else:
-        assert thread.call(call) == 7
-
-
-def test_an_os_thread_that_never_started_runs_its_last_call_here_when_stopped():
-    done = []
-    greenlets.OSThread().stop(last=lambda: done.append(1))
+        assert greenlets.OSThread().call(call, then=lambda: done.append(1)) == 7
     assert done == [1]

@@ -8,8 +8,6 @@ statement that finds the file locked waits in Python, not in SQLite (see busy.py
 
 from __future__ import annotations
 
-import collections
-import functools
 import json
 import os
 import queue
@@ -102,18 +100,9 @@ class SQLiteStore:
         for _ in range(pool_size):
             self._pool.put(None)
         # One thread for the transactions of write_batch: two in threads at once would wait for
-        # each other's write lock in busy waits, a millisecond at least. It has a connection of
-        # its own (the pool is a gevent queue, which that thread may not use) and commits the
-        # batches queued for it together (see write_batch).
+        # each other's write lock in busy waits, a millisecond at least.
         self._writer = greenlets.OSThread()
-        self._queued: collections.deque[_Queued] = collections.deque()  # appended here, taken there
-        # (Not through self._open: what the finalizer holds must not hold the store.)
-        self._writer_db = _WriterConnection(
-            functools.partial(_connect, self.path, busy_seconds, bool(checkpoint_seconds))
-        )
-        self._finalizer = weakref.finalize(
-            self, _close, self._pool, self._checkpointer, self._writer, self._writer_db.close
-        )
+        self._finalizer = weakref.finalize(self, _close, self._pool, self._checkpointer, self._writer)
         # Per thread and per greenlet alike (each has its own context), whenever gevent patched.
         self._batch: ContextVar[Database | None] = ContextVar("bread_sqlite_batch", default=None)
 
@@ -167,53 +156,36 @@ class SQLiteStore:
         """``writes`` (calls of this store) as one :meth:`batch`. Under gevent the transaction
         runs in a thread of the OS while the calling greenlet waits for its commit: SQLite lets
         go of the GIL, so the event loop serves other greenlets meanwhile instead of standing
-        still for every statement. The caller still goes on only once it is committed.
-
-        Batches that queue for that thread meanwhile (many runs ending at once) are committed
-        together: one transaction, each batch under a savepoint of its own. One commit for all
-        (the thread takes the GIL far fewer times), and a batch that fails undoes its own writes
-        only and fails its caller only; a failure that ends the whole transaction (SQLite rolled
-        it back: a full disk, an I/O error) or its commit fails every batch of the group."""
-        if self._batch.get() is not None or not self._writer.serves():
+        still for every statement. The caller still goes on only once it is committed."""
+        if not greenlets.patched() or self._batch.get() is not None:
             with self.batch():
                 for write in writes:
                     write()
             return
-        queued = _Queued(writes)
-        self._queued.append(queued)  # before its call: the call finds it queued or committed
-        self._writer.call(lambda: self._commit_queued(queued))
+        db = self._take()  # here, not in the thread: the pool's queue is gevent's
+        self._writer.call(lambda: self._write_in_os_thread(db, writes), then=lambda: self._pool.put(db))
 
-    def _commit_queued(self, mine: _Queued) -> None:
-        # In the writer's thread, where calls run in order: an earlier call may have committed
-        # ``mine`` in its group already (it was queued then), else it is queued now.
-        if not mine.done:
-            group = []
-            while self._queued:
-                group.append(self._queued.popleft())
-            self._commit_group(group)
-        if mine.error is not None:
-            raise mine.error
-
-    def _commit_group(self, group: list[_Queued]) -> None:
+    def _write_in_os_thread(self, db: Database, writes: list[Callable[[], Any]]) -> None:
         # No gevent primitive may run here: the store's calls inside find the batch's connection
         # (no pool), and a locked file is waited for with the OS's sleep, not gevent's.
-        db = self._writer_db.get()
         with os_sleeping(db.conn):
             token = self._batch.set(db)
             try:
                 with immediate(db):
-                    for queued in group:
-                        queued.error = _in_savepoint(db, queued.writes)
-            except Exception as exc:  # nothing of the group is written
-                for queued in group:
-                    queued.error = queued.error or exc
+                    for write in writes:
+                        write()
             finally:
                 self._batch.reset(token)
-                for queued in group:
-                    queued.done = True
 
     def _open(self) -> Database:
-        return _connect(self.path, self.busy_seconds, self._checkpointer is not None)
+        conn = sqlite3.connect(
+            self.path, timeout=0, isolation_level=None, check_same_thread=False, factory=PatientConnection
+        )
+        conn.busy_seconds = self.busy_seconds
+        conn.execute("PRAGMA synchronous=NORMAL")
+        if self._checkpointer is not None:  # checkpoints are its work, see wal.py
+            conn.execute(f"PRAGMA wal_autocheckpoint={wal.BACKSTOP_PAGES}")
+        return Database(conn, recursive_triggers=False, execute_plugins=False)
 
     # crumb log
     def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
@@ -468,62 +440,6 @@ class SQLiteStore:
             return [json.loads(text) for (text,) in db.execute(sql, params).fetchall()]
 
 
-def _connect(path: Path, busy_seconds: float, checkpointed: bool) -> Database:
-    conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False, factory=PatientConnection)
-    conn.busy_seconds = busy_seconds
-    conn.execute("PRAGMA synchronous=NORMAL")
-    if checkpointed:  # checkpoints are the checkpointer's work, see wal.py
-        conn.execute(f"PRAGMA wal_autocheckpoint={wal.BACKSTOP_PAGES}")
-    return Database(conn, recursive_triggers=False, execute_plugins=False)
-
-
-class _Queued:
-    """One write_batch waiting for the writer's thread; ``done`` once its group's transaction ended."""
-
-    __slots__ = ("done", "error", "writes")
-
-    def __init__(self, writes: list[Callable[[], Any]]):
-        self.writes = writes
-        self.done = False
-        self.error: Exception | None = None
-
-
-def _in_savepoint(db: Database, writes: list[Callable[[], Any]]) -> Exception | None:
-    """``writes`` under a savepoint of the group's transaction; what they raised, their own
-    writes undone. Raises when SQLite ended the whole transaction: the group fails with it."""
-    db.conn.execute("SAVEPOINT batch")
-    try:
-        for write in writes:
-            write()
-    except Exception as exc:
-        if not db.conn.in_transaction:
-            raise
-        db.conn.execute("ROLLBACK TO batch")
-        db.conn.execute("RELEASE batch")
-        return exc
-    db.conn.execute("RELEASE batch")
-    return None
-
-
-class _WriterConnection:
-    """The writer thread's own connection: opened by that thread on first use in each process
-    (a SQLite connection must not cross a fork), closed by it as its last call."""
-
-    def __init__(self, open_db: Callable[[], Database]):
-        self._open = open_db
-        self._held: tuple[int, Database] | None = None
-
-    def get(self) -> Database:
-        if self._held is None or self._held[0] != os.getpid():
-            self._held = (os.getpid(), self._open())
-        return self._held[1]
-
-    def close(self) -> None:
-        if self._held is not None and self._held[0] == os.getpid():
-            self._held[1].close()
-        self._held = None
-
-
 def _filters(**wanted: Any) -> tuple[str, list[Any]]:
     """A WHERE clause over the given columns whose value is not None."""
     wanted = {column: value for column, value in wanted.items() if value is not None}
@@ -560,12 +476,9 @@ def _session(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def _close(
-    pool: queue.Queue[Database | None],
-    checkpointer: wal.Checkpointer | None,
-    writer: greenlets.OSThread,
-    close_writer_db: Callable[[], None],
+    pool: queue.Queue[Database | None], checkpointer: wal.Checkpointer | None, writer: greenlets.OSThread
 ) -> None:
-    writer.stop(last=close_writer_db)
+    writer.stop()
     if checkpointer is not None:
         checkpointer.stop()
     # Closed connections go back in, so a call after close() fails instead of waiting forever.

@@ -25,9 +25,11 @@ scheduler did meanwhile.
 
 The client (bench/rawhttp.py) is one thread on one selector, the same for both servers.
 ``--profile`` adds a cProfile of the worker during one more single run (NDJSON), see
-bench/profile_conf.py::
+bench/profile_conf.py. ``--workloads`` runs only some of them (the table then has only their
+figures), e.g. the lateness alone, repeated, while working on it::
 
     .venv/bin/python bench/http_stream.py --repeat 5 --profile --write docs/performance.md
+    .venv/bin/python bench/http_stream.py --repeat 6 --workloads lateness
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ AIM_RATIO = 0.5
 AIM_LATENESS = 3.0
 COALESCE_BYTES = 4096
 COALESCED = "-4k"
+#: What --workloads can name, each the record(ed) bodies it needs.
+WORKLOADS = {"single": ("single",), "first": ("echo",), "concurrent": ("concurrent",), "lateness": ("beat",)}
 LEAD_SECONDS = 2.0  # the metronome schedules start this long after their requests go out
 STAMP = re.compile(rb"@(\d+\.\d+) ")
 
@@ -205,40 +209,58 @@ def bread_env(folder: Path, wire: str) -> dict[str, str]:
 
 
 def bench_wire(args: argparse.Namespace, sides: list[Side], bodies: Path) -> dict[str, Any]:
-    bread = sides[0]
+    bread, chosen = sides[0], set(args.workloads)
     beat = {"start": time.time(), "period": 0.0, "count": args.beats, "stamp": True}
-    events = {
-        "single": record(bread, bodies, "single", {"count": args.deltas, "delayMs": 0}, args.deltas),
-        "echo": record(bread, bodies, "echo", ECHO_TEXT, len(ECHO_TEXT.split())),  # type: ignore[arg-type]
-        "concurrent": record(bread, bodies, "concurrent", {"count": args.concurrent_deltas, "delayMs": 0},
-                             args.concurrent_deltas),
-        "beat": record(bread, bodies, "beat", beat, args.beats),
+    recordings = {
+        "single": lambda: record(bread, bodies, "single", {"count": args.deltas, "delayMs": 0}, args.deltas),
+        "echo": lambda: record(bread, bodies, "echo", ECHO_TEXT, len(ECHO_TEXT.split())),  # type: ignore[arg-type]
+        "concurrent": lambda: record(bread, bodies, "concurrent", {"count": args.concurrent_deltas, "delayMs": 0},
+                                     args.concurrent_deltas),
+        "beat": lambda: record(bread, bodies, "beat", beat, args.beats),
     }  # fmt: skip
+    needed = {kind for workload in chosen for kind in WORKLOADS[workload]}
+    events = {kind: recorded() for kind, recorded in recordings.items() if kind in needed}
     samples: dict[str, dict[str, list]] = {s.name: {"single": [], "first": [], "concurrent": [], "beat": [],
                                                     "coalesced": [], "single_cpu": [], "concurrent_cpu": [],
                                                     "beat_cpu": []}
                                            for s in sides}  # fmt: skip
     for r in range(args.repeat):
         order = sides[r % 2 :] + sides[: r % 2]
-        for side in order:
-            rate, cpu = harness.with_worker_cpu(side.server, events["single"], single, side, args.deltas)
-            samples[side.name]["single"].append(rate)
-            samples[side.name]["single_cpu"].append(cpu)
-        samples["minimal"]["coalesced"].append(single(sides[1], args.deltas, coalesced=True))
-        for name, values in first_crumbs(order, args.first_crumbs).items():
-            samples[name]["first"].append(values)
-        for side in order:
-            each = events["concurrent"]
-            conc, cpu = harness.with_worker_cpu(side.server, args.streams * each, concurrent,
-                                                side, args.streams, args.concurrent_deltas, each)  # fmt: skip
-            samples[side.name]["concurrent"].append(conc)
-            samples[side.name]["concurrent_cpu"].append(cpu)
-        for side in order:
-            beat, cpu = harness.with_worker_cpu(side.server, args.streams * events["beat"], lateness,
-                                                side, args.streams, args.beats, args.period)  # fmt: skip
-            samples[side.name]["beat"].append(beat)
-            samples[side.name]["beat_cpu"].append(cpu)
+        if "single" in chosen:
+            single_pass(args, order, sides, samples, events)
+        if "first" in chosen:
+            for name, values in first_crumbs(order, args.first_crumbs).items():
+                samples[name]["first"].append(values)
+        if "concurrent" in chosen:
+            concurrent_pass(args, order, samples, events)
+        if "lateness" in chosen:
+            lateness_pass(args, order, samples, events)
     return {"events": events, "samples": samples}
+
+
+def single_pass(args: argparse.Namespace, order: list[Side], sides: list[Side], samples: dict, events: dict) -> None:
+    for side in order:
+        rate, cpu = harness.with_worker_cpu(side.server, events["single"], single, side, args.deltas)
+        samples[side.name]["single"].append(rate)
+        samples[side.name]["single_cpu"].append(cpu)
+    samples["minimal"]["coalesced"].append(single(sides[1], args.deltas, coalesced=True))
+
+
+def concurrent_pass(args: argparse.Namespace, order: list[Side], samples: dict, events: dict) -> None:
+    for side in order:
+        each = events["concurrent"]
+        conc, cpu = harness.with_worker_cpu(side.server, args.streams * each, concurrent,
+                                            side, args.streams, args.concurrent_deltas, each)  # fmt: skip
+        samples[side.name]["concurrent"].append(conc)
+        samples[side.name]["concurrent_cpu"].append(cpu)
+
+
+def lateness_pass(args: argparse.Namespace, order: list[Side], samples: dict, events: dict) -> None:
+    for side in order:
+        beat, cpu = harness.with_worker_cpu(side.server, args.streams * events["beat"], lateness,
+                                            side, args.streams, args.beats, args.period)  # fmt: skip
+        samples[side.name]["beat"].append(beat)
+        samples[side.name]["beat_cpu"].append(cpu)
 
 
 def profile(args: argparse.Namespace, folder: Path, wire: str, replay: bool) -> dict[str, Any]:
@@ -293,6 +315,8 @@ def wire_figures(label: str, bread: dict[str, list], minimal: dict[str, list], a
     ) -> Figure:
         """``aim``: the ratio's median is held to at least it; ``at_most``: to at most it."""
         ours, theirs = values(bread), values(minimal)
+        if not ours:  # a workload --workloads left out
+            return None
         ratios = [x / y for x, y in zip(ours, theirs, strict=True)]
         median, aimed, met = statistics.median(ratios), "", None
         if aim is not None:
@@ -312,7 +336,7 @@ def wire_figures(label: str, bread: dict[str, list], minimal: dict[str, list], a
         pair(f"one run of {args.deltas:,} deltas, events/s", lambda side: side["single"], "/s", aim=AIM_RATIO),
         Figure(f"{label}: the minimal app streaming those bytes in {COALESCE_BYTES // 1024} KiB chunks, events/s",
                coalesced, "/s", "one chunk per event", minimal["single"], "coalesced / per event",
-               [x / y for x, y in zip(coalesced, minimal["single"], strict=True)]),
+               [x / y for x, y in zip(coalesced, minimal["single"], strict=True)]) if coalesced else None,
         pair(f"one run of {args.deltas:,} deltas, the worker's CPU time per event", lambda side: side["single_cpu"],
              "us"),
         pair(f"time to first crumb, POST /agents/echo/run, median of {args.first_crumbs} a repetition",
@@ -333,9 +357,10 @@ def wire_figures(label: str, bread: dict[str, list], minimal: dict[str, list], a
     ]  # fmt: skip
     out.append(pair(f"{streams} concurrent streams of {rate:.0f} deltas/s: p99 lateness of the first {args.beats // 2} "
                     "deltas of each run (no run has ended yet)", pct("beat", 99, "steady"), "ms"))  # fmt: skip
-    for part, words in (("model", "the model produced it late"), ("delivery", "from the model to the client")):
-        out.append(Figure(f"{label}: p99 of the lateness above: {words}", pct("beat", 99, part)(bread), "ms"))
-    return out
+    if bread["beat"]:
+        for part, words in (("model", "the model produced it late"), ("delivery", "from the model to the client")):
+            out.append(Figure(f"{label}: p99 of the lateness above: {words}", pct("beat", 99, part)(bread), "ms"))
+    return [figure for figure in out if figure is not None]
 
 
 def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> str:
@@ -401,6 +426,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--beats", type=int, default=40, help="deltas per metronome run (default 40)")
     parser.add_argument("--period", type=float, default=0.05, help="seconds between metronome deltas (0.05)")
     parser.add_argument("--wires", nargs="+", choices=list(WIRES), default=list(WIRES))
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=list(WORKLOADS),
+        default=list(WORKLOADS),
+        help="which workloads to run (default: all)",
+    )
     parser.add_argument("--profile", action="store_true", help="also profile the worker during one run")
     harness.add_output_options(parser)
     args = parser.parse_args(argv)

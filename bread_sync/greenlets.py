@@ -207,7 +207,11 @@ class _Served:
         return value
 
     def _answer(self) -> None:
-        while self.done:
+        # One answer a turn of the event loop, the next one on the next turn: calls that finish
+        # while the loop is busy would otherwise resume all their callers here in a row, holding
+        # every socket and timer of the worker (other runs' deltas) behind those callers' work
+        # (each run's end: its publish, its response's end).
+        if self.done:
             _, then, waiter, ok, value = self.done.popleft()
             self.pending -= 1
             if then is not None:
@@ -216,7 +220,9 @@ class _Served:
                 except Exception as exc:  # the call's answer wins; a failing then() is still said
                     ok, value = (ok, value) if not ok else (False, exc)
             waiter.switch((ok, value))
-        if not self.pending:
+        if self.done:
+            self.answers.send()
+        elif not self.pending:
             self.answers.ref = False
 
 

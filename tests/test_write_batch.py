@@ -95,6 +95,27 @@ SCENARIOS = {
         report = {"waited": time.monotonic() - began, "log": len(store.get_crumbs("r1")),
                   "gevent_sleep_off_loop": any(ident != LOOP for ident in gevent_sleeps)}
     """,
+    "answers_paced": """
+        from bread_sync import greenlets
+        from gevent import get_hub
+        os_lock = monkey.get_original("threading", "Lock")
+        os_sleep = monkey.get_original("time", "sleep")
+        thread, gate, finished, turns = greenlets.OSThread(), os_lock(), [], []
+        gate.acquire()
+
+        def caller(fn):
+            thread.call(fn)
+            turns.append(get_hub().loop.now())  # the loop's clock moves only when the loop turns
+
+        callers = [gevent.spawn(caller, lambda: gate.acquire())]
+        callers += [gevent.spawn(caller, lambda: finished.append(1)) for _ in range(3)]
+        gevent.sleep(0.05)  # all four queued, the first one holding the thread
+        gate.release()
+        while len(finished) < 3:  # the loop's thread waits, without the loop, until all are done
+            os_sleep(0.001)
+        gevent.joinall(callers)
+        report = {"turns": len(set(turns)), "answers": len(turns)}
+    """,
     "run_end": """
         from bread_sync import Agent, create_bread
         from bread_sync.config import Config
@@ -150,6 +171,10 @@ def test_under_gevent_the_batch_waits_for_a_locked_file_with_the_os_sleep(tmp_pa
     report = run_scenario("locked_file", tmp_path)
     assert report["log"] == 1 and report["waited"] >= 0.09
     assert not report["gevent_sleep_off_loop"]
+
+
+def test_under_gevent_calls_that_finish_together_resume_their_callers_one_per_turn_of_the_loop(tmp_path):
+    assert run_scenario("answers_paced", tmp_path) == {"turns": 4, "answers": 4}
 
 
 def test_under_gevent_a_run_end_is_committed_off_the_loop_before_its_crumb_is_published(tmp_path):

@@ -15,7 +15,7 @@ globals().update(settings(check_bind=False))
 
 def post_worker_init(worker):
     project_post_worker_init(worker)
-    log = open(os.environ["BENCH_GCLOG"], "a", buffering=1)  # noqa: SIM115 (open for the worker's life)
+    log = open(os.environ["BENCH_GCLOG"], "a", buffering=1)  # open for the worker's life
     started = [0.0]
 
     def timed(phase, info):

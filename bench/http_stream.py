@@ -312,7 +312,7 @@ def wire_figures(label: str, bread: dict[str, list], minimal: dict[str, list], a
         base: str = "minimal app",
         aim: float | None = None,
         at_most: float | None = None,
-    ) -> Figure:
+    ) -> Figure | None:
         """``aim``: the ratio's median is held to at least it; ``at_most``: to at most it."""
         ours, theirs = values(bread), values(minimal)
         if not ours:  # a workload --workloads left out

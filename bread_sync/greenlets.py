@@ -210,20 +210,30 @@ class _Served:
         # One answer a turn of the event loop, the next one on the next turn: calls that finish
         # while the loop is busy would otherwise resume all their callers here in a row, holding
         # every socket and timer of the worker (other runs' deltas) behind those callers' work
-        # (each run's end: its publish, its response's end).
+        # (each run's end: its publish, its response's end). What each finished call holds
+        # (a pooled connection) is given back at once, though: then() is cheap.
+        for i in range(len(self.done)):  # by index: the thread of the OS may append meanwhile
+            _settle(self.done[i])
         if self.done:
-            _, then, waiter, ok, value = self.done.popleft()
+            _, _, waiter, ok, value = self.done.popleft()
             self.pending -= 1
-            if then is not None:
-                try:
-                    then()
-                except Exception as exc:  # the call's answer wins; a failing then() is still said
-                    ok, value = (ok, value) if not ok else (False, exc)
             waiter.switch((ok, value))
         if self.done:
             self.answers.send()
         elif not self.pending:
             self.answers.ref = False
+
+
+def _settle(job: list[Any]) -> None:
+    """Run a finished job's ``then()`` once; a failing one fails a call that succeeded."""
+    then, job[1] = job[1], None
+    if then is None:
+        return
+    try:
+        then()
+    except Exception as exc:  # the call's own failure wins; a failing then() is still said
+        if job[3]:
+            job[3], job[4] = False, exc
 
 
 def _serve(jobs: Any, done: collections.deque[list[Any]], answers: Any) -> None:

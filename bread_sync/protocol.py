@@ -75,8 +75,9 @@ class DeltaLines:
 
 
 def _is_json_seq(text: str) -> bool:
-    # A non-negative JSON integer: ASCII digits, no leading zero.
-    return text.isdigit() and text.isascii() and (text[0] != "0" or text == "0")
+    # A non-negative JSON integer: ASCII digits, no leading zero; short enough for int() (a seq
+    # past 19 digits is left to the generic decoder, which refuses it as the wire error it is).
+    return len(text) <= 19 and text.isdigit() and text.isascii() and (text[0] != "0" or text == "0")
 
 
 def decode_frame(text: str | bytes) -> dict[str, Any]:

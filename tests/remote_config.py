@@ -26,7 +26,6 @@ HEARTBEAT_TIMEOUT = 0.5
 REMOTES = {"slow": "slow", "writer": "writer", "far-stepper": "stepper", "missing": "no-such-agent"}
 
 
-
 def _report(convo: script.Conversation) -> say:
     return say(f"The writer said: {convo.last_tool_output}")
 

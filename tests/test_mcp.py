@@ -444,6 +444,45 @@ def test_notifications_cancelled_cancels_a_resumes_continuation(mcp):
     assert make_bread_store(mcp).get_run(answer.headers["Bread-Run-Id"])["status"] == "cancelled"
 
 
+def test_another_sessions_notice_with_the_same_request_id_cancels_nothing(mcp):
+    params = {"name": "agent_slow", "arguments": {"count": 30, "delayMs": 10}, "_meta": {"progressToken": "p"}}
+    answer = mcp.request("tools/call", params, headers=STREAMED)
+    other = Mcp(mcp.client)
+    other.initialize()
+    cancel_call(other, mcp.ids)
+    assert sse_messages(answer.get_data(as_text=True))[-1]["result"]["isError"] is False
+
+
+def test_a_late_notice_leaves_a_paused_call_and_its_continuation_alone(mcp):
+    pause = mcp.call("agent_hold", {"input": "go"})["structuredContent"]
+    paused_call = mcp.ids
+    cancel_call(mcp, paused_call)  # the call answered already: its run waits, paused
+    run_id = make_bread_run_of(mcp, pause["checkpointId"])
+    assert make_bread_store(mcp).get_run(run_id)["status"] == "paused"
+    params = {"name": "resume", "arguments": {"checkpointId": pause["checkpointId"], "response": {"approved": True}},
+              "_meta": {"progressToken": "p"}}  # fmt: skip
+    answer = mcp.request("tools/call", params, headers=STREAMED)
+    cancel_call(mcp, paused_call)  # names the run the resume call now continues: still nothing
+    assert make_bread_store(mcp).get_run(run_id)["status"] == "running"
+    cancel_call(mcp, mcp.ids)  # the resume call's own notice
+    assert sse_messages(answer.get_data(as_text=True))[-1]["result"]["structuredContent"]["code"] == "RUN_CANCELLED"
+    assert mcp_plugin(mcp)._continued == {}  # the continuation's entry went with its stream
+
+
+def test_a_request_id_used_again_in_a_session_is_refused_not_answered_twice(mcp):
+    first = mcp.call("agent_echo", {"input": "first words"})
+    mcp.ids -= 1  # the same id again, as a client that restarted its count would send
+    again = mcp.request("tools/call", {"name": "agent_echo", "arguments": {"input": "other words"}})
+    assert first["content"][0]["text"] == "first words"
+    assert again.status_code == 200 and again.get_json()["error"]["code"] == -32600
+    assert "already used" in again.get_json()["error"]["message"]
+
+
+def mcp_plugin(session):
+    config = session.client.application.extensions["bread_sync"].bread.config
+    return next(plugin for plugin in config.plugins if plugin.name == "mcp")
+
+
 def test_a_cancel_passes_the_run_ownership_hook(make_bread):
     denied = set()
     session = Mcp(serve(make_bread, mcp_server(), authorize_run=lambda identity, run_id: run_id not in denied))

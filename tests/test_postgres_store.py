@@ -100,12 +100,13 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
         "idx_task_runs_created": "btree (created_at)",
         "idx_task_runs_run": "btree (run_id)",
         "idx_push_configs_due": "btree (next_attempt_at) WHERE (NOT done)",
+        "idx_mcp_sessions_created": "btree (created_at)",
     }
     assert indexes["crumbs_pkey"].endswith("btree (run_id, seq)")
     assert read(postgres_url, "SELECT name FROM bread_migrations ORDER BY position") == [(n,) for n in SHIPPED]
     assert SHIPPED == [
         "m001_initial", "m002_session_state", "m003_mcp_sessions", "m004_push_configs", "m005_relay_position",
-        "m006_append_one_crumb",
+        "m006_append_one_crumb", "m007_mcp_sessions_created",
     ]  # fmt: skip
 
 

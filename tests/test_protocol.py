@@ -114,6 +114,7 @@ OTHER_LINES = [
     delta_line("run_2", "x"),  # another run's
     delta_line("run_1", "x").replace(b'"seq":0', b'"seq":01'),  # not JSON
     delta_line("run_1", "x").replace(b'"seq":0', b'"seq":-1'),
+    delta_line("run_1", "x").replace(b'"seq":0', b'"seq":' + b"9" * 5000),  # past int()'s digit limit
     delta_line("run_1", "x").replace(b'"x"', b'"\\q"'),  # a bad escape
     delta_line("run_1", "x").replace(b'"x"', b"7"),  # not a string
     delta_line("run_1", "x").replace(b'"x"', b'"x","extra":1'),

@@ -60,8 +60,9 @@ def echo_frames(make_bread):
     return run.run_id, [NDJSON.frame(f) for f in bread.store.get_crumbs(run.run_id)]
 
 
-def relayed(remote: ScriptedRemote, run_id: str, unreachable_seconds: float) -> list[str]:
-    agent = http_chunked.remote_agent(url=remote.url, agent_id="echo", unreachable_seconds=unreachable_seconds)
+def relayed(url: str, run_id: str, unreachable_seconds: float, heartbeat_timeout: float = 45.0) -> list[str]:
+    agent = http_chunked.remote_agent(url=url, agent_id="echo", unreachable_seconds=unreachable_seconds,
+                                      heartbeat_timeout=heartbeat_timeout)  # fmt: skip
     try:
         return [frame.type for frame in agent.start(run_id, "hello there", "s1", None)]
     finally:
@@ -75,7 +76,7 @@ def test_heartbeats_count_as_the_remote_answering(echo_frames):
     remote = ScriptedRemote(frames, heartbeats=8)
     remote.start()
     try:
-        types = relayed(remote, run_id, unreachable_seconds=0.3)
+        types = relayed(remote.url, run_id, unreachable_seconds=0.3)
     finally:
         remote.close()
     assert types[0] == AGENT_RUN_START and types[-1] == AGENT_RUN_END and TEXT_DELTA in types
@@ -83,9 +84,13 @@ def test_heartbeats_count_as_the_remote_answering(echo_frames):
 
 
 def test_a_remote_silent_past_unreachable_seconds_is_given_up(echo_frames):
-    run_id, frames = echo_frames
-    remote = ScriptedRemote(frames, heartbeats=0)
-    remote.close()  # nothing answers at all
-    with pytest.raises(BreadError) as given_up:
-        relayed(remote, run_id, unreachable_seconds=0.3)
-    assert given_up.value.code == RUN_INTERRUPTED
+    """Connections are taken (the listener's backlog) but nothing ever answers: each read times
+    out after the heartbeat timeout, and past ``unreachable_seconds`` the relay gives up."""
+    run_id, _ = echo_frames
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as silent:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(BreadError) as given_up:
+            relayed(url, run_id, unreachable_seconds=0.5, heartbeat_timeout=0.2)
+    assert given_up.value.code == RUN_INTERRUPTED and "stopped answering" in given_up.value.message
+    assert time.monotonic() - started < 10

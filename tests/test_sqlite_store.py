@@ -139,12 +139,13 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
         "idx_loops_run": ("loops", 0, [None]),  # an expression: json_extract(data, '$.runId')
         "idx_task_runs_run": ("task_runs", 0, [None]),
         "idx_push_configs_due": ("push_configs", 0, ["done", "next_attempt_at"]),
+        "idx_mcp_sessions_created": ("mcp_sessions", 0, ["created_at"]),
     }
     assert triggers == [("crumbs_append_only", "crumbs")]
     migrations = [name for (name,) in read(path, "SELECT name FROM _bread_migrations")]
     assert migrations == [
         "m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes", "m004_session_state",
-        "m005_mcp_sessions", "m006_push_configs", "m007_relay_position",
+        "m005_mcp_sessions", "m006_push_configs", "m007_relay_position", "m008_mcp_sessions_created",
     ]  # fmt: skip
 
 

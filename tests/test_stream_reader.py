@@ -178,3 +178,12 @@ def test_what_is_not_a_run_stream_is_a_decode_error(content_type, data):
 def test_feeding_before_connecting_is_a_programming_error():
     with pytest.raises(RuntimeError, match="connect"):
         RunStreamReader().feed(b"", 0.0)
+
+
+def test_a_delta_line_whose_seq_no_int_can_hold_is_a_decode_error():
+    reader = RunStreamReader("run_1", 0, None)
+    reader.connect(NDJSON.content_type, 0.0)
+    line = NDJSON.frame(Frame("run_1", 0, {"type": "text:delta", "runId": "run_1", "delta": "x"}))
+    with pytest.raises(BreadError) as refused:
+        reader.feed(line.replace(b'"seq":0', b'"seq":' + b"9" * 5000), 0.0)
+    assert refused.value.code == PROTOCOL_DECODE_ERROR

@@ -103,9 +103,11 @@ class McpPlugin:
         self.tools: dict[str, McpTool] = {}
         #: A resume call's name (:func:`call_run_id`) -> the run it continues, while it is served.
         self._continued: dict[str, str] = {}
-        self._methods: dict[str, Callable[[Any, JSONRPCRequest], Response]] = {
-            "ping": lambda bread, message: _result(message.id, EmptyResult()),
-            "tools/list": lambda bread, message: _result(message.id, ListToolsResult(tools=self._listings())),
+        self._methods: dict[str, Callable[[Any, str, JSONRPCRequest], Response]] = {
+            "ping": lambda bread, session_id, message: _result(message.id, EmptyResult()),
+            "tools/list": lambda bread, session_id, message: _result(
+                message.id, ListToolsResult(tools=self._listings())
+            ),
             "tools/call": self._call,
         }
 
@@ -147,7 +149,7 @@ class McpPlugin:
         method = self._methods.get(message.method)
         if method is None:
             return _error(message.id, METHOD_NOT_FOUND, f"method {message.method!r} is not served")
-        return method(bread, message)
+        return method(bread, session_id, message)
 
     def _delete(self, bread: Any) -> Response:
         try:
@@ -175,7 +177,7 @@ class McpPlugin:
 
     # tools/call
 
-    def _call(self, bread: Any, message: JSONRPCRequest) -> Response:
+    def _call(self, bread: Any, session_id: str, message: JSONRPCRequest) -> Response:
         try:
             params = CallToolRequest.model_validate(message.model_dump(exclude_none=True)).params
         except ValidationError as exc:
@@ -186,7 +188,11 @@ class McpPlugin:
         arguments = params.arguments or {}
         if tool.kind == "task":
             return _result(message.id, _task_result(bread, tool, arguments))
-        call = call_run_id(request.headers[SESSION_HEADER], message.id)
+        call = call_run_id(session_id, message.id)
+        if tool.kind == "agent" and bread.store.get_run(call) is not None:
+            # An id used before in this session (a client that restarted its count): answering
+            # it would attach to that earlier call's run and repeat its answer.
+            return _error(message.id, INVALID_REQUEST, f"request id {message.id!r} was already used in this session")
         try:
             begin = self._begin(bread, tool, arguments, call)
             run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
@@ -216,25 +222,33 @@ class McpPlugin:
         """``frames``, with the continued run known by the call's name while they last."""
         self._continued[call] = run_id
         try:
-            yield from frames
+            yield from frames  # closing this closes them
         finally:
             self._continued.pop(call, None)
-            _close(frames)
 
     def _cancelled(self, bread: Any, session_id: str, message: JSONRPCNotification) -> None:
         """``notifications/cancelled``: the run of the call it names is cancelled, as
         ``POST /runs/<id>/cancel`` would (the run-ownership hook first). An agent call's run is
-        found from any worker or replica; a resume's continuation, in the worker serving it."""
+        found from any worker or replica; a resume's continuation, in the worker serving it. Only a
+        call still in flight is cancelled: a late notice (a timeout racing the answer) leaves a
+        paused run, or the continuation another call of this worker serves, as it is. A
+        notification is never answered with an error: a failure here is logged."""
         try:
             request_id = CancelledNotification.model_validate(message.model_dump(exclude_none=True)).params.request_id
         except ValidationError:
-            return  # a notification is never answered with an error
+            return
         if request_id is None:
             return
         call = call_run_id(session_id, request_id)
         run_id = self._continued.get(call, call)
-        if may_reach_run(run_id):
-            bread.cancel(run_id)
+        if call not in self._continued and call in self._continued.values():
+            return  # an answered call whose run a later resume call continues here
+        try:
+            record = bread.store.get_run(run_id)
+            if record is not None and record["status"] == "running" and may_reach_run(run_id):
+                bread.cancel(run_id)
+        except Exception:
+            log.exception("MCP notifications/cancelled of run %s failed", run_id)
 
 
 def call_run_id(session_id: str, request_id: Any) -> str:

@@ -182,3 +182,9 @@ def m006_append_one_crumb(conn: Any) -> None:
         $$
         """
     )
+
+
+@migration
+def m007_mcp_sessions_created(conn: Any) -> None:
+    # What `purge` deletes MCP sessions by, in its short transaction, however many there are.
+    conn.execute("CREATE INDEX idx_mcp_sessions_created ON mcp_sessions (created_at)")

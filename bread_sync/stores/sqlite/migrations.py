@@ -157,3 +157,9 @@ def m007_relay_position(db: Database) -> None:
     # Where a remote agent's relay stands (engine/remote.py), written with each relayed crumb.
     db["runs"].add_column("remote_run_id", str)
     db["runs"].add_column("remote_seq", int)
+
+
+@migration
+def m008_mcp_sessions_created(db: Database) -> None:
+    # What `purge` deletes MCP sessions by, in its short transaction, however many there are.
+    db["mcp_sessions"].create_index(["created_at"], index_name="idx_mcp_sessions_created")

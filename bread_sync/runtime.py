@@ -186,8 +186,6 @@ class Bread:
     def close(self) -> None:
         """Stop this instance's background work and close its store's connections."""
         self.leases.stop()
-        for remote in self.remote_agents.values():
-            remote.close()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()

@@ -6,20 +6,26 @@
 follows and cancels the remote run, and reads its stream across reconnects with the sans-IO
 :class:`~bread_sync.stream_reader.RunStreamReader`.
 
-The HTTP client is httpx (``pip install "bread-sync[remote]"``): its synchronous client uses
-plain sockets, so under the gevent worker, which patches them, a relay waiting for the remote
-gives way to the worker's other requests.
+The HTTP client is the standard library's ``http.client``, a connection per request: a relay
+reads one HTTP chunk per relayed crumb, and ``http.client`` reads one for about a sixth of what
+httpx2 spends (its h11 parser makes each chunk an event of its own; docs/performance.md,
+"Remote agents"). It uses plain sockets, so under the gevent worker, which patches them, a relay
+waiting for the remote gives way to the worker's other requests. It reads no proxy settings
+from the environment: a remote agent is reached directly.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import logging
-import os
-import threading
+import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from ..crumbs import Frame
 from ..errors import RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
@@ -38,12 +44,10 @@ CALL_SECONDS = 10.0
 DESCRIBED_SECONDS = 60.0
 
 
-def _httpx() -> Any:
-    try:
-        import httpx2 as httpx
-    except ImportError as exc:  # pragma: no cover - the extra names the fix
-        raise ImportError('remote agents need httpx: pip install "bread-sync[remote]"') from exc
-    return httpx
+#: What one read of a stream's body may take: a chunk (a crumb), or what is there of it.
+READ_BYTES = 65_536
+#: What a failed connection raises: the socket's errors, and a reply that is no HTTP.
+UNREACHABLE = (OSError, http.client.HTTPException)
 
 
 class RemoteAgent:
@@ -71,31 +75,19 @@ class RemoteAgent:
         self.headers = {"Accept": wire.content_type, **(headers or {})}
         self.heartbeat_timeout = heartbeat_timeout
         self.unreachable_seconds = unreachable_seconds
-        self._client: Any = None
-        self._pid = 0
-        self._lock = threading.Lock()
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"a remote agent's url is http:// or https:// and a host, not {url!r}")
+        self._secure, self._host, self._port, self._prefix = (
+            parts.scheme == "https",
+            parts.hostname,
+            parts.port,
+            parts.path,
+        )
         self._described: tuple[float, dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"RemoteAgent({self.agent_id!r} at {self.url})"
-
-    @property
-    def client(self) -> Any:
-        """The connection pool, made in the process that uses it (never shared across a fork)."""
-        with self._lock:
-            if self._client is None or self._pid != os.getpid():
-                httpx = _httpx()
-                timeout = httpx.Timeout(CALL_SECONDS, connect=CONNECT_SECONDS)
-                self._client = httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout)
-                self._pid = os.getpid()
-            return self._client
-
-    def close(self) -> None:
-        """Close this process's connections to the remote."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -149,14 +141,42 @@ class RemoteAgent:
         return RemoteStream(self, run_id, after, None)
 
     def _json(self, method: str, path: str) -> Any:
-        httpx = _httpx()
         try:
-            response = self.client.request(method, path)
-        except httpx.TransportError as exc:
+            with self.request(method, path, read_timeout=CALL_SECONDS) as (response, _):
+                status, body = response.status, response.read()
+        except UNREACHABLE as exc:
             raise BreadError(RUN_INTERRUPTED, f"the remote agent's server did not answer: {self.url}") from exc
-        if response.status_code >= 400:
-            raise _error_of(response, path)
-        return response.json()
+        if status >= 400:
+            raise _error_of(status, body, path)
+        return json.loads(body)
+
+    @contextmanager
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        *,
+        read_timeout: float | None,
+    ) -> Iterator[tuple[http.client.HTTPResponse, Callable[[], None]]]:
+        """One request on a connection of its own, closed when left: its response, whose reads
+        wait ``read_timeout`` seconds at most (None: for ever), and what aborts it from another
+        greenlet or thread. ``body``: sent as JSON."""
+        kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
+        conn = kind(self._host, self._port, timeout=CONNECT_SECONDS)
+        try:
+            sent = {**self.headers, **(headers or {})}
+            data = None if body is None else json.dumps(body).encode()
+            if data is not None:
+                sent["Content-Type"] = "application/json"
+            conn.request(method, self._prefix + path, body=data, headers=sent)
+            conn.sock.settimeout(read_timeout)
+            abort = partial(_shut_down, conn.sock)  # the response reads it, whatever conn does
+            with conn.getresponse() as response:
+                yield response, abort
+        finally:
+            conn.close()
 
 
 class RemoteStream:
@@ -170,23 +190,23 @@ class RemoteStream:
         self.reader = RunStreamReader(run_id, after, heartbeat_timeout=agent.heartbeat_timeout)
         self._opening = opening
         self._closed = False
-        self._response: Any = None
+        self._abort: Callable[[], None] | None = None
 
     def __iter__(self) -> Iterator[Frame]:
         return self._frames()
 
     def close(self) -> None:
         self._closed = True
-        response = self._response
-        if response is not None:
-            response.close()
+        abort = self._abort
+        if abort is not None:
+            abort()
 
     def _frames(self) -> Iterator[Frame]:
         """Open the opening request (else the passive stream), feed the reader, and re-open the
         passive stream after the reader's position whenever the body ends or stalls before the
         run has ended or paused. Gives up with ``RUN_INTERRUPTED`` after ``unreachable_seconds``
         without a byte, or when the remote has no such run."""
-        httpx, agent, reader = _httpx(), self.agent, self.reader
+        agent, reader = self.agent, self.reader
         heard = time.monotonic()
         while not (reader.ended or reader.paused or self._closed):
             request = self._opening or ("GET", f"/runs/{quote(self.run_id, safe='')}/stream", None)
@@ -197,7 +217,7 @@ class RemoteStream:
                     for item in items:
                         if item.__class__ is Frame:
                             yield item
-            except (httpx.TransportError, httpx.StreamError, OSError):
+            except UNREACHABLE:
                 pass  # a drop, a silence past the heartbeat timeout, or close(): re-open, or stop
             if reader.ended or reader.paused or self._closed:
                 return
@@ -213,33 +233,40 @@ class RemoteStream:
         method, path, body = request
         reader = self.reader
         headers = {"Last-Event-ID": reader.last_event_id} if method == "GET" else {}
-        timeout = _httpx().Timeout(CALL_SECONDS, connect=CONNECT_SECONDS, read=self.agent.heartbeat_timeout)
-        with self.agent.client.stream(method, path, json=body, headers=headers, timeout=timeout) as response:
-            self._response = response
+        opened = self.agent.request(method, path, body, headers, read_timeout=self.agent.heartbeat_timeout)
+        with opened as (response, self._abort):
             try:
-                if response.status_code == 204:
+                if response.status == 204:
                     reader.run_finished()
                     return
-                if response.status_code >= 400:
-                    response.read()
-                    raise _error_of(response, "the remote run")
-                reader.connect(response.headers.get("content-type", ""), time.monotonic())
-                for chunk in response.iter_raw():
+                if response.status >= 400:
+                    raise _error_of(response.status, response.read(), "the remote run")
+                reader.connect(response.getheader("content-type", ""), time.monotonic())
+                while chunk := response.read1(READ_BYTES):
                     yield reader.feed(chunk, time.monotonic())
                     if reader.ended or reader.paused:
                         return
             finally:
-                self._response = None
+                self._abort = None
 
 
-def _error_of(response: Any, what: str) -> BreadError:
+def _shut_down(sock: socket.socket) -> None:
+    """Wake a read in flight on ``sock`` in another greenlet or thread with an error, at once (a
+    close from there would race the reader's own buffer); the reader closes the connection."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # closed already
+
+
+def _error_of(status: int, body: bytes, what: str) -> BreadError:
     """The remote's ``{"error": {code, message}}`` as a BreadError (403's bare string too)."""
     try:
-        error = response.json().get("error")
-    except ValueError:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
         error = None
     if isinstance(error, dict) and isinstance(error.get("code"), str):
         return BreadError(error["code"], str(error.get("message", "")))
-    if response.status_code == 404:
+    if status == 404:
         return BreadError(RUN_NOT_FOUND, f"{what}: not found on the remote server")
-    return BreadError(RUN_INTERRUPTED, f"{what}: the remote server answered {response.status_code}")
+    return BreadError(RUN_INTERRUPTED, f"{what}: the remote server answered {status}")

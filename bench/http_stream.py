@@ -416,6 +416,14 @@ def profile_table(prof: dict[str, Any], top: int = 15) -> list[str]:
     return lines
 
 
+def add_lateness_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the lateness workload's diagnoses (lateness_trace.py, lateness_split.py)."""
+    parser.add_argument("--wire", choices=list(WIRES), default="ndjson")
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--beats", type=int, default=40)
+    parser.add_argument("--period", type=float, default=0.05)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")

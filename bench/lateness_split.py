@@ -25,11 +25,8 @@ GC_SHOWN_MS = 2.0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wire", choices=list(http_stream.WIRES), default="ndjson")
+    http_stream.add_lateness_options(parser)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--streams", type=int, default=200)
-    parser.add_argument("--beats", type=int, default=40)
-    parser.add_argument("--period", type=float, default=0.05)
     args = parser.parse_args()
     harness.raise_open_files(args.streams * 2 + 100)
     folder = Path(tempfile.mkdtemp(prefix="bread-bench-split-"))

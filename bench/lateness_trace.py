@@ -32,11 +32,8 @@ WINDOW = 0.05
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--wire", choices=list(http_stream.WIRES), default="ndjson")
+    http_stream.add_lateness_options(parser)
     parser.add_argument("--minimal", action="store_true", help="trace the minimal app replaying bread_sync")
-    parser.add_argument("--streams", type=int, default=200)
-    parser.add_argument("--beats", type=int, default=40)
-    parser.add_argument("--period", type=float, default=0.05)
     args = parser.parse_args()
     harness.raise_open_files(args.streams * 2 + 100)
     folder = Path(tempfile.mkdtemp(prefix="bread-bench-trace-"))

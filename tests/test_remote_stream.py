@@ -25,9 +25,9 @@ class ScriptedRemote(threading.Thread):
     """Answers its first request with the run's first frame, then ``heartbeats`` heartbeats 0.1 s
     apart, then drops the connection; every later request (the passive stream) with the rest."""
 
-    def __init__(self, frames: list[bytes], heartbeats: int):
+    def __init__(self, frames: list[bytes], heartbeats: int, whole: bool = False):
         super().__init__(daemon=True)
-        self.frames, self.heartbeats = frames, heartbeats
+        self.frames, self.heartbeats, self.whole = frames, heartbeats, whole
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.requests: list[bytes] = []
@@ -40,7 +40,9 @@ class ScriptedRemote(threading.Thread):
                 return
             with conn:
                 self.requests.append(conn.recv(65536).split(b"\r\n", 1)[0])
-                if len(self.requests) == 1:
+                if self.whole:
+                    conn.sendall(HEAD + b"".join(chunk(f) for f in self.frames) + b"0\r\n\r\n")
+                elif len(self.requests) == 1:
                     conn.sendall(HEAD + chunk(self.frames[0]))
                     for _ in range(self.heartbeats):
                         time.sleep(0.1)
@@ -91,3 +93,25 @@ def test_a_remote_silent_past_unreachable_seconds_is_given_up(echo_frames):
             relayed(url, run_id, unreachable_seconds=0.5, heartbeat_timeout=0.2)
     assert given_up.value.code == RUN_INTERRUPTED and "stopped answering" in given_up.value.message
     assert time.monotonic() - started < 10
+
+
+def test_a_closed_stream_hands_on_nothing_more_though_more_was_read(echo_frames):
+    """close() (a cancel) stops the relay at once, even where the rest of the run's bytes came
+    in with its first read."""
+    run_id, frames = echo_frames
+    remote = ScriptedRemote(frames, heartbeats=0, whole=True)
+    remote.start()
+    try:
+        stream = http_chunked.remote_agent(url=remote.url, agent_id="echo").start(run_id, "hello there", "s1", None)
+        relayed = iter(stream)
+        assert next(relayed).type == AGENT_RUN_START
+        stream.close()
+        assert list(relayed) == []
+    finally:
+        remote.close()
+
+
+@pytest.mark.parametrize("url", ["http://user:secret@127.0.0.1:1", "http://127.0.0.1:1/?key=k", "ftp://127.0.0.1/"])
+def test_a_url_that_would_lose_what_it_says_is_refused(url):
+    with pytest.raises(ValueError):
+        http_chunked.remote_agent(url=url, agent_id="echo")

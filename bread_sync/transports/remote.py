@@ -20,6 +20,7 @@ import http.client
 import json
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -78,12 +79,13 @@ class RemoteAgent:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"a remote agent's url is http:// or https:// and a host, not {url!r}")
-        self._secure, self._host, self._port, self._prefix = (
-            parts.scheme == "https",
-            parts.hostname,
-            parts.port,
-            parts.path,
-        )
+        if parts.username or parts.password or parts.query or parts.fragment:
+            raise ValueError(
+                f"a remote agent's url is a base URL with no credentials or query: {url!r} (headers= carries auth)"
+            )
+        self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
+        # One per agent: a default context loads the system's certificates, tens of ms each time.
+        self._tls = ssl.create_default_context() if parts.scheme == "https" else None
         self._described: tuple[float, dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
@@ -142,13 +144,16 @@ class RemoteAgent:
 
     def _json(self, method: str, path: str) -> Any:
         try:
-            with self.request(method, path, read_timeout=CALL_SECONDS) as (response, _):
+            with self.request(method, path, read_timeout=CALL_SECONDS) as response:
                 status, body = response.status, response.read()
         except UNREACHABLE as exc:
             raise BreadError(RUN_INTERRUPTED, f"the remote agent's server did not answer: {self.url}") from exc
         if status >= 400:
             raise _error_of(status, body, path)
-        return json.loads(body)
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise BreadError(RUN_INTERRUPTED, f"{path}: the remote server's answer is not JSON") from exc
 
     @contextmanager
     def request(
@@ -159,22 +164,28 @@ class RemoteAgent:
         headers: dict[str, str] | None = None,
         *,
         read_timeout: float | None,
-    ) -> Iterator[tuple[http.client.HTTPResponse, Callable[[], None]]]:
+        connected: Callable[[Callable[[], None]], None] | None = None,
+    ) -> Iterator[http.client.HTTPResponse]:
         """One request on a connection of its own, closed when left: its response, whose reads
-        wait ``read_timeout`` seconds at most (None: for ever), and what aborts it from another
-        greenlet or thread. ``body``: sent as JSON."""
-        kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
-        conn = kind(self._host, self._port, timeout=CONNECT_SECONDS)
+        wait ``read_timeout`` seconds at most (None: for ever). ``body``: sent as JSON.
+        ``connected(abort)`` is called once connected, before the request is sent: ``abort()``
+        then stops it from another greenlet or thread, a read in flight included."""
+        if self._tls is not None:
+            conn = http.client.HTTPSConnection(self._host, self._port, timeout=CONNECT_SECONDS, context=self._tls)
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_SECONDS)
         try:
+            conn.connect()
+            if connected is not None:
+                connected(partial(_shut_down, conn.sock))  # the response reads it, whatever conn does
             sent = {**self.headers, **(headers or {})}
             data = None if body is None else json.dumps(body).encode()
             if data is not None:
                 sent["Content-Type"] = "application/json"
             conn.request(method, self._prefix + path, body=data, headers=sent)
             conn.sock.settimeout(read_timeout)
-            abort = partial(_shut_down, conn.sock)  # the response reads it, whatever conn does
             with conn.getresponse() as response:
-                yield response, abort
+                yield response
         finally:
             conn.close()
 
@@ -233,8 +244,10 @@ class RemoteStream:
         method, path, body = request
         reader = self.reader
         headers = {"Last-Event-ID": reader.last_event_id} if method == "GET" else {}
-        opened = self.agent.request(method, path, body, headers, read_timeout=self.agent.heartbeat_timeout)
-        with opened as (response, self._abort):
+        timeout = self.agent.heartbeat_timeout
+        with self.agent.request(
+            method, path, body, headers, read_timeout=timeout, connected=self._connected
+        ) as response:
             try:
                 if response.status == 204:
                     reader.run_finished()
@@ -242,19 +255,27 @@ class RemoteStream:
                 if response.status >= 400:
                     raise _error_of(response.status, response.read(), "the remote run")
                 reader.connect(response.getheader("content-type", ""), time.monotonic())
-                while chunk := response.read1(READ_BYTES):
+                while (chunk := response.read1(READ_BYTES)) and not self._closed:
+                    # (closed: what was read past the shutdown is not the stream's any more)
                     yield reader.feed(chunk, time.monotonic())
                     if reader.ended or reader.paused:
                         return
             finally:
                 self._abort = None
 
+    def _connected(self, abort: Callable[[], None]) -> None:
+        self._abort = abort
+        if self._closed:  # closed while connecting: stop before anything is sent
+            abort()
+
 
 def _shut_down(sock: socket.socket) -> None:
     """Wake a read in flight on ``sock`` in another greenlet or thread with an error, at once (a
     close from there would race the reader's own buffer); the reader closes the connection."""
     try:
-        sock.shutdown(socket.SHUT_RDWR)
+        # The plain socket's shutdown: a TLS socket's own would drop its TLS state, and a read
+        # past it would return the raw ciphertext.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
     except OSError:
         pass  # closed already
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import closing
 from importlib.metadata import version as package_version
 from typing import Any
 
@@ -295,22 +296,14 @@ class _Seen:
         return crumbs
 
 
-def _last_crumb(frames: Iterator[Any], run_id: str) -> dict[str, Any] | None:
+def _last_crumb(frames: Generator[Any, None, None], run_id: str) -> dict[str, Any] | None:
     """The last crumb of a call's run, read to its end (or pause); closes the tail."""
     seen = _Seen(run_id)
-    try:
+    with closing(frames):
         for items in frames:
             if items is not None:
                 seen.take(items)
-    finally:
-        _close(frames)
     return seen.last
-
-
-def _close(frames: Iterator[Any]) -> None:
-    close = getattr(frames, "close", None)
-    if close is not None:
-        close()
 
 
 def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: Any, run_id: str) -> Iterator[bytes]:

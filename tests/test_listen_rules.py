@@ -143,3 +143,37 @@ def test_gunicorn_with_the_shipped_conf_refuses_auth_without_authorize(spawn):
                       env={"BREAD_BIND": f"0.0.0.0:{port}"})  # fmt: skip
     assert_refused(proc, port, log)
     assert "Traceback" not in log.read_text()
+
+
+def test_gunicorn_without_the_shipped_conf_never_serves_auth_without_authorize(spawn, tmp_path):
+    """The conf's start-up hook is not the only guard: wsgi.py itself refuses to build the app,
+    so the worker never boots whatever launched it (here another -c, without the hook)."""
+    port = free_port()
+    gunicorn = str(Path(sys.executable).parent / "gunicorn")
+    other = tmp_path / "other.conf.py"
+    other.write_text('worker_class = "gevent"\n')
+    proc, log = spawn(True, False, "-c", str(other), "-w", "1", "-b", f"127.0.0.1:{port}", "--no-control-socket",
+                      "wsgi:app", command=(gunicorn,))  # fmt: skip
+    assert proc.wait(timeout=DEADLINE) != 0
+    text = log.read_text()
+    assert "AUTH_NOT_CONFIGURED" in text and "Booting worker" in text, text
+    with socket.socket() as sock:
+        assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_unix_socket_bind_without_auth_is_local_and_served(spawn, tmp_path):
+    """Only this machine reaches a Unix socket: the listen rules let it be bound without auth,
+    and its callers, who have no peer address, are local to the loopback-peer rule."""
+    import httpx2 as httpx
+
+    path = tmp_path / "bread.sock"
+    gunicorn = str(Path(sys.executable).parent / "gunicorn")
+    proc, log = spawn(False, False, "-c", "gunicorn.conf.py", "-w", "1", "-b", f"unix:{path}", "wsgi:app",
+                      command=(gunicorn,))  # fmt: skip
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), timeout=2) as client:
+        deadline = time.monotonic() + DEADLINE
+        while not path.exists() or client.get("http://localhost/health").status_code != 200:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert client.get("http://localhost/agents").status_code == 200
+        assert client.get("http://localhost/agents", headers={"Host": "evil.example"}).status_code == 403

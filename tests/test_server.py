@@ -12,7 +12,7 @@ from flask import Flask
 from bread_sync import BreadError, Config
 from bread_sync.demo import config as demo_config
 from bread_sync.server import HTTP_ACTIONS, BreadSync, create_server, register_http_route
-from bread_sync.server.guard import is_loopback_host
+from bread_sync.server.guard import is_loopback_host, is_loopback_peer
 from bread_sync.server.listen import LOOPBACK_WARNING, check_bind
 from bread_sync.wire import NDJSONDecoder, SSEDecoder
 
@@ -67,6 +67,29 @@ def test_a_foreign_host_is_forbidden_and_health_is_not(client):
     forwarded = client.get("/agents", headers={"Host": "evil.example", "X-Forwarded-Host": "localhost"})
     assert forwarded.status_code == 403
     assert client.get("/health", headers={"Host": "evil.example"}).get_json() == {"ok": True}
+
+
+@pytest.mark.parametrize("peer", ["127.0.0.1", "127.8.9.1", "::1", "::ffff:127.0.0.1", "", None, "/run/bread.sock"])
+def test_loopback_peers(peer):
+    assert is_loopback_peer(peer)
+
+
+@pytest.mark.parametrize("peer", ["203.0.113.5", "10.0.0.1", "0.0.0.0", "::", "::ffff:10.0.0.1", "fe80::1%eth0",
+                                  "localhost", "unknown"])  # fmt: skip
+def test_non_loopback_peers(peer):
+    assert not is_loopback_peer(peer)
+
+
+def test_without_auth_a_caller_off_this_machine_is_403_whatever_host_it_sends(make_bread):
+    """However the app is served (another WSGI server, no gunicorn.conf.py, a public bind), a
+    peer that is not loopback is refused while auth is off, a loopback Host or not."""
+    client = create_server(make_bread(transport="http-sse")).test_client()
+    remote = {"REMOTE_ADDR": "203.0.113.5"}
+    for method, path in [("GET", "/agents"), ("POST", "/sessions/cleanup"), ("GET", "/no/such/path")]:
+        answer = client.open(path, method=method, headers={"Host": "localhost"}, environ_base=remote)
+        assert answer.status_code == 403 and answer.get_json() == {"error": "Forbidden"}, (method, path)
+    assert client.get("/health", environ_base=remote).status_code == 200
+    assert client.get("/agents", headers={"Host": "localhost"}).status_code == 200  # the test client is local
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,18 @@ from werkzeug.routing import RequestRedirect
 from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
-from . import commands, cors, playground, routes, streaming
+from . import commands, cors, cross_site, playground, routes, streaming
 from .actions import HEALTH_ENDPOINT, actions_of, body_limits_of, statuses_of
-from .guard import Forbidden, authorize_request, check_host, has_auth, is_loopback_host, read_body, run_authorizer
+from .guard import (
+    Forbidden,
+    authorize_request,
+    check_local,
+    has_auth,
+    is_local_request,
+    read_body,
+    read_rest_of_body,
+    run_authorizer,
+)
 from .runner import Runner
 from .state import State, state
 
@@ -109,14 +118,18 @@ def _guard() -> Any:
         return routes.health()  # answered here, so no middleware (auth included) ever sees it
     current = state()
     if not current.auth:
-        check_host()
+        check_local()
+    if cross_site.is_cross_site(current.cors_origins):
+        raise Forbidden()  # before the body is read: a hostile page's bytes are never parsed
     if playground.is_page_request():
         return playground.serve_request()  # before the auth plugin: the page loads without a credential
     answer = cors.preflight(current.cors_origins)
     if answer is not None:
         return answer
     if request.method in _BODY_METHODS:
-        read_body(body_limits_of(current_app).get(request.endpoint or "", current.max_body_bytes))
+        limit = body_limits_of(current_app).get(request.endpoint or "", current.max_body_bytes)
+        # A route's own larger limit is for callers auth has let in (see _grant).
+        read_body(limit, before_auth=current.max_body_bytes if current.auth else None)
     return None
 
 
@@ -129,15 +142,15 @@ def claim_unrouted_paths(app: Flask) -> None:
 def _authenticate_unrouted() -> Any:
     """With auth on, a path of bread's that matches no route (404, 405) is 401 to a caller
     without a credential, like every route but /health: an anonymous caller cannot map them.
-    Without auth, the Host rule comes first, as on every route: another Host is 403 whatever
-    the path and method. While the playground is on, a browser's ``GET /`` is sent to it next."""
+    Without auth, the local rule comes first, as on every route: another Host or peer is 403
+    whatever the path and method. While the playground is on, a browser's ``GET /`` is sent to it next."""
     if request.routing_exception is None or isinstance(request.routing_exception, RequestRedirect):
         return None
     current = state()
     path, prefix = request.path, current.url_prefix
     if not (path == prefix or path.startswith(prefix + "/")):
         return None
-    if not current.auth and not is_loopback_host(request.headers.get("Host")):
+    if not current.auth and not is_local_request():
         return _error_response(Forbidden())
     if current.playground:
         answer = playground.root_redirect(prefix, current.auth)
@@ -153,6 +166,7 @@ def _authenticate_unrouted() -> Any:
 def _grant() -> None:
     current = state()
     if current.auth:
+        read_rest_of_body()
         authorize_request(current.bread.config.server.authorize)
 
 

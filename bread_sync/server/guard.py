@@ -1,8 +1,9 @@
-"""What every bread route checks before its handler: the Host rule, the action's grant and the
+"""What every bread route checks before its handler: the local rule, the action's grant and the
 body limit; and how a handler reads its validated body and query."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import re
@@ -50,23 +51,62 @@ def accepts(media_type: str) -> bool:
     return any(value == media_type and quality > 0 for value, quality in request.accept_mimetypes)
 
 
-def check_host() -> None:
-    # The Host header as the client sent it; X-Forwarded-Host is deliberately ignored.
-    if not is_loopback_host(request.headers.get("Host")):
+def is_local_request() -> bool:
+    """The rule while auth is off: a loopback Host (not X-Forwarded-Host: a web page cannot pick
+    its Host, so DNS rebinding ends here) from a loopback peer (so the rule holds however the app
+    is served, whatever address it listens on)."""
+    return is_loopback_host(request.headers.get("Host")) and is_loopback_peer(request.remote_addr)
+
+
+def is_loopback_peer(address: str | None) -> bool:
+    """A loopback address; none at all, or a path, is a Unix socket's peer: local too."""
+    if not address or address.startswith("/"):
+        return True
+    try:
+        ip = ipaddress.ip_address(address.split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return (mapped or ip).is_loopback
+
+
+def check_local() -> None:
+    if not is_local_request():
         raise Forbidden()
 
 
-def read_body(limit: int) -> None:
+def read_body(limit: int, before_auth: int | None = None) -> None:
     """Read the raw body once, refusing more than ``limit`` bytes, with or without a
     Content-Length (a chunked upload is cut off at limit + 1 bytes), and a body that has not
-    arrived within ``BREAD_SYNC_BODY_TIMEOUT_SECONDS`` (see deadline.py)."""
+    arrived within ``BREAD_SYNC_BODY_TIMEOUT_SECONDS`` (see deadline.py).
+
+    ``before_auth``: read at most this much now, the rest once the caller is known
+    (:func:`read_rest_of_body`), so an anonymous caller makes the server buffer no more."""
     length = request.content_length
     if length is not None and length > limit:
-        raise BreadError(BODY_TOO_LARGE, f"the request body is over the {limit}-byte limit")
-    data = _read_in_time(limit + 1)
+        raise _too_large(limit)
+    now = limit if before_auth is None else min(limit, before_auth)
+    data = _read_in_time(now + 1)
     if len(data) > limit:
-        raise BreadError(BODY_TOO_LARGE, f"the request body is over the {limit}-byte limit")
+        raise _too_large(limit)
+    if len(data) > now:
+        g.bread_body_limit = limit
     g.bread_body = data
+
+
+def read_rest_of_body() -> None:
+    """The part of the body :func:`read_body` left for after authentication, if any."""
+    limit = g.pop("bread_body_limit", None)
+    if limit is None:
+        return
+    data = g.bread_body + _read_in_time(limit + 1 - len(g.bread_body))
+    if len(data) > limit:
+        raise _too_large(limit)
+    g.bread_body = data
+
+
+def _too_large(limit: int) -> BreadError:
+    return BreadError(BODY_TOO_LARGE, f"the request body is over the {limit}-byte limit")
 
 
 def _read_in_time(size: int) -> bytes:
@@ -77,7 +117,9 @@ def _read_in_time(size: int) -> bytes:
         except Exception as exc:  # the client went away, or the deadline cut a chunk short
             if passed():
                 raise _too_slow(seconds) from exc
-            raise
+            # A chunk size that is not hex, a broken chunk extension, a body cut short: the
+            # server's parser raises; the client gets its 400, and the connection closes.
+            raise BreadError(INVALID_REQUEST, "the request body could not be read: malformed HTTP framing") from None
         if passed():
             raise _too_slow(seconds)
     return data

@@ -14,6 +14,9 @@ log = logging.getLogger("bread_sync.server")
 EXIT_REFUSED = 1
 EXIT_UNLOADABLE = 2
 
+#: gunicorn's prefix of a Unix socket's bind.
+UNIX_BIND = "unix:"
+
 LOOPBACK_WARNING = (
     "serving without auth on a loopback address: any process on this machine, including a "
     "reverse proxy, can present a loopback Host and reach every route"
@@ -22,20 +25,26 @@ LOOPBACK_WARNING = (
 
 def check_bind(config: Config, host: str) -> str | None:
     """Refuse (``AUTH_NOT_CONFIGURED``) a bind the listen rules forbid; a warning, if any."""
-    auth = has_auth(config.plugins)
-    authorize = config.server.authorize is not None
-    loopback = host in LOOPBACK_BINDS
-    if auth and authorize:
+    check_authorize(config)
+    if has_auth(config.plugins):
         return None
-    if not auth and loopback:
+    if host in LOOPBACK_BINDS or host.startswith(UNIX_BIND):
         return LOOPBACK_WARNING
-    if auth:
-        raise BreadError(AUTH_NOT_CONFIGURED, "the auth plugin is on but config.server.authorize is not set")
     raise BreadError(AUTH_NOT_CONFIGURED, f"refusing to listen on {host} without auth: add the auth plugin")
 
 
+def check_authorize(config: Config) -> None:
+    """Refuse (``AUTH_NOT_CONFIGURED``) the auth plugin without ``config.server.authorize``:
+    every request would be 403."""
+    if has_auth(config.plugins) and config.server.authorize is None:
+        raise BreadError(AUTH_NOT_CONFIGURED, "the auth plugin is on but config.server.authorize is not set")
+
+
 def host_of(bind: str) -> str:
-    """``127.0.0.1:3000`` -> ``127.0.0.1``; ``[::1]:3000`` -> ``::1``."""
+    """``127.0.0.1:3000`` -> ``127.0.0.1``; ``[::1]:3000`` -> ``::1``; a Unix socket's bind
+    (``unix:/run/bread.sock``), which only this machine can reach, as it is."""
+    if bind.startswith(UNIX_BIND):
+        return bind
     if bind.startswith("["):
         return bind[1 : bind.index("]")]
     return bind.rsplit(":", 1)[0] if bind.count(":") == 1 else bind

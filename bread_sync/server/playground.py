@@ -17,7 +17,7 @@ from flask import Response, current_app, redirect, request
 
 from ..config import Config
 from .actions import HTTP_ACTIONS, actions_of, register_http_route
-from .guard import LOOPBACK_BINDS, accepts, has_auth, is_loopback_host
+from .guard import LOOPBACK_BINDS, accepts, has_auth, is_local_request
 
 PATH = "/_bread/"
 ENV_VAR = "BREAD_PLAYGROUND"
@@ -64,8 +64,8 @@ def root_redirect(prefix: str, auth: bool) -> Response | None:
         return None
     if not accepts("text/html"):
         return None
-    if not auth and not is_loopback_host(request.headers.get("Host")):
-        return None  # the Host rule: as for any path of bread's
+    if not auth and not is_local_request():
+        return None  # the local rule: as for any path of bread's
     return redirect(prefix + PATH, code=302)  # not 301: browsers would keep it after the page is off
 
 

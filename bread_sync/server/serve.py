@@ -8,7 +8,7 @@ from typing import Any
 from .. import logs
 from ..config import Config
 from . import playground
-from .listen import check_listen
+from .listen import check_authorize, check_listen
 
 
 def dev(config: Config, host: str, port: int, config_name: str | None = None) -> None:
@@ -47,9 +47,18 @@ def start(config: Config, host: str, port: int, workers: int, config_name: str |
                 self.cfg.set(key, value)
 
         def load(self) -> Any:
-            from .. import create_bread
-            from .extension import create_server
-
-            return create_server(create_bread().start())
+            return served_app()
 
     Application().run()
+
+
+def served_app() -> Any:
+    """The app a server process serves (``wsgi.py``, each worker of ``bread-sync start``): the
+    config ``BREAD_CONFIG`` names, refused with ``AUTH_NOT_CONFIGURED`` when auth is on without
+    ``authorize``, whatever launched the process. ``create_server`` itself never refuses."""
+    from .. import create_bread
+    from .extension import create_server
+
+    bread = create_bread()
+    check_authorize(bread.config)
+    return create_server(bread.start())

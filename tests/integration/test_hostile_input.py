@@ -261,3 +261,42 @@ def test_the_largest_seq_is_204_for_a_finished_run_and_400_for_a_running_one(htt
         caught_up = fetch(http, "GET", passive_url(sse.url, live.run_id, 1), "sse", seconds=10)
         live.rest()
     assert caught_up.last_crumb.type == RUN_END and live.last_crumb.type == RUN_END
+
+
+# -- a web page of another site ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sent", ["Origin: https://evil.example", "Sec-Fetch-Site: cross-site"])
+def test_a_cross_site_write_is_refused_before_its_body_arrives(sse, sent):
+    """The 403 comes before the body is read: the body is never sent here, and the server (which
+    waits a minute for a body it reads) answers at once."""
+    began = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port_of(sse)), timeout=10) as sock:
+        sock.sendall(f"POST /sessions/cleanup HTTP/1.1\r\nHost: localhost\r\n{sent}\r\nContent-Length: 100\r\n"
+                     "Content-Type: text/plain\r\nConnection: close\r\n\r\n".encode())  # fmt: skip
+        answer = read_answer(sock)
+    assert answer.status == 403 and answer.json() == {"error": "Forbidden"}
+    assert time.monotonic() - began < 5
+    serves(sse)
+
+
+#: Chunk sizes gunicorn cannot parse: not hex, negative, an extension that never ends.
+MALFORMED_CHUNK_SIZES = [b"zz", b"-5", b"5;" + b"x" * 10_000]
+
+
+@pytest.mark.parametrize("size", MALFORMED_CHUNK_SIZES)
+def test_a_malformed_chunked_body_is_400_and_leaves_no_traceback(sse, size):
+    assert_malformed_chunks_refused(sse, size)
+    serves(sse)
+
+
+def assert_malformed_chunks_refused(server: Server, size: bytes, headers: str = "") -> None:
+    """A chunked body whose first chunk size is ``size``: 400 ``INVALID_REQUEST``, no traceback."""
+    log_before = len(server.log(limit=10**9))
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=10) as sock:
+        head = f"POST /agents/echo/run HTTP/1.1\r\nHost: localhost\r\n{headers}Transfer-Encoding: chunked\r\n\r\n"
+        sock.sendall(head.encode() + size + b"\r\n{}\r\n0\r\n\r\n")
+        answer = read_answer(sock)
+    assert answer.status == 400, answer
+    assert answer.json() == {"error": {"code": "INVALID_REQUEST", "message": answer.json()["error"]["message"]}}
+    assert "Traceback" not in server.log(limit=10**9)[log_before:]

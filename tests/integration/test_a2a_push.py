@@ -2,12 +2,15 @@
 sender), to a webhook of the test's own on 127.0.0.1: every status and artifact update of the
 task, in order, once; a failing webhook retried with backoff; deliveries that survive a restart;
 the config methods of both versions (v1.0 through the a2a-sdk client); a private webhook refused
-where the mount does not allow it."""
+where the mount does not allow it; at most ten subscriptions per task; a webhook that never
+answers holding up no other task's deliveries."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
 import time
 import uuid
 
@@ -215,3 +218,72 @@ def test_v03_config_methods_with_the_sdk_client(http, pushing, hook):
     assert [c.id for c in listed.configs] == ["sdk"]
     bodies = hook.wait_for_end(task["id"], v03_ended)
     assert [strict_v03(b).kind for b in bodies] == ["artifact-update", "status-update"]
+
+
+def test_a_task_takes_ten_subscriptions_at_most(http, pushing, hook):
+    task = started(http, pushing, "/a2a/push", "1")
+    for n in range(10):
+        assert "result" in subscribe_v03(http, pushing, task["id"], f"{hook.url}?{n}", id=f"c{n}")
+    refused = subscribe_v03(http, pushing, task["id"], hook.url, id="c10")
+    assert refused["error"]["code"] == -32602 and "push notification configs" in refused["error"]["message"]
+    assert "result" in subscribe_v03(http, pushing, task["id"], f"{hook.url}?again", id="c3")  # a set again
+    listed = call(http, pushing, "/a2a/push", "tasks/pushNotificationConfig/list", {"id": task["id"]})["result"]
+    assert len(listed) == 10
+
+
+class Silent:
+    """A webhook that takes every connection and never answers."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._hold, daemon=True).start()
+
+    def _hold(self):
+        while True:
+            try:
+                self.held.append(self.listener.accept()[0])
+            except OSError:  # closed
+                return
+
+    def close(self):
+        self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        self.listener.close()
+        for held in self.held:
+            held.close()
+
+
+def ended(http, server, task_id):
+    deadline = time.monotonic() + DELIVERY_SECONDS
+    while time.monotonic() < deadline:
+        got = call(http, server, "/a2a/push", "tasks/get", {"id": task_id})["result"]
+        if got["status"]["state"] == "completed":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} did not end")
+
+
+def test_a_webhook_that_never_answers_holds_up_no_other_tasks_deliveries(http, pushing, hook):
+    silent = Silent()
+    stalled = started(http, pushing, "/a2a/push", "2")
+    task = started(http, pushing, "/a2a/push", "1")
+    try:
+        for n in range(10):
+            subscribe_v03(http, pushing, stalled["id"], f"{silent.url}?{n}", id=f"s{n}")
+        deadline = time.monotonic() + DELIVERY_SECONDS
+        while len(silent.held) < 2 and time.monotonic() < deadline:  # both workers' senders wait on it
+            time.sleep(0.05)
+        assert len(silent.held) >= 2
+        ended(http, pushing, task["id"])
+        subscribed = time.monotonic()
+        subscribe_v03(http, pushing, task["id"], hook.url)
+        while not hook.bodies_for(task["id"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # Due at once, it goes out within a turn of a sender (0.2 s); before, behind 10 s POSTs.
+        assert hook.bodies_for(task["id"]) and time.monotonic() - subscribed < 3.0
+    finally:
+        for n in range(10):
+            call(http, pushing, "/a2a/push", "tasks/pushNotificationConfig/delete",
+                 {"id": stalled["id"], "pushNotificationConfigId": f"s{n}"})  # fmt: skip
+        silent.close()

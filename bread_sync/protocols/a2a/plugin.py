@@ -38,6 +38,8 @@ DEFAULT_CARD_PATH = "/.well-known/agent-card.json"
 DEFAULT_RPC_PATH = "/a2a"
 #: The RPC route's own body limit: room for an inline file at the 10 MB limit, in base64.
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Push subscriptions one task may have, by default: each one POSTs every event of the task.
+DEFAULT_MAX_PUSH_CONFIGS = 10
 #: ListTasks' page size when the client names none, and the most it may ask for.
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
 #: The card's ``version``: the version of the agent, which bread does not track.
@@ -58,6 +60,7 @@ def a2a_server(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     push_notifications: bool = False,
     allow_private_webhooks: bool = False,
+    max_push_configs_per_task: int = DEFAULT_MAX_PUSH_CONFIGS,
 ) -> A2AServer:
     """The A2A plugin, for ``Config.plugins``: ``agent_id`` served at ``POST rpc_path`` (action
     ``a2a.rpc``), its Agent Card at ``GET card_path`` (action ``a2a.card``), in A2A
@@ -68,12 +71,13 @@ def a2a_server(
     ``push_notifications``: take push configs (the store must keep them, see
     ``stores.PushStore``) and deliver the tasks' updates to their webhooks from a sender that
     :meth:`A2AServer.start` runs (each gunicorn worker calls it); a webhook whose host is a
-    loopback or private address is refused unless ``allow_private_webhooks``.
+    loopback or private address is refused unless ``allow_private_webhooks``; a task takes at
+    most ``max_push_configs_per_task`` subscriptions (past it, -32602).
     """
     if spec_version not in DIALECTS:
         raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")
     return A2AServer(agent_id, url, card_path, rpc_path, DIALECTS[spec_version], max_body_bytes,
-                     push_notifications, allow_private_webhooks)  # fmt: skip
+                     push_notifications, allow_private_webhooks, max_push_configs_per_task)  # fmt: skip
 
 
 class A2AServer:
@@ -82,13 +86,15 @@ class A2AServer:
     name = "a2a"
 
     def __init__(self, agent_id: str, url: str | None, card_path: str, rpc_path: str, dialect: Any,
-                 max_body_bytes: int, push_notifications: bool, allow_private_webhooks: bool):  # fmt: skip
+                 max_body_bytes: int, push_notifications: bool, allow_private_webhooks: bool,
+                 max_push_configs_per_task: int):  # fmt: skip
         self.agent_id, self.url = agent_id, url
         self.card_path, self.rpc_path = card_path, rpc_path
         self.dialect = dialect
         self.max_body_bytes = max_body_bytes
         self.push_notifications = push_notifications
         self.allow_private_webhooks = allow_private_webhooks
+        self.max_push_configs_per_task = max_push_configs_per_task
         #: Where a pushed file's relative uri is resolved: the origin of ``url``, when given.
         self.base_url = urljoin(url, "/") if url else None
         self._methods: dict[str, Callable[[Any, Any, Any], Any]] = {
@@ -322,6 +328,9 @@ class A2AServer:
     def _subscribe(self, bread: Any, task_id: str, target: dict[str, Any]) -> dict[str, Any]:
         check_webhook(target["url"], self.allow_private_webhooks)
         config = {**target, "taskId": task_id, "id": target.get("id") or new_id("push"), "mount": self.rpc_path}
+        others = [c for c in bread.store.list_push_configs(task_id) if c["id"] != config["id"]]
+        if len(others) >= self.max_push_configs_per_task:  # setting an id again replaces it: no more POSTs
+            raise BadParams(f"task {task_id} has {len(others)} push notification configs: the most it may have")
         bread.store.save_push_config(config)
         return next(c for c in bread.store.list_push_configs(task_id) if c["id"] == config["id"])
 

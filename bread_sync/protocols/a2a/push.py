@@ -7,22 +7,23 @@ log as a resubscribe from the start would, POSTs the events past the subscriptio
 ``delivered`` count one at a time, in order, and settles it: the new count, or on a failure the
 next attempt's time (exponential backoff). Every process running a push-enabled mount runs one
 sender; a restart loses nothing (a POST answered but not yet settled is sent again: at least
-once)."""
+once). Deliveries run side by side, a few to one webhook origin at a time, so a webhook that
+never answers holds up no other's; an origin that timed out is left alone for a while, whatever
+subscriptions name it."""
 
 from __future__ import annotations
 
-import ipaddress
+import collections
 import logging
-import socket
 import threading
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from ...runtime import new_id
 from ...stores import read_log
+from . import webhook
 from .parts import BadParams
 from .translator import RUN_STATES, TERMINAL_STATES, A2ATranslator
 
@@ -30,9 +31,9 @@ log = logging.getLogger("bread_sync.protocols.a2a.push")
 
 #: How long a sender holds a claimed subscription: past it, another sender may take it.
 CLAIM_SECONDS = 30.0
-#: A sender with nothing due looks again this often.
+#: A sender with nothing due (or no free delivery) looks again this often.
 IDLE_SECONDS = 0.2
-#: A subscription whose task has nothing new is due again this long after.
+#: A subscription whose task has nothing new (or whose webhook is busy) is due again this long after.
 RECHECK_SECONDS = 0.5
 #: The first retry's delay; each next one doubles, up to BACKOFF_MAX_SECONDS.
 BACKOFF_SECONDS, BACKOFF_MAX_SECONDS = 0.5, 30.0
@@ -40,39 +41,33 @@ BACKOFF_SECONDS, BACKOFF_MAX_SECONDS = 0.5, 30.0
 MAX_ATTEMPTS = 10
 #: Events sent per claim, at most: a long log goes out in several claims.
 EVENTS_PER_CLAIM = 200
-#: A webhook's answer must arrive within this long.
-POST_TIMEOUT_SECONDS = 10.0
+#: Deliveries a sender runs at once, and to one webhook origin (scheme, host, port) at once.
+MAX_DELIVERIES, MAX_ORIGIN_DELIVERIES = 16, 2
+#: How long an origin that timed out is left alone: its subscriptions wait, without an attempt.
+ORIGIN_PAUSE_SECONDS = 5.0
 #: The header the client's token comes back in (the a2a-sdk's own server sends the same).
 TOKEN_HEADER = "X-A2A-Notification-Token"
 
 
 def check_webhook(url: str, allow_private: bool) -> None:
-    """Refuse a webhook that is not http(s), or (unless ``allow_private``) whose host resolves to
-    a loopback, private, link-local or otherwise non-public address: a client must not make the
-    server call into its own network."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadParams("a push notification url must be an absolute http(s) url")
-    if allow_private:
-        return
-    try:
-        found = {info[4][0] for info in socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)}
-    except OSError:
-        raise BadParams(f"the push notification host {parts.hostname} does not resolve") from None
-    for address in found:
-        if not ipaddress.ip_address(address.split("%")[0]).is_global:
-            raise BadParams("a push notification url must not reach a loopback or private address")
+    """Refuse (BadParams) a webhook url the sender could not call, or (unless ``allow_private``)
+    whose host resolves to an address that is not public: a client must not make the server
+    call into its own network."""
+    webhook.Webhook(url, allow_private)
 
 
 class PushSender:
     """One per process and runtime: delivers the subscriptions of the mounts registered with it
-    (by RPC path). :meth:`start` runs it on a daemon thread (a greenlet under gevent)."""
+    (by RPC path). :meth:`start` runs it on a daemon thread (a greenlet under gevent), and each
+    delivery on one of its own, MAX_DELIVERIES at most."""
 
     def __init__(self, bread: Any):
         self.bread = bread
         self.owner = f"{bread.owner}:push:{new_id('s')}"
         self.mounts: dict[str, Any] = {}
-        self._client = httpx.Client(timeout=POST_TIMEOUT_SECONDS, follow_redirects=False)
+        self._tls = httpx.create_ssl_context()
+        self._slots = threading.BoundedSemaphore(MAX_DELIVERIES)
+        self._origins = _Origins()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -86,45 +81,59 @@ class PushSender:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if not self._slots.acquire(timeout=IDLE_SECONDS):
+                continue  # every delivery is under way
             try:
-                busy = self.step()
-            except Exception:  # the sender outlives any one failure; the next step retries
-                log.exception("A2A push sender step failed")
-                busy = False
-            if not busy:
+                config = self._claim()
+            except Exception:  # the sender outlives any one failure; the next turn retries
+                log.exception("A2A push sender could not claim a subscription")
+                config = None
+            if config is None:
+                self._slots.release()
                 self._stop.wait(IDLE_SECONDS)
+                continue
+            delivery = threading.Thread(target=self._deliver_in_slot, args=(config,), name="a2a-push-delivery")
+            delivery.daemon = True
+            delivery.start()
+
+    def _deliver_in_slot(self, config: dict[str, Any]) -> None:
+        try:
+            self._deliver(config)
+        except Exception:  # the store failed: the claim lapses, and the subscription is taken again
+            log.exception("A2A push delivery to %s for task %s failed", config["url"], config["taskId"])
+        finally:
+            self._slots.release()
 
     def step(self) -> bool:
-        """Claim one due subscription and deliver what it has; False when none was due."""
+        """Claim one due subscription and deliver what it has, in this thread; False when none
+        was due."""
+        config = self._claim()
+        if config is not None:
+            self._deliver(config)
+        return config is not None
+
+    def _claim(self) -> dict[str, Any] | None:
         now = time.time()
-        config = self.bread.store.claim_push(self.owner, now, now + CLAIM_SECONDS)
-        if config is None:
-            return False
+        return self.bread.store.claim_push(self.owner, now, now + CLAIM_SECONDS)
+
+    def _deliver(self, config: dict[str, Any]) -> None:
         mount = self.mounts.get(config["mount"])
         if mount is None:  # another process's mount: leave it to the senders there
-            self._settle(config, nextAttemptAt=now + RECHECK_SECONDS)
-            return True
-        self.deliver(mount, config)
-        return True
+            self._settle(config, nextAttemptAt=time.time() + RECHECK_SECONDS)
+        else:
+            self.deliver(mount, config)
 
     def deliver(self, mount: Any, config: dict[str, Any]) -> None:
         record = self.bread.store.get_run(config["taskId"])  # before the log: if ended, the log is whole
         if record is None:
             self._settle(config, done=True, lastError="the task is gone")
             return
-        # Stop while the claim surely holds: past it another sender may start on this subscription.
-        deadline = config["claimedUntil"] - POST_TIMEOUT_SECONDS - 1.0
         events = self._events(mount, record)
         pending = events[config["delivered"] : config["delivered"] + EVENTS_PER_CLAIM]
-        delivered = config["delivered"]
-        for body in pending:
-            if time.time() > deadline:
-                break
-            error = self._post(mount, config, body)
-            if error is not None:
-                self._failed(config, delivered, error)
-                return
-            delivered += 1
+        sent = self._send(mount, config, pending) if pending else 0
+        if sent is None:
+            return
+        delivered = config["delivered"] + sent
         ended = RUN_STATES[record["status"]] in TERMINAL_STATES and delivered == len(events)
         due = time.time() + (0 if delivered < len(events) else RECHECK_SECONDS)
         self._settle(config, delivered=delivered, attempts=0, nextAttemptAt=due, lastError=None, done=ended)
@@ -136,14 +145,43 @@ class PushSender:
         events = (event for frame in read_log(self.bread.store, record["id"]) for event in translator(frame.crumb))
         return [mount.dialect.event(record["id"], record["sessionId"], event) for event in events]
 
-    def _post(self, mount: Any, config: dict[str, Any], body: dict[str, Any]) -> str | None:
+    def _send(self, mount: Any, config: dict[str, Any], bodies: list[dict[str, Any]]) -> int | None:
+        """POST ``bodies`` in order while the claim surely holds; how many the webhook took, or
+        None when the subscription was settled here (a failure, or its origin busy or paused)."""
+        try:
+            hook = webhook.Webhook(config["url"], mount.allow_private_webhooks)
+        except BadParams as exc:
+            self._failed(config, config["delivered"], str(exc))
+            return None
+        wait_until = self._origins.enter(hook.origin, time.time())
+        if wait_until is not None:  # not an attempt of this subscription's: it waits its turn
+            self._settle(config, nextAttemptAt=wait_until)
+            return None
+        # Stop while the claim surely holds: past it another sender may start on this subscription.
+        deadline = config["claimedUntil"] - webhook.CONNECT_SECONDS - webhook.ANSWER_SECONDS - 1.0
+        slow = False
+        try:
+            with webhook.client(self._tls) as client:
+                for sent, body in enumerate(bodies):
+                    if time.time() > deadline:
+                        return sent
+                    started = time.monotonic()
+                    error = self._post(client, hook, config, body)
+                    if error is not None:
+                        slow = time.monotonic() - started >= webhook.CONNECT_SECONDS  # it timed out
+                        self._failed(config, config["delivered"] + sent, error)
+                        return None
+            return len(bodies)
+        finally:
+            self._origins.leave(hook.origin, time.time() + ORIGIN_PAUSE_SECONDS if slow else None)
+
+    def _post(self, client: httpx.Client, hook: webhook.Webhook, config: dict[str, Any], body: Any) -> str | None:
         """POST one event; None when the webhook took it (2xx), else what went wrong."""
         try:
-            check_webhook(config["url"], mount.allow_private_webhooks)
-            answer = self._client.post(config["url"], json=body, headers=_headers(config))
-        except (BadParams, httpx.HTTPError) as exc:
+            status = hook.post(client, body, _headers(config))
+        except Exception as exc:  # whatever it is, a failed attempt: the sender goes on
             return str(exc) or type(exc).__name__
-        return None if answer.is_success else f"the webhook answered {answer.status_code}"
+        return None if 200 <= status < 300 else f"the webhook answered {status}"
 
     def _failed(self, config: dict[str, Any], delivered: int, error: str) -> None:
         attempts = config["attempts"] + 1
@@ -155,6 +193,36 @@ class PushSender:
 
     def _settle(self, config: dict[str, Any], **fields: Any) -> None:
         self.bread.store.settle_push(config["taskId"], config["id"], self.owner, **fields)
+
+
+class _Origins:
+    """This process's deliveries per webhook origin: how many are under way (at most
+    MAX_ORIGIN_DELIVERIES), and until when an origin that timed out is left alone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy: collections.Counter[tuple[Any, ...]] = collections.Counter()
+        self._paused: dict[tuple[Any, ...], float] = {}
+
+    def enter(self, origin: tuple[Any, ...], now: float) -> float | None:
+        """Count a delivery to ``origin`` in; None when it may go, else when to try again."""
+        with self._lock:
+            until = self._paused.get(origin, 0.0)
+            if until > now:
+                return until
+            self._paused.pop(origin, None)
+            if self._busy[origin] >= MAX_ORIGIN_DELIVERIES:
+                return now + RECHECK_SECONDS
+            self._busy[origin] += 1
+            return None
+
+    def leave(self, origin: tuple[Any, ...], paused_until: float | None) -> None:
+        with self._lock:
+            self._busy[origin] -= 1
+            if not self._busy[origin]:
+                del self._busy[origin]
+            if paused_until is not None:
+                self._paused[origin] = paused_until
 
 
 def _headers(config: dict[str, Any]) -> dict[str, str]:

@@ -89,16 +89,25 @@ class Gunicorn:
                "-b", f"127.0.0.1:{self.port}", "--no-control-socket", "--graceful-timeout", "3", *self.extra,
                self.app]  # fmt: skip
         with open(self.log_path, "ab") as log:
+            # A group of its own (stop() kills it whole), in the script's session: bench/run
+            # finds it there if the script dies without stopping it.
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                         stderr=subprocess.STDOUT, process_group=0)  # fmt: skip
+        try:
+            self._wait_ready()
+        except BaseException:  # not ready, or the script told to stop while it waited
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_SECONDS
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()}")
             if self.get("/health")[0] == 200 and len(self.worker_pids()) == self.workers:
-                return self
+                return
             time.sleep(0.05)
-        self.stop()
         raise RuntimeError(f"{self.name} was not ready within {READY_SECONDS:g} s:\n{self.log()}")
 
     def get(self, path: str, timeout: float = 1.0) -> tuple[int, float]:
@@ -155,6 +164,54 @@ class Gunicorn:
 
 
 # -- processes -----------------------------------------------------------------------------
+
+#: What a script told to stop has to stop its servers before what is left of it is killed.
+STOP_SCRIPT_SECONDS = 20.0
+
+
+def exit_on_sigterm() -> None:
+    """SIGTERM (bench/run stopping a script over its budget) exits by SystemExit, so every
+    ``with Gunicorn(...)`` on the way out stops its server, rather than the script dying at once
+    and leaving them running."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def start_script(cmd: list[str], **options: Any) -> subprocess.Popen:
+    """``cmd`` in a session of its own: whatever it starts, however it groups it, stays in that
+    session, for :func:`stop_script`."""
+    return subprocess.Popen(cmd, start_new_session=True, **options)
+
+
+def stop_script(proc: subprocess.Popen, grace: float = STOP_SCRIPT_SECONDS) -> None:
+    """Stop a script of :func:`start_script` and every process it started: SIGTERM to its group
+    (it stops its servers, see :func:`exit_on_sigterm`), then, ``grace`` seconds on at most,
+    SIGKILL to whatever is left in its session. Called after a script that ended, it only
+    clears what that script left running."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    for pid in session_members(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # gone meanwhile
+    proc.wait()
+
+
+def session_members(session: int) -> list[int]:
+    """The processes of ``session`` (its leader's pid), from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)", which may hold spaces
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[3]) == session:
+            members.append(int(stat.parent.name))
+    return members
 
 
 def status_kb(pid: int, key: str = "VmRSS") -> int:
@@ -405,6 +462,7 @@ def run(
 ) -> None:
     """Run ``bench`` in a temporary folder named ``prefix``..., print its report and write it
     where ``--json`` and ``--write`` say."""
+    exit_on_sigterm()
     command = command_line(script, argv)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         result = bench(args, Path(tmp))

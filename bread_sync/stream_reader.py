@@ -28,6 +28,8 @@ from .wire import NDJSON, SSE, NDJSONDecoder, SSEDecoder, SSEEvent
 HEARTBEAT_TIMEOUT_SECONDS = 45.0
 #: What to wait before a reconnect when the server has not said (SSE ``retry:``).
 RECONNECT_DELAY_SECONDS = 1.0
+#: The longest line (and SSE event) a stream may send: past it, a server is not sending crumbs.
+MAX_LINE_BYTES = 1_048_576
 
 Item = Frame | Gap
 
@@ -37,12 +39,20 @@ class RunStreamReader:
 
     ``after`` is the position already held (0: from the start). ``heartbeat_timeout`` is the
     silence, in seconds of the clock the caller passes in, after which :meth:`timed_out` says
-    the connection is dead (None: never).
+    the connection is dead (None: never). ``max_line_bytes``: the longest line (or SSE event)
+    :meth:`feed` takes; past it, ``PROTOCOL_DECODE_ERROR``, having held no more than that and a chunk.
     """
 
-    def __init__(self, run_id: str = "", after: int = 0, heartbeat_timeout: float | None = HEARTBEAT_TIMEOUT_SECONDS):
+    def __init__(
+        self,
+        run_id: str = "",
+        after: int = 0,
+        heartbeat_timeout: float | None = HEARTBEAT_TIMEOUT_SECONDS,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ):
         self.run_id = run_id
         self.heartbeat_timeout = heartbeat_timeout
+        self.max_line_bytes = max_line_bytes
         #: The SSE ``retry:`` the server last sent, in seconds.
         self.reconnect_delay = RECONNECT_DELAY_SECONDS
         #: The terminal crumb (``agent:run:end`` or ``agent:error``) once it has come.
@@ -84,9 +94,9 @@ class RunStreamReader:
         with the codec its Content-Type names, from a fresh decoder."""
         media = content_type.partition(";")[0].strip().lower()
         if media == SSE.content_type.partition(";")[0]:
-            self._decoder = SSEDecoder()
+            self._decoder = SSEDecoder(max_bytes=self.max_line_bytes)
         elif media == NDJSON.content_type:
-            self._decoder = NDJSONDecoder()
+            self._decoder = NDJSONDecoder(self.max_line_bytes)
         else:
             raise BreadError(PROTOCOL_DECODE_ERROR, f"not a run stream: Content-Type {content_type!r}")
         self._heard_at = now

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .crumbs import AGENT_ERROR, Frame, dumps, loads
-from .errors import BreadError
+from .errors import PROTOCOL_DECODE_ERROR, BreadError
 from .protocol import BREAD_PROTOCOL_VERSION, crumb_frame_text, decode_frame
 
 SSE_RETRY_MS = 3000
@@ -107,20 +107,64 @@ class SSEEvent:
         return loads(self.data)
 
 
+class LineSplitter:
+    """The whole lines of a body fed in any split, at a cost linear in its length: a line's
+    parts are held until its newline comes and joined once, rather than re-copied and re-scanned
+    with every chunk (a long line would cost its length squared).
+
+    ``max_bytes`` (None: no bound) bounds a line: past it, ``PROTOCOL_DECODE_ERROR`` as soon as
+    the bytes show it, so no more than ``max_bytes`` and one chunk is ever held.
+    """
+
+    __slots__ = ("max_bytes", "_parts", "_held")
+
+    def __init__(self, max_bytes: int | None = None):
+        self.max_bytes = max_bytes
+        self._parts: list[bytes] = []
+        self._held = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes, without their ``\\n``."""
+        fed = self._held + len(chunk)
+        lines = chunk.split(b"\n")
+        rest = lines.pop()
+        if self._parts and lines:
+            self._parts.append(lines[0])
+            lines[0] = b"".join(self._parts)
+            self._parts, self._held = [], 0
+        if rest:
+            self._parts.append(rest)
+            self._held += len(rest)
+        if self.max_bytes is not None and fed > self.max_bytes:  # else no line can be too long
+            self._check(lines)
+        return lines
+
+    def _check(self, lines: list[bytes]) -> None:
+        if self._held > self.max_bytes or any(len(line) > self.max_bytes for line in lines):
+            raise BreadError(PROTOCOL_DECODE_ERROR, f"a stream's line is longer than {self.max_bytes} bytes")
+
+
 @dataclass
 class SSEDecoder:
     """The event-stream parsing algorithm of the HTML standard, fed bytes in any split.
 
     Comments (heartbeats) are skipped; ``last_event_id`` is what a reconnect would send.
+    ``max_bytes`` (None: no bound) bounds a line and an event's fields together:
+    ``PROTOCOL_DECODE_ERROR`` past it.
     """
 
     last_event_id: str | None = None
-    _buffer: bytes = b""
+    max_bytes: int | None = None
+    _lines: LineSplitter = field(init=False)
+    _event_bytes: int = 0
     _pending_cr: bool = False
     _data: list[str] = field(default_factory=list)
     _event: str = ""
     _retry: int | None = None
     _id_seen: bool = False
+
+    def __post_init__(self) -> None:
+        self._lines = LineSplitter(self.max_bytes)
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         # Lines are split as bytes and decoded whole: a newline byte is never part of a
@@ -132,16 +176,22 @@ class SSEDecoder:
         self._pending_cr = chunk.endswith(b"\r")
         if b"\r" in chunk:  # the buffer kept from before is normalised already
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, self._buffer = (self._buffer + chunk).split(b"\n")
         events = []
-        for line in lines:
+        for line in self._lines.feed(chunk):
             if not line:
                 event = self._dispatch()
                 if event is not None:
                     events.append(event)
             elif line[0] != 0x3A:  # a line starting with ":" is a comment (a heartbeat): skipped
+                self._count(len(line))
                 self._field(line.decode())
         return events
+
+    def _count(self, size: int) -> None:
+        # An event of many short data lines would grow as surely as one long line.
+        self._event_bytes += size
+        if self.max_bytes is not None and self._event_bytes > self.max_bytes:
+            raise BreadError(PROTOCOL_DECODE_ERROR, f"a stream's event is longer than {self.max_bytes} bytes")
 
     def _field(self, line: str) -> None:
         name, _, value = line.partition(":")
@@ -159,21 +209,22 @@ class SSEDecoder:
     def _dispatch(self) -> SSEEvent | None:
         data, event, retry, id_seen = self._data, self._event, self._retry, self._id_seen
         self._data, self._event, self._retry, self._id_seen = [], "", None, False
+        self._event_bytes = 0
         if not data:
             return SSEEvent("", event or "message", None, retry) if retry is not None else None
         return SSEEvent("\n".join(data), event or "message", self.last_event_id if id_seen else None, retry)
 
 
-@dataclass
 class NDJSONDecoder:
-    """Splits an NDJSON body into decoded Bread protocol frames; empty lines are heartbeats."""
+    """Splits an NDJSON body into decoded Bread protocol frames; empty lines are heartbeats.
+    ``max_bytes`` (None: no bound) bounds a line: ``PROTOCOL_DECODE_ERROR`` past it."""
 
-    _buffer: bytes = b""
+    def __init__(self, max_bytes: int | None = None):
+        self._lines = LineSplitter(max_bytes)
 
     def feed(self, chunk: bytes) -> list[dict[str, Any]]:
         return [decode_frame(line) for line in self.lines(chunk)]
 
     def lines(self, chunk: bytes) -> list[bytes]:
         """The frames' lines ``chunk`` completes, undecoded (heartbeats left out)."""
-        *lines, self._buffer = (self._buffer + chunk).split(b"\n")
-        return [line.rstrip(b"\r") for line in lines if line.strip()]
+        return [line.rstrip(b"\r") for line in self._lines.feed(chunk) if line.strip()]

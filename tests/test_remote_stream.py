@@ -10,9 +10,10 @@ import time
 import pytest
 
 from bread_sync.crumbs import AGENT_RUN_END, AGENT_RUN_START, TEXT_DELTA
-from bread_sync.errors import RUN_INTERRUPTED, BreadError
-from bread_sync.transports import http_chunked
-from bread_sync.wire import NDJSON
+from bread_sync.errors import PROTOCOL_DECODE_ERROR, RUN_INTERRUPTED, BreadError
+from bread_sync.transports import http_chunked, http_sse
+from bread_sync.wire import NDJSON, SSE
+from tests.integration.hostile_remote import EndlessRemote
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -115,3 +116,35 @@ def test_a_closed_stream_hands_on_nothing_more_though_more_was_read(echo_frames)
 def test_a_url_that_would_lose_what_it_says_is_refused(url):
     with pytest.raises(ValueError):
         http_chunked.remote_agent(url=url, agent_id="echo")
+
+
+BOUND = 100_000
+
+
+@pytest.mark.parametrize("make, wire, prefix", [(http_chunked, NDJSON, b""), (http_sse, SSE, b"data: ")])
+def test_a_stream_line_that_never_ends_is_a_decode_error_not_the_callers_memory(make, wire, prefix):
+    with EndlessRemote(wire.content_type, prefix=prefix) as remote:
+        agent = make.remote_agent(url=remote.url, agent_id="echo", max_line_bytes=BOUND)
+        stream = agent.start("run_1", "hello there", "s1", None)
+        with pytest.raises(BreadError) as refused:
+            list(stream)
+    assert refused.value.code == PROTOCOL_DECODE_ERROR and str(BOUND) in refused.value.message
+    assert len(remote.requests) == 1  # not re-opened: a remote that sends this is not sending crumbs
+
+
+@pytest.mark.parametrize(
+    "status, call",
+    [
+        (200, lambda agent: agent.describe()),
+        (200, lambda agent: agent.cancel("run_1")),
+        (200, lambda agent: agent.run_status("run_1")),
+        (500, lambda agent: agent.cancel("run_1")),  # an error's body
+        (500, lambda agent: list(agent.start("run_1", "hi", "s1", None))),  # a run route's refusal
+    ],
+)
+def test_an_answer_read_whole_that_never_ends_is_a_decode_error(status, call):
+    with EndlessRemote("application/json", status=status) as remote:
+        agent = http_chunked.remote_agent(url=remote.url, agent_id="echo", max_body_bytes=BOUND)
+        with pytest.raises(BreadError) as refused:
+            call(agent)
+    assert refused.value.code == PROTOCOL_DECODE_ERROR and str(BOUND) in refused.value.message

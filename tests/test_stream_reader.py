@@ -3,11 +3,13 @@ whatever the split of the bytes; the heartbeat timeout; the run's end and pause.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from bread_sync.crumbs import Frame, error_crumb
 from bread_sync.errors import PROTOCOL_DECODE_ERROR, RUN_CANCELLED, UNKNOWN_PROVIDER, BreadError
-from bread_sync.stream_reader import RunStreamReader
+from bread_sync.stream_reader import MAX_LINE_BYTES, RunStreamReader
 from bread_sync.tails import Gap
 from bread_sync.wire import NDJSON, SSE, sse_retry
 
@@ -187,3 +189,59 @@ def test_a_delta_line_whose_seq_no_int_can_hold_is_a_decode_error():
     with pytest.raises(BreadError) as refused:
         reader.feed(line.replace(b'"seq":0', b'"seq":' + b"9" * 5000), 0.0)
     assert refused.value.code == PROTOCOL_DECODE_ERROR
+
+
+def feed_in_chunks(reader: RunStreamReader, data: bytes, size: int) -> int:
+    """Feed ``data`` in chunks of ``size`` bytes until the reader refuses one: the bytes it had
+    taken before the chunk it refused."""
+    taken = 0
+    for start in range(0, len(data), size):
+        reader.feed(data[start : start + size], 0.0)
+        taken += size
+    return taken
+
+
+@pytest.mark.parametrize("bound, size", [(4096, 1), (4096, 7), (MAX_LINE_BYTES, 4096), (MAX_LINE_BYTES, 65_536)])
+def test_a_line_past_the_bound_is_a_decode_error_before_more_than_a_chunk_past_it_is_held(wire, bound, size):
+    reader = RunStreamReader(RUN, max_line_bytes=bound)
+    reader.connect(wire.content_type, 0.0)
+    endless = (b"data: " if wire is SSE else b"") + b"x" * (4 * MAX_LINE_BYTES)
+    taken = 0
+    with pytest.raises(BreadError) as refused:
+        taken = feed_in_chunks(reader, endless, size)
+    assert refused.value.code == PROTOCOL_DECODE_ERROR and str(bound) in refused.value.message
+    # Refused with the first chunk that took the line past the bound: no more than the bound and
+    # that chunk was held.
+    assert taken <= bound
+
+
+def test_a_line_as_long_as_the_bound_is_read():
+    line = NDJSON.frame(delta(1, "x" * 5000))
+    reader = RunStreamReader(RUN, max_line_bytes=len(line) - 1)  # its \n is not the line's
+    items = read(reader, NDJSON, body(NDJSON, [START]) + line, range(1, 9000, 100))
+    assert texts(items) == texts([START, delta(1, "x" * 5000)])
+    with pytest.raises(BreadError) as refused:
+        read(RunStreamReader(RUN, max_line_bytes=len(line) - 2), NDJSON, line)
+    assert refused.value.code == PROTOCOL_DECODE_ERROR
+
+
+def test_an_sse_event_of_many_short_lines_is_bounded_too():
+    reader = RunStreamReader(RUN, max_line_bytes=4096)
+    reader.connect(SSE.content_type, 0.0)
+    with pytest.raises(BreadError) as refused:
+        feed_in_chunks(reader, b"data: x\n" * 10_000, 64)
+    assert refused.value.code == PROTOCOL_DECODE_ERROR
+
+
+def test_a_long_line_costs_its_length_not_its_square(wire):
+    """A line near the bound fed 64 bytes at a time: re-copying what is held with each chunk
+    would take minutes of CPU (~10 GB copied); held as parts and joined once, milliseconds."""
+    long = delta(1, "x" * (MAX_LINE_BYTES - 1000))
+    data = body(wire, [START, long])
+    reader = RunStreamReader(RUN)
+    reader.connect(wire.content_type, 0.0)
+    items, budget = [], time.process_time() + 2.0  # CPU time: a busy machine does not count
+    for start in range(0, len(data), 64):
+        items += reader.feed(data[start : start + 64], 0.0)
+        assert time.process_time() < budget, f"2 s of CPU spent by byte {start} of {len(data)}"
+    assert texts(items) == texts([START, long])

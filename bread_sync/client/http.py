@@ -25,7 +25,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from ..crumbs import AGENT_ERROR, HUMAN_RESUMED, Frame
 from ..errors import FILE_NOT_FOUND, FORBIDDEN, INTERNAL, SERVER_UNREACHABLE, BreadError
-from ..stream_reader import HEARTBEAT_TIMEOUT_SECONDS, RunStreamReader
+from ..stream_reader import HEARTBEAT_TIMEOUT_SECONDS, MAX_LINE_BYTES, RunStreamReader
 from .contract import StoredFile, ThreadState, Unsupported, last_turn
 
 #: Seconds a plain request (and a stream's connect) may take.
@@ -38,7 +38,9 @@ RUN_ID_HEADER = "bread-run-id"
 class HTTPTransport(Unsupported):
     """``url`` is the server's base URL (with its prefix, if it has one). ``api_key`` is sent as
     ``Authorization: Bearer``; ``headers`` go on every request. ``heartbeat_timeout``: the
-    silence after which a stream is taken for dead and reopened (None: never)."""
+    silence after which a stream is taken for dead and reopened (None: never).
+    ``max_line_bytes``: the longest line (or SSE event) a stream may send; past it the stream
+    raises ``PROTOCOL_DECODE_ERROR``."""
 
     def __init__(
         self,
@@ -50,9 +52,11 @@ class HTTPTransport(Unsupported):
         timeout: float = TIMEOUT_SECONDS,
         reconnect_attempts: int = RECONNECT_ATTEMPTS,
         client: httpx.Client | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ):
         self.url = url.rstrip("/")
         self.heartbeat_timeout = heartbeat_timeout
+        self.max_line_bytes = max_line_bytes
         self.reconnect_attempts = reconnect_attempts
         self.headers = {**({"Authorization": f"Bearer {api_key}"} if api_key else {}), **(headers or {})}
         self._own_client = client is None
@@ -196,7 +200,7 @@ class HTTPRunStream:
     ):
         self.transport = transport
         self.run_id = run_id
-        self.reader = RunStreamReader(run_id, after, transport.heartbeat_timeout)
+        self.reader = RunStreamReader(run_id, after, transport.heartbeat_timeout, transport.max_line_bytes)
         self._stop_at_pause = stop_at_pause
         #: A resume's stream holds the continuation only: what a reconnect replays before the
         #: ``human:resumed`` of this checkpoint is the run's past.

@@ -29,8 +29,8 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from ..crumbs import Frame
-from ..errors import RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
-from ..stream_reader import HEARTBEAT_TIMEOUT_SECONDS, RunStreamReader
+from ..errors import PROTOCOL_DECODE_ERROR, RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
+from ..stream_reader import HEARTBEAT_TIMEOUT_SECONDS, MAX_LINE_BYTES, RunStreamReader
 from ..tails import Gap
 from ..wire import Wire
 
@@ -43,6 +43,8 @@ CONNECT_SECONDS = 5.0
 CALL_SECONDS = 10.0
 #: How long a remote agent's description is reused before it is asked for again.
 DESCRIBED_SECONDS = 60.0
+#: The longest answer read whole (a description, a cancel's or a status's answer, an error).
+MAX_BODY_BYTES = 1_048_576
 
 
 #: What one read of a stream's body may take: a chunk (a crumb), or what is there of it.
@@ -57,7 +59,9 @@ class RemoteAgent:
     ``agent_id``: its id there. ``headers``: sent with every request (auth). ``wire``: the
     format its streams are asked for (the remote answers in the format of its own transport;
     the reader reads either). ``heartbeat_timeout``: the silence after which a stream is taken
-    for dead and re-opened after the last position relayed.
+    for dead and re-opened after the last position relayed. ``max_line_bytes``: the longest
+    line (or SSE event) of a stream, ``max_body_bytes``: the longest answer read whole; past
+    either, ``PROTOCOL_DECODE_ERROR`` (a remote cannot make the caller hold what it likes).
     """
 
     def __init__(
@@ -69,6 +73,8 @@ class RemoteAgent:
         headers: dict[str, str] | None = None,
         heartbeat_timeout: float = HEARTBEAT_TIMEOUT_SECONDS,
         unreachable_seconds: float = UNREACHABLE_SECONDS,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ):
         self.wire = wire
         self.url = url.rstrip("/")
@@ -76,6 +82,8 @@ class RemoteAgent:
         self.headers = {"Accept": wire.content_type, **(headers or {})}
         self.heartbeat_timeout = heartbeat_timeout
         self.unreachable_seconds = unreachable_seconds
+        self.max_line_bytes = max_line_bytes
+        self.max_body_bytes = max_body_bytes
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"a remote agent's url is http:// or https:// and a host, not {url!r}")
@@ -145,7 +153,7 @@ class RemoteAgent:
     def _json(self, method: str, path: str) -> Any:
         try:
             with self.request(method, path, read_timeout=CALL_SECONDS) as response:
-                status, body = response.status, response.read()
+                status, body = response.status, self.read_body(response, path)
         except UNREACHABLE as exc:
             raise BreadError(RUN_INTERRUPTED, f"the remote agent's server did not answer: {self.url}") from exc
         if status >= 400:
@@ -154,6 +162,19 @@ class RemoteAgent:
             return json.loads(body)
         except ValueError as exc:
             raise BreadError(RUN_INTERRUPTED, f"{path}: the remote server's answer is not JSON") from exc
+
+    def read_body(self, response: http.client.HTTPResponse, what: str) -> bytes:
+        """The whole body of ``response``, read no further than :attr:`max_body_bytes` and one
+        read past it: a longer one is ``PROTOCOL_DECODE_ERROR``."""
+        parts, size = [], 0
+        while size <= self.max_body_bytes and (part := response.read1(READ_BYTES)):
+            parts.append(part)
+            size += len(part)
+        if size > self.max_body_bytes:
+            raise BreadError(
+                PROTOCOL_DECODE_ERROR, f"{what}: the remote's answer is longer than {self.max_body_bytes} bytes"
+            )
+        return b"".join(parts)
 
     @contextmanager
     def request(
@@ -198,7 +219,7 @@ class RemoteStream:
     def __init__(self, agent: RemoteAgent, run_id: str, after: int, opening: tuple[str, str, Any] | None):
         self.agent = agent
         self.run_id = run_id
-        self.reader = RunStreamReader(run_id, after, heartbeat_timeout=agent.heartbeat_timeout)
+        self.reader = RunStreamReader(run_id, after, agent.heartbeat_timeout, agent.max_line_bytes)
         self._opening = opening
         self._closed = False
         self._abort: Callable[[], None] | None = None
@@ -253,7 +274,7 @@ class RemoteStream:
                     reader.run_finished()
                     return
                 if response.status >= 400:
-                    raise _error_of(response.status, response.read(), "the remote run")
+                    raise _error_of(response.status, self.agent.read_body(response, path), "the remote run")
                 reader.connect(response.getheader("content-type", ""), time.monotonic())
                 while (chunk := response.read1(READ_BYTES)) and not self._closed:
                     # (closed: what was read past the shutdown is not the stream's any more)

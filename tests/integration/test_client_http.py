@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from bread_sync.client import create_agent_client, http
-from bread_sync.errors import SERVER_UNREACHABLE, BreadError
+from bread_sync.errors import PROTOCOL_DECODE_ERROR, SERVER_UNREACHABLE, BreadError
 
+from .hostile_remote import EndlessRemote
 from .servers import free_port
 from .tcp_proxy import TCPProxy
 
@@ -115,6 +116,19 @@ def test_a_server_that_is_gone_is_a_typed_error(connect):
 
 AUTH_CONFIG = "tests.integration.ownership_config:config"
 SECRET = "a-stream-token-secret-of-forty-characters!"
+
+
+@pytest.mark.parametrize("content_type, prefix", [("application/x-ndjson", b""), ("text/event-stream", b"data: ")])
+def test_a_stream_line_that_never_ends_is_a_decode_error(content_type, prefix):
+    """The client reads streams with the relay's reader: a server's line is bounded for it too."""
+    with EndlessRemote(content_type, prefix=prefix) as hostile:
+        transport = http.transport(hostile.url, max_line_bytes=100_000)
+        try:
+            with pytest.raises(BreadError) as refused:
+                list(transport.stream_run("run_1"))
+        finally:
+            transport.close()
+    assert refused.value.code == PROTOCOL_DECODE_ERROR and "100000" in refused.value.message
 
 
 @pytest.fixture

@@ -40,9 +40,11 @@ from .client import (
     passive_url,
     resume,
     run,
+    run_error_of,
     text_of,
     wait_for,
 )
+from .hostile_remote import CAP_BYTES, EndlessRemote
 from .test_examples import run_example
 
 TICKS = " ".join(f"tick {n}" for n in range(1, 41)) + " "
@@ -473,3 +475,25 @@ def test_a_cancel_does_not_wait_for_a_remote_that_stopped_answering(http, pair):
     assert stream.last_crumb.type == AGENT_ERROR and stream.last_crumb.data["error"]["code"] == "RUN_CANCELLED"
     assert waited < 5, f"the cancel waited {waited:.1f} s for the silent remote (its heartbeat timeout is 45 s)"
     assert http.get(f"{caller.url}/runs/{stream.run_id}").json()["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_remote_whose_line_never_ends_fails_the_relay_with_a_decode_error(http, tmp_path, wire):
+    """A remote that answers a line without end (and descriptions without end): the caller holds
+    no more than its bound of it, hangs up, and ends its run with one terminal crumb."""
+    content_type, prefix = ("text/event-stream", b"data: ") if wire == "sse" else ("application/x-ndjson", b"")
+    with EndlessRemote(content_type, prefix=prefix) as hostile:
+        env = {"BREAD_CONFIG": "tests.remote_config:config", "BREAD_REMOTE_URL": hostile.url, "BREAD_REMOTE_WIRE": wire}
+        caller = servers.Server("caller", tmp_path, tmp_path / "caller.db", TRANSPORTS[wire], env=env)
+        try:
+            caller.start()
+            stream = run(http, caller.url, "slow", {"input": {"count": 3, "delayMs": 0}}, wire)
+            described = http.get(f"{caller.url}/agents/slow").json()
+        finally:
+            caller.stop()
+
+    assert run_error_of(stream, wire)["code"] == "PROTOCOL_DECODE_ERROR"
+    assert [e.type for e in stream.crumbs if e.type in (RUN_END, AGENT_ERROR)] == [AGENT_ERROR]
+    assert described["model"] == "remote:slow", described  # its description, past the bound, is not read
+    wait_for(lambda: len(hostile.sent) == len(hostile.requests), 10, "the hostile remote's connections over")
+    assert max(hostile.sent) < CAP_BYTES, hostile.sent  # the caller hung up on each

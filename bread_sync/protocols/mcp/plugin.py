@@ -63,7 +63,7 @@ DEFAULT_MAX_SESSIONS = 100
 #: How long a session may go unused before it ends.
 DEFAULT_SESSION_IDLE_SECONDS = 3600.0
 #: How stale a session's ``usedAt`` may grow before a request writes it again: one write a
-#: minute per busy session, not one per request.
+#: minute per busy session, not one per request (a quarter of the idle time, if that is less).
 USED_AT_GRAIN_SECONDS = 60.0
 #: The store methods the plugin keeps its sessions with.
 SESSION_METHODS = ("create_mcp_session", "get_mcp_session", "delete_mcp_session", "touch_mcp_session",
@@ -382,6 +382,7 @@ class Sessions:
 
     def __init__(self, cap: int, idle_seconds: float):
         self.cap, self.idle_seconds = cap, idle_seconds
+        self.grain_seconds = min(USED_AT_GRAIN_SECONDS, idle_seconds / 4)
 
     def open(self, store: Any, version: str) -> str:
         """A new session of the caller's; the caller's oldest beyond the cap, and every session
@@ -407,7 +408,7 @@ class Sessions:
         if record["usedAt"] < iso_from_epoch(now - self.idle_seconds):
             store.delete_mcp_session(session_id)
             raise _no_session()
-        if record["usedAt"] < iso_from_epoch(now - USED_AT_GRAIN_SECONDS):
+        if record["usedAt"] < iso_from_epoch(now - self.grain_seconds):
             store.touch_mcp_session(session_id, iso_from_epoch(now))
         return session_id
 

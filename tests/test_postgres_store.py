@@ -78,7 +78,8 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
                              ("message", "text", False)],
         "sessions": [("position", "bigint", False), ("id", "text", False), ("tags", "jsonb", False),
                      ("created_at", "text", False), ("updated_at", "text", False), ("state", "text", False)],
-        "mcp_sessions": [("id", "text", False), ("created_at", "text", False), ("data", "text", False)],
+        "mcp_sessions": [("id", "text", False), ("created_at", "text", False), ("data", "text", False),
+                         ("position", "bigint", False), ("owner", "text", True), ("used_at", "text", True)],
         "push_configs": [("position", "bigint", False), ("task_id", "text", False), ("id", "text", False),
                          ("mount", "text", True), ("url", "text", False), ("token", "text", True),
                          ("authentication", "text", True), ("delivered", "integer", False),
@@ -101,12 +102,16 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
         "idx_task_runs_run": "btree (run_id)",
         "idx_push_configs_due": "btree (next_attempt_at) WHERE (NOT done)",
         "idx_mcp_sessions_created": "btree (created_at)",
+        "idx_mcp_sessions_owner": 'btree (owner, "position")',
+        "idx_mcp_sessions_used": "btree (used_at)",
+        "idx_runs_agent_updated": "btree (agent_id, updated_at, id)",
     }
     assert indexes["crumbs_pkey"].endswith("btree (run_id, seq)")
     assert read(postgres_url, "SELECT name FROM bread_migrations ORDER BY position") == [(n,) for n in SHIPPED]
     assert SHIPPED == [
         "m001_initial", "m002_session_state", "m003_mcp_sessions", "m004_push_configs", "m005_relay_position",
-        "m006_append_one_crumb", "m007_mcp_sessions_created",
+        "m006_append_one_crumb", "m007_mcp_sessions_created", "m008_mcp_session_owners",
+        "m009_runs_by_agent_updated",
     ]  # fmt: skip
 
 

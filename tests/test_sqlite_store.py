@@ -119,7 +119,10 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
             ("id", "TEXT", 0, 1), ("task_id", "TEXT", 0, 0), ("session_id", "TEXT", 0, 0), ("agent_id", "TEXT", 0, 0),
             ("status", "TEXT", 0, 0), ("created_at", "TEXT", 0, 0), ("data", "TEXT", 1, 0),
         ],
-        "mcp_sessions": [("id", "TEXT", 0, 1), ("created_at", "TEXT", 1, 0), ("data", "TEXT", 1, 0)],
+        "mcp_sessions": [
+            ("id", "TEXT", 0, 1), ("created_at", "TEXT", 1, 0), ("data", "TEXT", 1, 0), ("owner", "TEXT", 0, 0),
+            ("used_at", "TEXT", 0, 0),
+        ],
         "push_configs": [
             ("task_id", "TEXT", 0, 1), ("id", "TEXT", 0, 2), ("mount", "TEXT", 0, 0), ("url", "TEXT", 1, 0),
             ("token", "TEXT", 0, 0),
@@ -140,12 +143,16 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
         "idx_task_runs_run": ("task_runs", 0, [None]),
         "idx_push_configs_due": ("push_configs", 0, ["done", "next_attempt_at"]),
         "idx_mcp_sessions_created": ("mcp_sessions", 0, ["created_at"]),
+        "idx_mcp_sessions_owner": ("mcp_sessions", 0, ["owner"]),
+        "idx_mcp_sessions_used": ("mcp_sessions", 0, ["used_at"]),
+        "idx_runs_agent_updated": ("runs", 0, ["agent_id", "updated_at", "id"]),
     }
     assert triggers == [("crumbs_append_only", "crumbs")]
     migrations = [name for (name,) in read(path, "SELECT name FROM _bread_migrations")]
     assert migrations == [
         "m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes", "m004_session_state",
         "m005_mcp_sessions", "m006_push_configs", "m007_relay_position", "m008_mcp_sessions_created",
+        "m009_mcp_session_owners", "m010_runs_by_agent_updated",
     ]  # fmt: skip
 
 

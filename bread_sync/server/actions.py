@@ -52,6 +52,7 @@ def register_http_route(
     *,
     statuses: tuple[int, ...] = (),
     max_body_bytes: int | None = None,
+    args: Callable[[], dict[str, str]] | None = None,
 ) -> None:
     """Add a route to a Flask app or blueprint under a named action.
 
@@ -59,6 +60,9 @@ def register_http_route(
     ``statuses``: what a plugin's route may answer besides 200 and the statuses every route may
     (e.g. 204, 404), for the OpenAPI document. ``max_body_bytes``: this route's own body limit,
     instead of the server's ``max_body_bytes`` (a protocol whose requests carry files).
+    ``args``: for a route whose body says what it does (JSON-RPC), what ``authorize`` gets as
+    ``args`` instead of the query params: ``args()``, called for the request (its body read, in
+    ``g.bread_body``), with the path params beside it; it must not raise.
     """
     rule = _PARAM.sub(r"<\1>", path)
     endpoint = f"{method} {rule}".replace(".", "_")  # Flask endpoints may not hold dots
@@ -69,6 +73,8 @@ def register_http_route(
         statuses_of(app)[endpoint] = tuple(statuses)
     if max_body_bytes is not None:
         body_limits_of(app)[endpoint] = max_body_bytes
+    if args is not None:
+        authorize_args_of(app)[endpoint] = args
 
 
 def statuses_of(app: Any) -> dict[str, tuple[int, ...]]:
@@ -83,6 +89,13 @@ def body_limits_of(app: Any) -> dict[str, int]:
     if not hasattr(app, "http_body_limits"):
         app.http_body_limits = {}
     return app.http_body_limits
+
+
+def authorize_args_of(app: Any) -> dict[str, Callable[[], dict[str, str]]]:
+    """The endpoint -> ``args`` function table of the routes whose body names their arguments."""
+    if not hasattr(app, "http_authorize_args"):
+        app.http_authorize_args = {}
+    return app.http_authorize_args
 
 
 def actions_of(app: Any) -> dict[str, str]:

@@ -13,7 +13,7 @@ from ..errors import INTERNAL, BreadError, internal_error
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
 from . import commands, cors, cross_site, playground, routes, streaming
-from .actions import HEALTH_ENDPOINT, actions_of, body_limits_of, statuses_of
+from .actions import HEALTH_ENDPOINT, actions_of, authorize_args_of, body_limits_of, statuses_of
 from .guard import (
     Forbidden,
     authorize_request,
@@ -96,6 +96,7 @@ class BreadSync:
         actions_of(app).update({f"bread_sync.{k}": v for k, v in actions_of(blueprint).items()})
         statuses_of(app).update({f"bread_sync.{k}": v for k, v in statuses_of(blueprint).items()})
         body_limits_of(app).update({f"bread_sync.{k}": v for k, v in body_limits_of(blueprint).items()})
+        authorize_args_of(app).update({f"bread_sync.{k}": v for k, v in authorize_args_of(blueprint).items()})
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
         app.cli.add_command(commands.flask_group())  # flask bread invoke|resume|chat|tail|gc
 

@@ -14,7 +14,7 @@ from flask import current_app, g, request
 from pydantic import BaseModel
 
 from ..errors import BODY_TOO_LARGE, INVALID_REQUEST, REQUEST_TIMEOUT, BreadError
-from .actions import HTTP_ACTIONS, actions_of
+from .actions import HTTP_ACTIONS, actions_of, authorize_args_of
 from .deadline import body_deadline
 from .schemas import validated
 
@@ -255,7 +255,12 @@ def allows(authorize: Authorizer | None, identity: Any, action: str, args: dict[
 
 
 def request_args(action: str) -> dict[str, str]:
-    """The query params (first value of each) and the path params; a path param wins."""
+    """The query params (first value of each) and the path params; a path param wins. A route
+    whose body names its arguments (``register_http_route(args=...)``) gets those instead of the
+    query, which must not speak for the body."""
+    from_body = authorize_args_of(current_app).get(request.endpoint or "")
+    if from_body is not None:
+        return {**(request.view_args or {}), **from_body()}
     args = request.args.to_dict()
     if action == HTTP_ACTIONS.run_stream:
         args.pop("token", None)  # a credential, not an argument: authorizers may log args

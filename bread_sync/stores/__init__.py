@@ -118,6 +118,20 @@ class RunStore(Protocol):
     def cancel_requested(self, owner: str) -> list[str]:
         """Ids of running runs of ``owner`` that another process asked to cancel."""
 
+    # Optional, found by :func:`page_runs` (a store without it pages through ``list_runs``):
+
+    def page_runs(
+        self,
+        agent: str,
+        session: str | None = None,
+        statuses: list[str] | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[RunRow]:
+        """Up to ``limit`` runs of ``agent`` (of ``session``, in ``statuses``, when given), the last
+        updated first (then by id, descending), past the cursor ``after``: the ``(updatedAt, id)``
+        of the last run of the page before; costs O(rows returned)."""
+
 
 class CheckpointStore(Protocol):
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
@@ -194,7 +208,8 @@ class TaskRunStore(Protocol):
 
 class McpSessionStore(Protocol):
     """The sessions of the MCP bridge (its ``Mcp-Session-Id``), kept here so that every worker and
-    replica sharing the store knows them. A record is ``{id, protocolVersion, createdAt}``."""
+    replica sharing the store knows them. A record is ``{id, protocolVersion, createdAt, owner,
+    usedAt}``: ``owner`` a key of the identity that opened it, ``usedAt`` when it last served."""
 
     def create_mcp_session(self, record: dict[str, Any]) -> bool:
         """Insert a session record; False (and no change) when the id exists."""
@@ -203,6 +218,15 @@ class McpSessionStore(Protocol):
 
     def delete_mcp_session(self, session_id: str) -> bool:
         """End a session; False when there was none of that id."""
+
+    def touch_mcp_session(self, session_id: str, used_at: str) -> bool:
+        """Set a session's ``usedAt``; False when there is none of that id."""
+
+    def evict_mcp_sessions(self, owner: str, keep: int) -> int:
+        """Delete the sessions of ``owner`` but the ``keep`` it opened last; how many."""
+
+    def expire_mcp_sessions(self, used_before: str) -> int:
+        """Delete the sessions last used before ``used_before``; how many."""
 
 
 class PushStore(Protocol):
@@ -301,6 +325,30 @@ def new_push_config(config: dict[str, Any], now: float) -> dict[str, Any]:
         "authentication": config.get("authentication"), "delivered": 0, "attempts": 0, "nextAttemptAt": now,
         "lastError": None, "done": False, "claimedBy": None, "claimedUntil": None, "createdAt": now_iso(),
     }  # fmt: skip
+
+
+def page_runs(
+    store: Any,
+    agent: str,
+    session: str | None = None,
+    statuses: list[str] | None = None,
+    after: tuple[str, str] | None = None,
+    limit: int = 100,
+) -> list[RunRow]:
+    """``store.page_runs(...)`` (see :class:`RunStore`), or for a store without it the same page
+    cut from all the agent's runs."""
+    if callable(getattr(store, "page_runs", None)):
+        return store.page_runs(agent, session, statuses, after, limit)
+    return runs_page_of(store.list_runs(agent=agent, session=session), statuses, after, limit)
+
+
+def runs_page_of(
+    runs: list[RunRow], statuses: list[str] | None, after: tuple[str, str] | None, limit: int
+) -> list[RunRow]:
+    """The page :meth:`RunStore.page_runs` answers, cut from ``runs`` (all the agent's)."""
+    kept = [r for r in runs if (statuses is None or r["status"] in statuses)
+            and (after is None or (r["updatedAt"], r["id"]) < after)]  # fmt: skip
+    return sorted(kept, key=lambda r: (r["updatedAt"], r["id"]), reverse=True)[:limit]
 
 
 def records_task_runs(store: Any) -> bool:

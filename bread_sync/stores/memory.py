@@ -21,6 +21,7 @@ from . import (
     iso_days_ago,
     new_push_config,
     now_iso,
+    runs_page_of,
     tags_match,
 )  # fmt: skip
 
@@ -101,6 +102,12 @@ class MemoryStore:
                 and (agent is None or r["agentId"] == agent)
                 and (session is None or r["sessionId"] == session)
             ]
+
+    def page_runs(
+        self, agent: str, session: str | None = None, statuses: list[str] | None = None,
+        after: tuple[str, str] | None = None, limit: int = 100,
+    ) -> list[RunRow]:  # fmt: skip
+        return runs_page_of(self.list_runs(agent=agent, session=session), statuses, after, limit)
 
     def cancel_requested(self, owner: str) -> list[str]:
         with self._lock:
@@ -258,6 +265,27 @@ class MemoryStore:
     def delete_mcp_session(self, session_id: str) -> bool:
         with self._lock:
             return self._mcp_sessions.pop(session_id, None) is not None
+
+    def touch_mcp_session(self, session_id: str, used_at: str) -> bool:
+        with self._lock:
+            session = self._mcp_sessions.get(session_id)
+            if session is not None:
+                session["usedAt"] = used_at
+            return session is not None
+
+    def evict_mcp_sessions(self, owner: str, keep: int) -> int:
+        with self._lock:
+            owned = [k for k, s in self._mcp_sessions.items() if s["owner"] == owner]  # oldest first
+            return self._forget_mcp_sessions(owned[: max(len(owned) - keep, 0)])
+
+    def expire_mcp_sessions(self, used_before: str) -> int:
+        with self._lock:
+            return self._forget_mcp_sessions([k for k, s in self._mcp_sessions.items() if s["usedAt"] < used_before])
+
+    def _forget_mcp_sessions(self, session_ids: list[str]) -> int:
+        for session_id in session_ids:
+            del self._mcp_sessions[session_id]
+        return len(session_ids)
 
     # retention
     # push subscriptions

@@ -139,6 +139,21 @@ class SQLStore:
         where, params = self._filters(status=status, agent_id=agent, session_id=session)
         return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY {self.dialect.order}", params)
 
+    def page_runs(
+        self, agent: str, session: str | None = None, statuses: list[str] | None = None,
+        after: tuple[str, str] | None = None, limit: int = 100,
+    ) -> list[RunRow]:  # fmt: skip
+        if statuses is not None and not statuses:
+            return []
+        where, params = self._filters(agent_id=agent, session_id=session)
+        if statuses is not None:
+            where += f" AND status IN ({', '.join('?' * len(statuses))})"
+            params += statuses
+        if after is not None:
+            where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
+            params += [after[0], *after]
+        return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?", [*params, limit])
+
     def cancel_requested(self, owner: str) -> list[str]:
         sql = "SELECT id FROM runs WHERE status = 'running' AND owner = ? AND cancel_requested"
         sql += f" ORDER BY {self.dialect.order}"
@@ -195,15 +210,31 @@ class SQLStore:
 
     # MCP sessions
     def create_mcp_session(self, record: dict[str, Any]) -> bool:
-        sql = "INSERT INTO mcp_sessions (id, created_at, data) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING"
-        return self._execute(sql, [record["id"], record["createdAt"], dumps(record)]) == 1
+        sql = (
+            "INSERT INTO mcp_sessions (id, created_at, owner, used_at, data) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO NOTHING"
+        )
+        values = [record["id"], record["createdAt"], record["owner"], record["usedAt"], dumps(record)]
+        return self._execute(sql, values) == 1
 
     def get_mcp_session(self, session_id: str) -> dict[str, Any] | None:
-        found = self._records("SELECT data FROM mcp_sessions WHERE id = ?", [session_id])
-        return found[0] if found else None
+        found = self._rows("SELECT data, owner, used_at FROM mcp_sessions WHERE id = ?", [session_id])
+        # The columns are the truth: usedAt moves on, and a session older than owners has none.
+        return {**json.loads(found[0][0]), "owner": found[0][1], "usedAt": found[0][2]} if found else None
 
     def delete_mcp_session(self, session_id: str) -> bool:
         return self._execute("DELETE FROM mcp_sessions WHERE id = ?", [session_id]) == 1
+
+    def touch_mcp_session(self, session_id: str, used_at: str) -> bool:
+        return self._execute("UPDATE mcp_sessions SET used_at = ? WHERE id = ?", [used_at, session_id]) == 1
+
+    def evict_mcp_sessions(self, owner: str, keep: int) -> int:
+        order = self.dialect.order
+        newest = f"SELECT id FROM mcp_sessions WHERE owner = ? ORDER BY {order} DESC LIMIT ?"
+        return self._execute(f"DELETE FROM mcp_sessions WHERE owner = ? AND id NOT IN ({newest})", [owner, owner, keep])
+
+    def expire_mcp_sessions(self, used_before: str) -> int:
+        return self._execute("DELETE FROM mcp_sessions WHERE used_at < ?", [used_before])
 
     # push subscriptions
     def save_push_config(self, config: dict[str, Any]) -> None:

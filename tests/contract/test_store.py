@@ -260,6 +260,27 @@ def test_list_runs_filters(store):
     assert store.list_runs(status="paused") == [run_record("r2", status="paused")]
 
 
+def test_page_runs_reads_an_agents_runs_last_updated_first_a_page_past_a_cursor(store):
+    # Two runs updated at the same time are told apart by id, as the cursor is.
+    times = {"r1": "2020-01-01T00:00:01.000Z", "r2": "2020-01-01T00:00:03.000Z", "r3": "2020-01-01T00:00:03.000Z",
+             "r4": "2020-01-01T00:00:02.000Z", "r5": "2020-01-01T00:00:04.000Z"}  # fmt: skip
+    for run_id, updated_at in times.items():
+        status = "paused" if run_id == "r4" else "running"
+        store.create_run(run_record(run_id, updatedAt=updated_at, status=status, sessionId=f"s{int(run_id[1]) % 2}"))
+    store.create_run(run_record("x1", agentId="other", updatedAt="2020-01-01T00:00:09.000Z"))
+
+    def ids(**query):
+        return [r["id"] for r in store.page_runs("echo", **query)]
+
+    assert ids() == ["r5", "r3", "r2", "r4", "r1"]
+    assert ids(limit=2) == ["r5", "r3"]
+    assert ids(after=(times["r3"], "r3"), limit=2) == ["r2", "r4"]
+    assert ids(after=(times["r4"], "r4")) == ["r1"]
+    assert ids(session="s1") == ["r5", "r3", "r1"]
+    assert ids(statuses=["paused", "completed"]) == ["r4"] and ids(statuses=[]) == []
+    assert store.page_runs("echo", limit=1) == [run_record("r5", updatedAt=times["r5"], sessionId="s1")]
+
+
 def test_cancel_requested_lists_running_runs_of_the_owner(store):
     store.create_run(run_record("asked", cancelRequested=True))
     store.create_run(run_record("not-asked"))
@@ -445,7 +466,8 @@ def test_last_seqs_of_many_runs_in_one_read(store):
 
 
 def mcp_session(session_id, **fields):
-    return {"id": session_id, "protocolVersion": "2025-11-25", "createdAt": OLD, **fields}
+    return {"id": session_id, "protocolVersion": "2025-11-25", "createdAt": OLD, "owner": "alice", "usedAt": OLD,
+            **fields}  # fmt: skip
 
 
 def test_create_and_get_an_mcp_session(store):
@@ -554,3 +576,28 @@ def test_one_of_many_racing_threads_claims_a_subscription(store):
     for thread in threads:
         thread.join(10)
     assert len(won) == 1
+
+
+def test_touching_an_mcp_session_moves_its_used_at_only(store):
+    store.create_mcp_session(mcp_session("m1"))
+    assert store.touch_mcp_session("m1", "2030-01-01T00:00:00.000Z") is True
+    assert store.get_mcp_session("m1") == mcp_session("m1", usedAt="2030-01-01T00:00:00.000Z")
+    assert store.touch_mcp_session("nobody", "2030-01-01T00:00:00.000Z") is False
+
+
+def test_evicting_mcp_sessions_keeps_an_owners_newest_and_no_one_elses(store):
+    for n in range(5):
+        store.create_mcp_session(mcp_session(f"a{n}"))  # in this order: a0 is the oldest
+        store.create_mcp_session(mcp_session(f"b{n}", owner="bob"))
+    assert store.evict_mcp_sessions("alice", 2) == 3
+    assert [n for n in range(5) if store.get_mcp_session(f"a{n}")] == [3, 4]
+    assert all(store.get_mcp_session(f"b{n}") for n in range(5))
+    assert store.evict_mcp_sessions("alice", 2) == 0
+
+
+def test_expiring_mcp_sessions_deletes_those_unused_since_whoever_owns_them(store):
+    store.create_mcp_session(mcp_session("old"))
+    store.create_mcp_session(mcp_session("old-bob", owner="bob"))
+    store.create_mcp_session(mcp_session("used", usedAt="2030-01-01T00:00:00.000Z"))
+    assert store.expire_mcp_sessions("2025-01-01T00:00:00.000Z") == 2
+    assert [store.get_mcp_session(i) is None for i in ("old", "old-bob", "used")] == [True, True, False]

@@ -47,7 +47,8 @@ def world(store):  # noqa: F811
     add_task_run(store, "task-done", "done")
     add_checkpoint(store, "cp-void", "gone-long-ago", "void")
     add_task_run(store, "task-orphan-old", None)
-    store.create_mcp_session({"id": "mcp-old", "protocolVersion": "2025-11-25", "createdAt": OLD})
+    store.create_mcp_session({"id": "mcp-old", "protocolVersion": "2025-11-25", "createdAt": OLD, "owner": "o",
+                              "usedAt": OLD})  # fmt: skip
 
     add_run(store, "live", "running")
     add_loop(store, "loop-live", "live", status="running")
@@ -58,7 +59,8 @@ def world(store):  # noqa: F811
     add_checkpoint(store, "cp-fresh", "fresh", "resumed", created_at=now_iso())
     add_task_run(store, "task-orphan-running", None, status="running")
     add_task_run(store, "task-orphan-new", None, created_at=now_iso())
-    store.create_mcp_session({"id": "mcp-new", "protocolVersion": "2025-11-25", "createdAt": now_iso()})
+    store.create_mcp_session({"id": "mcp-new", "protocolVersion": "2025-11-25", "createdAt": now_iso(), "owner": "o",
+                              "usedAt": now_iso()})  # fmt: skip
     return store
 
 

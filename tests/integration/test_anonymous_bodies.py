@@ -11,10 +11,11 @@ import socket
 
 import pytest
 
-from .bridges_auth_config import KEY
+from .bridges_auth_config import KEYS
 from .servers import Server
 from .test_hostile_input import MALFORMED_CHUNK_SIZES, assert_malformed_chunks_refused, port_of, read_answer
 
+KEY = KEYS["alice"]
 MAX_BODY_BYTES = 1_048_576
 A2A_PATH = "/a2a"
 #: A body past the server's own limit and within the A2A route's.

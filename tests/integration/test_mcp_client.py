@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import time
 
@@ -14,6 +15,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+from . import servers
+from .bridges_auth_config import BRIEF_IDLE_SECONDS, KEYS, MAX_SESSIONS, READER_TOOL
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 SECONDS = 30
@@ -119,9 +123,9 @@ def rpc(http, url, method, params=None, session=None, id=1, **headers):
     return http.post(f"{url}/mcp", json=body, headers=sent)
 
 
-def initialize(http, url, version="2025-06-18"):
+def initialize(http, url, version="2025-06-18", headers=None):
     params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
-    answer = rpc(http, url, "initialize", params)
+    answer = rpc(http, url, "initialize", params, **(headers or {}))
     assert answer.status_code == 200 and answer.json()["result"]["protocolVersion"] == version
     return answer.headers["Mcp-Session-Id"]
 
@@ -195,3 +199,100 @@ def test_the_typescript_sdk_client_lists_calls_pauses_and_resumes(node_clients, 
     assert seen["unknown"] == -32602
     assert seen["aborted"].endswith("enough") and seen["cancelStatus"] == 202
     assert_the_abandoned_call_was_cancelled(server.url)
+
+
+# Behind the auth plugin: a session is its opener's, capped per identity, ended when idle.
+
+GUARDED = "tests.integration.bridges_auth_config:config"
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    home = tmp_path_factory.mktemp("mcp-auth")
+    server = servers.Server("mcp-auth", home, home / "bread.db", env={"BREAD_CONFIG": GUARDED})
+    yield server.start()
+    server.stop()
+
+
+def as_(name: str) -> dict:
+    return {"Authorization": f"Bearer {KEYS[name]}"}
+
+
+def stored_sessions(server, *session_ids: str) -> list[str]:
+    with sqlite3.connect(server.db) as db:
+        marks = ", ".join("?" * len(session_ids))
+        return sorted(i for (i,) in db.execute(f"SELECT id FROM mcp_sessions WHERE id IN ({marks})", session_ids))
+
+
+async def sdk_echo(url: str, headers: dict) -> tuple[set[str], str]:
+    async with httpx.AsyncClient(timeout=SECONDS, headers=headers) as http:
+        transport = streamable_http_client(f"{url}/mcp", http_client=http)
+        async with Client(transport, mode="legacy", read_timeout_seconds=SECONDS) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            echo = await client.call_tool("agent_echo", {"input": "mine"})
+            return tools, echo.content[0].text
+
+
+def test_the_sdk_client_is_served_behind_auth(guarded):
+    tools, echoed = asyncio.run(sdk_echo(guarded.url, as_("alice")))
+    assert tools == {"agent_echo", "task_word-count", "resume"} and echoed == "mine"
+
+
+def test_a_session_answers_only_the_identity_that_opened_it(guarded):
+    with httpx.Client(timeout=SECONDS) as http:
+        session = initialize(http, guarded.url, headers=as_("alice"))
+        on = {"session": session, **as_("bob")}
+        assert rpc(http, guarded.url, "tools/list", **on).status_code == 404
+        call = rpc(http, guarded.url, "tools/call", {"name": "agent_echo", "arguments": {"input": "x"}}, id=7, **on)
+        assert (call.status_code, call.json()["error"]["code"]) == (404, -32600)
+        note = {"jsonrpc": "2.0", "method": CANCELLED[1], "params": {"requestId": 7}}
+        headers = {**ACCEPT, "Mcp-Session-Id": session, **as_("bob")}
+        assert http.post(f"{guarded.url}/mcp", json=note, headers=headers).status_code == 404
+        assert http.delete(f"{guarded.url}/mcp", headers={"Mcp-Session-Id": session, **as_("bob")}).status_code == 404
+        # Still alice's, whole: bob used none of its request ids.
+        mine = {"session": session, **as_("alice")}
+        echo = rpc(http, guarded.url, "tools/call", {"name": "agent_echo", "arguments": {"input": "x"}}, id=7, **mine)
+        assert echo.json()["result"]["content"] == [{"type": "text", "text": "x"}]
+        assert http.delete(f"{guarded.url}/mcp", headers={"Mcp-Session-Id": session, **as_("alice")}).status_code == 204
+
+
+def test_an_identitys_oldest_session_is_ended_past_its_cap_and_no_one_elses(guarded):
+    with httpx.Client(timeout=SECONDS) as http:
+        bobs = initialize(http, guarded.url, headers=as_("bob"))
+        readers = [initialize(http, guarded.url, headers=as_("reader")) for _ in range(MAX_SESSIONS + 1)]
+        pings = [rpc(http, guarded.url, "ping", session=s, **as_("reader")).status_code for s in readers]
+        assert pings == [404] + [200] * MAX_SESSIONS
+        assert stored_sessions(guarded, *readers) == sorted(readers[1:])
+        assert rpc(http, guarded.url, "ping", session=bobs, **as_("bob")).status_code == 200
+
+
+def test_an_idle_session_ends_and_leaves_the_store(guarded):
+    url = f"{guarded.url}/mcp-brief"
+    with httpx.Client(timeout=SECONDS) as http:
+        params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+        session = http.post(url, json=body, headers={**ACCEPT, **as_("alice")}).headers["Mcp-Session-Id"]
+        time.sleep(BRIEF_IDLE_SECONDS * 1.5)  # the clock is what is under test: the session's idle time
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        late = http.post(url, json=ping, headers={**ACCEPT, "Mcp-Session-Id": session, **as_("alice")})
+        assert late.status_code == 404
+        assert stored_sessions(guarded, session) == []
+
+
+def test_authorize_tells_the_json_rpc_methods_and_tools_apart(guarded):
+    with httpx.Client(timeout=SECONDS) as http:
+        session = initialize(http, guarded.url, headers=as_("reader"))
+        on = {"session": session, **as_("reader")}
+        assert rpc(http, guarded.url, "tools/list", **on).status_code == 200
+        count = {"name": "task_word-count", "arguments": {"text": "a b"}}
+        assert rpc(http, guarded.url, "tools/call", count, **on).json()["result"]["structuredContent"] == {"words": 2}
+        echo = {"name": "agent_echo", "arguments": {"input": "x"}}
+        assert rpc(http, guarded.url, "tools/call", echo, **on).json() == {"error": "Forbidden"}
+        # The query does not speak for the body.
+        spoof = http.post(f"{guarded.url}/mcp?method=tools/list&tool={READER_TOOL}", headers={**ACCEPT,
+                          "Mcp-Session-Id": session, **as_("reader")},
+                          json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": echo})  # fmt: skip
+        assert spoof.status_code == 403
+        # A body that is no JSON still gets its JSON-RPC error from the endpoint.
+        garbage = http.post(f"{guarded.url}/mcp", content=b"{oops", headers={**ACCEPT, **as_("alice")})
+        assert garbage.status_code == 400 and garbage.json()["error"]["code"] == -32700

@@ -3,6 +3,8 @@ route), in v0.3 or v1.0."""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -10,7 +12,7 @@ from urllib.parse import urljoin
 
 from flask import Response, g, jsonify, request, url_for
 
-from ...crumbs import Frame, error_crumb
+from ...crumbs import Frame, dumps, error_crumb
 from ...errors import BreadError
 from ...runtime import new_id
 from ...server import (
@@ -22,7 +24,7 @@ from ...server import (
     stream_response,
 )
 from ...server.guard import NotJson, json_value, may_reach_run
-from ...stores import read_log, records_pushes
+from ...stores import page_runs, read_log, records_pushes
 from . import rpc, v03, v10
 from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
@@ -32,6 +34,9 @@ from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder
 from .translator import CANCELED, INPUT_REQUIRED, RUN_STATES, TERMINAL_STATES, Status, TaskFold, pause_part
 
 log = logging.getLogger("bread_sync.protocols.a2a")
+
+#: ``authorize_context(identity, context_id)``: whether the caller may continue that context.
+ContextAuthorizer = Callable[[Any, str], bool]
 
 DIALECTS = {"0.3": v03, "1.0": v10}
 DEFAULT_CARD_PATH = "/.well-known/agent-card.json"
@@ -61,6 +66,7 @@ def a2a_server(
     push_notifications: bool = False,
     allow_private_webhooks: bool = False,
     max_push_configs_per_task: int = DEFAULT_MAX_PUSH_CONFIGS,
+    authorize_context: ContextAuthorizer | None = None,
 ) -> A2AServer:
     """The A2A plugin, for ``Config.plugins``: ``agent_id`` served at ``POST rpc_path`` (action
     ``a2a.rpc``), its Agent Card at ``GET card_path`` (action ``a2a.card``), in A2A
@@ -73,11 +79,14 @@ def a2a_server(
     :meth:`A2AServer.start` runs (each gunicorn worker calls it); a webhook whose host is a
     loopback or private address is refused unless ``allow_private_webhooks``; a task takes at
     most ``max_push_configs_per_task`` subscriptions (past it, -32602).
+    ``authorize_context(identity, context_id)`` must return True for the context a message
+    continues (the ``contextId`` it names, or the paused task's), before any run starts; else
+    -32602. Without it any caller who knows a context id may continue that session.
     """
     if spec_version not in DIALECTS:
         raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")
     return A2AServer(agent_id, url, card_path, rpc_path, DIALECTS[spec_version], max_body_bytes,
-                     push_notifications, allow_private_webhooks, max_push_configs_per_task)  # fmt: skip
+                     push_notifications, allow_private_webhooks, max_push_configs_per_task, authorize_context)  # fmt: skip
 
 
 class A2AServer:
@@ -87,7 +96,7 @@ class A2AServer:
 
     def __init__(self, agent_id: str, url: str | None, card_path: str, rpc_path: str, dialect: Any,
                  max_body_bytes: int, push_notifications: bool, allow_private_webhooks: bool,
-                 max_push_configs_per_task: int):  # fmt: skip
+                 max_push_configs_per_task: int, authorize_context: ContextAuthorizer | None):  # fmt: skip
         self.agent_id, self.url = agent_id, url
         self.card_path, self.rpc_path = card_path, rpc_path
         self.dialect = dialect
@@ -95,6 +104,7 @@ class A2AServer:
         self.push_notifications = push_notifications
         self.allow_private_webhooks = allow_private_webhooks
         self.max_push_configs_per_task = max_push_configs_per_task
+        self.authorize_context = authorize_context
         #: Where a pushed file's relative uri is resolved: the origin of ``url``, when given.
         self.base_url = urljoin(url, "/") if url else None
         self._methods: dict[str, Callable[[Any, Any, Any], Any]] = {
@@ -125,7 +135,7 @@ class A2AServer:
     def routes(self, blueprint: Any, bread: Any) -> None:
         register_http_route(blueprint, "GET", self.card_path, A2A_ACTIONS.card, lambda: self._card(bread))
         register_http_route(blueprint, "POST", self.rpc_path, A2A_ACTIONS.rpc, lambda: self._rpc(bread),
-                            statuses=(413,), max_body_bytes=self.max_body_bytes)  # fmt: skip
+                            statuses=(413,), max_body_bytes=self.max_body_bytes, args=_authorize_args)  # fmt: skip
 
     # -- the card -----------------------------------------------------------------------------
 
@@ -183,14 +193,23 @@ class A2AServer:
             record = self._record(bread, task_id)
             if record["status"] != "paused":
                 raise RpcError(rpc.UNSUPPORTED_OPERATION, f"task {task_id} is not waiting for input")
+            self._check_context(record["sessionId"])
             checkpoint = bread.store.get_checkpoint(record["checkpointId"])
             answer = pause_answer(parts, checkpoint["kind"])
             return (lambda token: bread.resume(checkpoint["id"], answer, signal=token, may_interrupt=may_reach_run),
                     record["sessionId"])  # fmt: skip
+        if context_id is not None:
+            self._check_context(context_id)
         session_id = context_id or new_id("ses")
         value = run_input(parts, bread.blob_store)
         return (lambda token: bread.run(self.agent_id, value, session={"id": session_id}, signal=token,
                                         may_interrupt=may_reach_run), session_id)  # fmt: skip
+
+    def _check_context(self, context_id: str) -> None:
+        # Only True allows, as with every authorizer: one that forgets to return denies.
+        hook = self.authorize_context
+        if hook is not None and hook(g.get("bread_identity"), context_id) is not True:
+            raise RpcError(rpc.INVALID_PARAMS, f"contextId {context_id} is not one this caller may continue")
 
     def _start(self, bread: Any, request_id: Any, params: Any) -> tuple[Any, Iterator[Any], StreamEncoder]:
         """Start the run a message asks for and tail it; its encoder, brought up to where a
@@ -297,22 +316,41 @@ class A2AServer:
 
     def _list(self, bread: Any, request_id: Any, params: Any) -> Any:
         """ListTasks (v1.0): this agent's tasks the caller may reach, the last updated first, by
-        context and state; ``pageToken`` is where the page starts."""
+        context and state; ``pageToken`` is where the page starts. ``totalSize`` counts the
+        caller's tasks up to this page's last, and one more when there is a next page: exact on
+        the last page, and never a task of another's (counting them all would read them all)."""
         try:
             context_id, state, page_size, token = self.dialect.read_list(params)
         except ValueError as exc:
             raise BadParams(str(exc)) from None
-        if not (token == "" or token.isdigit()) or not 0 <= page_size <= MAX_PAGE_SIZE:
-            raise BadParams(f"pageToken must be one this server gave, pageSize at most {MAX_PAGE_SIZE}")
-        records = [
-            r for r in bread.store.list_runs(agent=self.agent_id, session=context_id)
-            if (state is None or RUN_STATES[r["status"]] == state) and may_reach_run(r["id"])
-        ]  # fmt: skip
-        records.sort(key=lambda r: r["updatedAt"], reverse=True)
-        start, size = int(token or 0), page_size or DEFAULT_PAGE_SIZE
-        page = records[start : start + size]
-        after = str(start + size) if start + size < len(records) else ""
-        return self.dialect.task_list([self._snapshot(bread, r) for r in page], after, size, len(records))
+        if not 0 <= page_size <= MAX_PAGE_SIZE:
+            raise BadParams(f"pageSize must be at most {MAX_PAGE_SIZE}")
+        cursor, counted = _read_page_token(token)
+        statuses = None if state is None else [status for status, named in RUN_STATES.items() if named == state]
+        size = page_size or DEFAULT_PAGE_SIZE
+        page, more = self._reachable(bread, context_id, statuses, cursor, size)
+        counted += len(page)
+        after = _page_token(page[-1], counted) if more else ""
+        tasks = [self._snapshot(bread, r) for r in page]
+        return self.dialect.task_list(tasks, after, size, counted + (1 if more else 0))
+
+    def _reachable(
+        self, bread: Any, context_id: str | None, statuses: list[str] | None, cursor: Any, size: int
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Up to ``size`` of this agent's runs past ``cursor`` that the caller may reach, and
+        whether there is another: the store is read a page at a time until one more is found,
+        or it has none left."""
+        found: list[dict[str, Any]] = []
+        while True:
+            rows = page_runs(bread.store, self.agent_id, context_id, statuses, cursor, limit=size + 1)
+            for row in rows:
+                if may_reach_run(row["id"]):
+                    if len(found) == size:
+                        return found, True
+                    found.append(row)
+            if len(rows) <= size:
+                return found, False
+            cursor = (rows[-1]["updatedAt"], rows[-1]["id"])
 
     def _extended_card(self, bread: Any, request_id: Any, params: Any) -> Any:
         raise RpcError(rpc.EXTENDED_CARD_NOT_CONFIGURED, "this agent has no extended card")
@@ -397,10 +435,43 @@ def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]
                        name=f"A2A stream of task {run_id}")  # fmt: skip
 
 
+def _page_token(last: dict[str, Any], counted: int) -> str:
+    """Where the next page starts (the last task's update time and id), and how many tasks of
+    the caller's the pages so far held."""
+    return base64.urlsafe_b64encode(dumps([last["updatedAt"], last["id"], counted]).encode()).decode()
+
+
+def _read_page_token(token: str) -> tuple[tuple[str, str] | None, int]:
+    if token == "":
+        return None, 0
+    try:
+        updated_at, run_id, counted = json.loads(base64.urlsafe_b64decode(token))
+    except (ValueError, TypeError):  # binascii.Error and JSONDecodeError are ValueErrors
+        counted = None
+    if not (isinstance(counted, int) and not isinstance(counted, bool) and counted >= 0
+            and isinstance(updated_at, str) and isinstance(run_id, str)):  # fmt: skip
+        raise BadParams("pageToken must be one this server gave")
+    return (updated_at, run_id), counted
+
+
 def _request_json() -> Any:
     """The body's JSON value, read as every bread route reads one: not JSON in UTF-8 (NaN and
-    Infinity too) is -32700; a lone surrogate is ``INVALID_REQUEST``, so -32602."""
+    Infinity too) is -32700; a lone surrogate is ``INVALID_REQUEST``, so -32602. Read once a
+    request (the authorize args read it first), as a body may be 16 MiB."""
+    if "bread_a2a_json" not in g:
+        try:
+            g.bread_a2a_json = json_value(g.get("bread_body", b""))
+        except NotJson as exc:
+            raise RpcError(rpc.PARSE_ERROR, exc.message) from None
+    return g.bread_a2a_json
+
+
+def _authorize_args() -> dict[str, str]:
+    """What ``authorize`` gets as ``args`` for a request to the RPC route: its JSON-RPC
+    ``method``; nothing for a body without one (the route answers it with an error)."""
     try:
-        return json_value(g.get("bread_body", b""))
-    except NotJson as exc:
-        raise RpcError(rpc.PARSE_ERROR, exc.message) from None
+        body = _request_json()
+    except (RpcError, BreadError):
+        return {}
+    method = body.get("method") if isinstance(body, dict) else None
+    return {"method": method} if isinstance(method, str) else {}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing
 from importlib.metadata import version as package_version
@@ -41,7 +43,7 @@ from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import NotJson, json_value, may_reach_run
-from ...stores import now_iso
+from ...stores import iso_from_epoch, now_iso
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
 log = logging.getLogger("bread_sync.protocols.mcp")
@@ -56,6 +58,16 @@ HEARTBEAT = b": ping\n\n"
 DISCOVER = "server/discover"
 CANCELLED = "notifications/cancelled"
 _JSON = "application/json"
+#: How many sessions one identity may hold: its oldest is ended past it.
+DEFAULT_MAX_SESSIONS = 100
+#: How long a session may go unused before it ends.
+DEFAULT_SESSION_IDLE_SECONDS = 3600.0
+#: How stale a session's ``usedAt`` may grow before a request writes it again: one write a
+#: minute per busy session, not one per request (a quarter of the idle time, if that is less).
+USED_AT_GRAIN_SECONDS = 60.0
+#: The store methods the plugin keeps its sessions with.
+SESSION_METHODS = ("create_mcp_session", "get_mcp_session", "delete_mcp_session", "touch_mcp_session",
+                   "evict_mcp_sessions", "expire_mcp_sessions")  # fmt: skip
 
 
 class MCP_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
@@ -68,6 +80,8 @@ def mcp_server(
     agents: Iterable[Any] | None = None,
     tasks: Iterable[Any] | None = None,
     name: str = "bread_sync",
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    session_idle_seconds: float = DEFAULT_SESSION_IDLE_SECONDS,
 ) -> McpPlugin:
     """The MCP plugin, for ``Config.plugins``: the instance's agents and tasks as MCP tools,
     served over Streamable HTTP at ``path`` (action ``mcp.request``).
@@ -75,8 +89,13 @@ def mcp_server(
     ``agents``, ``tasks``: the ids (or the objects) to expose, ``[]`` none; None exposes all the
     instance has (of agents, its ``Config.entrypoints`` when it names them). Tools:
     ``agent_<agentId>``, ``task_<taskId>`` and ``resume``. ``name``: the ``serverInfo`` name
-    ``initialize`` answers with. See docs/http.md."""
-    return McpPlugin(path, _ids(agents), _ids(tasks), name)
+    ``initialize`` answers with. A session belongs to the identity that opened it (with auth
+    off, every caller is one identity): another is told 404, as for an unknown session. An
+    identity holds at most ``max_sessions``, its oldest ended past them; a session unused for
+    ``session_idle_seconds`` ends. See docs/http.md and docs/security.md."""
+    if max_sessions < 1 or session_idle_seconds <= 0:
+        raise ValueError("max_sessions must be at least 1 and session_idle_seconds above 0")
+    return McpPlugin(path, _ids(agents), _ids(tasks), name, Sessions(max_sessions, session_idle_seconds))
 
 
 def _ids(given: Iterable[Any] | None) -> list[str] | None:
@@ -96,8 +115,11 @@ class McpPlugin:
 
     name = "mcp"
 
-    def __init__(self, path: str, agents: list[str] | None, tasks: list[str] | None, server_name: str):
+    def __init__(
+        self, path: str, agents: list[str] | None, tasks: list[str] | None, server_name: str, sessions: Sessions
+    ):
         self.path = path
+        self.sessions = sessions
         self.agent_ids = agents
         self.task_ids = tasks
         self.server_info = Implementation(name=server_name, version=package_version("bread-sync"))
@@ -113,8 +135,7 @@ class McpPlugin:
         }
 
     def routes(self, blueprint: Any, bread: Any) -> None:
-        missing = [m for m in ("create_mcp_session", "get_mcp_session", "delete_mcp_session")
-                   if not callable(getattr(bread.store, m, None))]  # fmt: skip
+        missing = [m for m in SESSION_METHODS if not callable(getattr(bread.store, m, None))]
         if missing:
             raise TypeError(f"the MCP plugin keeps its sessions in the store, and this store has no {missing}")
         # By default the agents served over HTTP: the config's entrypoints, or all of them.
@@ -123,9 +144,9 @@ class McpPlugin:
         tasks = [bread.task(i) for i in (self.task_ids if self.task_ids is not None else bread.tasks)]
         self.tools = tool_table(agents, tasks, bread.agents)
         register_http_route(blueprint, "POST", self.path, MCP_ACTIONS.request, lambda: self._post(bread),
-                            statuses=(202, 404))  # fmt: skip
+                            statuses=(202, 404), args=authorize_args)  # fmt: skip
         register_http_route(blueprint, "DELETE", self.path, MCP_ACTIONS.request, lambda: self._delete(bread),
-                            statuses=(204, 404))  # fmt: skip
+                            statuses=(204, 404), args=authorize_args)  # fmt: skip
 
     def _listings(self) -> list[Any]:
         return [tool.listing for tool in self.tools.values()]
@@ -140,7 +161,7 @@ class McpPlugin:
             if isinstance(message, JSONRPCRequest) and message.method == "initialize":
                 return self._initialize(bread, message)
             _check_version()
-            session_id = _session(bread)
+            session_id = self.sessions.of_caller(bread.store)
         except _Refused as refused:
             return _refusal(refused)
         if not isinstance(message, JSONRPCRequest):  # a notification, or a response to nothing we asked
@@ -154,7 +175,7 @@ class McpPlugin:
 
     def _delete(self, bread: Any) -> Response:
         try:
-            session_id = _session(bread)
+            session_id = self.sessions.of_caller(bread.store)
         except _Refused as refused:
             return _refusal(refused)
         bread.store.delete_mcp_session(session_id)
@@ -168,8 +189,7 @@ class McpPlugin:
         except ValidationError as exc:
             return _error(message.id, INVALID_PARAMS, _problem(exc))
         agreed = asked if asked in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
-        session_id = f"mcp_{secrets.token_urlsafe(24)}"
-        bread.store.create_mcp_session({"id": session_id, "protocolVersion": agreed, "createdAt": now_iso()})
+        session_id = self.sessions.open(bread.store, agreed)
         capabilities = ServerCapabilities(tools=ToolsCapability(list_changed=False))
         result = InitializeResult(protocol_version=agreed, server_info=self.server_info, capabilities=capabilities)
         answer = _result(message.id, result)
@@ -356,14 +376,69 @@ def _check_version() -> None:
         raise _Refused(400, INVALID_REQUEST, f"unsupported {VERSION_HEADER} {given!r}: this server speaks {supported}")
 
 
-def _session(bread: Any) -> str:
-    """The request's session id: 400 without one, 404 for one unknown or ended."""
-    session_id = request.headers.get(SESSION_HEADER)
-    if not session_id:
-        raise _Refused(400, INVALID_REQUEST, f"the {SESSION_HEADER} header is missing: initialize first")
-    if bread.store.get_mcp_session(session_id) is None:
-        raise _Refused(404, INVALID_REQUEST, "no such session: it ended, or never was; initialize again")
-    return session_id
+class Sessions:
+    """The endpoint's sessions, kept in the store: each bound to the identity that opened it, at
+    most ``cap`` per identity, ended after ``idle_seconds`` unused."""
+
+    def __init__(self, cap: int, idle_seconds: float):
+        self.cap, self.idle_seconds = cap, idle_seconds
+        self.grain_seconds = min(USED_AT_GRAIN_SECONDS, idle_seconds / 4)
+
+    def open(self, store: Any, version: str) -> str:
+        """A new session of the caller's; the caller's oldest beyond the cap, and every session
+        idle too long, are deleted (after the insert, so that callers opening sessions at once
+        in several processes still leave the newest ``cap``)."""
+        now = time.time()
+        owner, session_id = caller_key(), f"mcp_{secrets.token_urlsafe(24)}"
+        store.create_mcp_session({"id": session_id, "protocolVersion": version, "createdAt": now_iso(),
+                                  "owner": owner, "usedAt": iso_from_epoch(now)})  # fmt: skip
+        store.evict_mcp_sessions(owner, self.cap)
+        store.expire_mcp_sessions(iso_from_epoch(now - self.idle_seconds))
+        return session_id
+
+    def of_caller(self, store: Any) -> str:
+        """The request's session id: 400 without one, 404 for one unknown, ended, expired or
+        another identity's (which cannot tell it from an unknown one)."""
+        session_id = request.headers.get(SESSION_HEADER)
+        if not session_id:
+            raise _Refused(400, INVALID_REQUEST, f"the {SESSION_HEADER} header is missing: initialize first")
+        record, now = store.get_mcp_session(session_id), time.time()
+        if record is None or record.get("owner") != caller_key():
+            raise _no_session()
+        if record["usedAt"] < iso_from_epoch(now - self.idle_seconds):
+            store.delete_mcp_session(session_id)
+            raise _no_session()
+        if record["usedAt"] < iso_from_epoch(now - self.grain_seconds):
+            store.touch_mcp_session(session_id, iso_from_epoch(now))
+        return session_id
+
+
+def _no_session() -> _Refused:
+    return _Refused(404, INVALID_REQUEST, "no such session: it ended, or never was; initialize again")
+
+
+def caller_key() -> str:
+    """The caller's identity as a session's ``owner``: a digest of its JSON (keys sorted), the
+    same for each request of one identity. With auth off there is no identity: one key for all."""
+    identity = json.dumps(g.get("bread_identity"), sort_keys=True, default=repr)
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def authorize_args() -> dict[str, str]:
+    """What ``authorize`` gets as ``args`` for a request to the endpoint: its JSON-RPC ``method``,
+    and a ``tools/call``'s ``tool``; nothing for a body that is no request or notification (the
+    endpoint refuses it) nor for a ``DELETE``."""
+    try:
+        message = _message()
+    except _Refused:
+        return {}
+    if not isinstance(message, JSONRPCRequest | JSONRPCNotification):
+        return {}
+    args = {"method": message.method}
+    tool = (message.params or {}).get("name")
+    if message.method == "tools/call" and isinstance(tool, str):
+        args["tool"] = tool
+    return args
 
 
 def _problem(exc: ValidationError) -> str:

@@ -188,3 +188,25 @@ def m006_append_one_crumb(conn: Any) -> None:
 def m007_mcp_sessions_created(conn: Any) -> None:
     # What `purge` deletes MCP sessions by, in its short transaction, however many there are.
     conn.execute("CREATE INDEX idx_mcp_sessions_created ON mcp_sessions (created_at)")
+
+
+@migration
+def m008_mcp_session_owners(conn: Any) -> None:
+    # Each MCP session's identity (a key of it) and when it last served: an identity's sessions
+    # are capped, oldest (position) first, and an idle one expires. One opened before has no
+    # owner, so no caller's: its client opens another.
+    conn.execute(
+        """
+        ALTER TABLE mcp_sessions ADD COLUMN position bigint GENERATED ALWAYS AS IDENTITY,
+            ADD COLUMN owner text, ADD COLUMN used_at text;
+        UPDATE mcp_sessions SET used_at = created_at;
+        CREATE INDEX idx_mcp_sessions_owner ON mcp_sessions (owner, position);
+        CREATE INDEX idx_mcp_sessions_used ON mcp_sessions (used_at);
+        """
+    )
+
+
+@migration
+def m009_runs_by_agent_updated(conn: Any) -> None:
+    # An agent's runs, the last updated first, a page at a time (A2A ListTasks).
+    conn.execute("CREATE INDEX idx_runs_agent_updated ON runs (agent_id, updated_at, id)")

@@ -163,3 +163,21 @@ def m007_relay_position(db: Database) -> None:
 def m008_mcp_sessions_created(db: Database) -> None:
     # What `purge` deletes MCP sessions by, in its short transaction, however many there are.
     db["mcp_sessions"].create_index(["created_at"], index_name="idx_mcp_sessions_created")
+
+
+@migration
+def m009_mcp_session_owners(db: Database) -> None:
+    # Each MCP session's identity (a key of it) and when it last served: an identity's sessions
+    # are capped, oldest (rowid) first, and an idle one expires. One opened before has no owner,
+    # so no caller's: its client opens another.
+    db["mcp_sessions"].add_column("owner", str)
+    db["mcp_sessions"].add_column("used_at", str)
+    db.execute("UPDATE mcp_sessions SET used_at = created_at")
+    db["mcp_sessions"].create_index(["owner"], index_name="idx_mcp_sessions_owner")
+    db["mcp_sessions"].create_index(["used_at"], index_name="idx_mcp_sessions_used")
+
+
+@migration
+def m010_runs_by_agent_updated(db: Database) -> None:
+    # An agent's runs, the last updated first, a page at a time (A2A ListTasks).
+    db["runs"].create_index(["agent_id", "updated_at", "id"], index_name="idx_runs_agent_updated")

@@ -9,6 +9,7 @@ import json
 import sqlite3
 import subprocess
 import time
+from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -24,26 +25,57 @@ SECONDS = 30
 CANCELLED = ("POST", "notifications/cancelled", 202)
 
 
-def recorded_client(seen: list[tuple[str, str | None, int]]) -> httpx.AsyncClient:
-    """An HTTP client for the SDK that records (HTTP method, JSON-RPC method, status) of each request."""
+class Recorded(httpx.AsyncBaseTransport):
+    """The SDK's HTTP transport, recording (HTTP method, JSON-RPC method, status) of each request
+    in ``seen`` and counting the answers the SDK has not yet finished with (``open``): the SDK
+    closes an answer once it has handed its message on."""
 
-    async def record(response: httpx.Response) -> None:
-        request = response.request
+    def __init__(self, seen: list[tuple[str, str | None, int]]):
+        self.seen, self.open = seen, 0
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
         method = json.loads(request.content).get("method") if request.content else None
-        seen.append((request.method, method, response.status_code))
+        self.seen.append((request.method, method, response.status_code))
+        self.open += 1
+        stream = _Closing(response.stream, self._closed)
+        return httpx.Response(response.status_code, headers=response.headers, stream=stream,
+                              extensions=response.extensions)  # fmt: skip
 
-    return httpx.AsyncClient(timeout=SECONDS, event_hooks={"response": [record]})
+    def _closed(self) -> None:
+        self.open -= 1
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Closing(httpx.AsyncByteStream):
+    def __init__(self, inner: Any, on_close: Any):
+        self._inner, self._on_close = inner, on_close
+
+    async def __aiter__(self):
+        async for chunk in self._inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+        self._on_close()
 
 
 async def sdk_session(url: str, mode: str, seen: list) -> dict:
     """What the SDK client sees of the demo's tools and their calls."""
-    async with recorded_client(seen) as http:
+    recorded = Recorded(seen)
+    async with httpx.AsyncClient(timeout=SECONDS, transport=recorded) as http:
         transport = streamable_http_client(f"{url}/mcp", http_client=http)
         async with Client(transport, mode=mode, read_timeout_seconds=SECONDS) as client:
             got = await calls(client)
-            # The SDK sends the cancel of the call it gave up on on its own time.
+            # The SDK sends the cancel of the call it gave up on on its own time, and that call's
+            # POST is answered once its run ends cancelled. The client must not close before the
+            # answer is handled: the SDK hands it to a stream that closing the client closes
+            # (anyio.ClosedResourceError, a race of the SDK's own, not a fault of the server's).
             deadline = time.monotonic() + SECONDS
-            while CANCELLED not in seen and time.monotonic() < deadline:
+            while (CANCELLED not in seen or recorded.open) and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             return got
 

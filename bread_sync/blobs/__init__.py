@@ -12,6 +12,13 @@ from typing import Any, Protocol
 BLOB_STORES = {"filesystem": "bread_sync.blobs.filesystem", "memory": "bread_sync.blobs.memory"}
 URL_PREFIX = "/files/"
 _ID = re.compile(r"^[0-9a-f]{32}$")
+#: What a file whose media type says nothing (or nothing valid) is served as.
+OPAQUE = "application/octet-stream"
+#: A media type as RFC 9110 spells one: type/subtype, then ;-separated parameters whose values
+#: are tokens or quoted strings (no CR, LF or other control character anywhere).
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_QUOTED = r'"(?:[^"\\\x00-\x1f\x7f]|\\[^\x00-\x1f\x7f])*"'
+_MEDIA_TYPE = re.compile(rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN}|{_QUOTED}))*")
 
 
 class BlobStore(Protocol):
@@ -23,6 +30,17 @@ class BlobStore(Protocol):
     # Optional, for retention (``bread-sync gc``), found with ``getattr``:
     # ``purge(before: float, keep: Collection[str] = (), dry_run: bool = False) -> int`` deletes
     # the files stored before ``before`` (epoch seconds) whose url is not in ``keep``.
+
+
+def is_media_type(text: Any) -> bool:
+    """Whether ``text`` is a media type (``image/png``, ``text/plain; charset=utf-8``) that can
+    be sent back in a ``Content-Type`` header."""
+    return isinstance(text, str) and _MEDIA_TYPE.fullmatch(text) is not None
+
+
+def media_type_or_opaque(text: Any) -> str:
+    """``text`` when it is a media type, else :data:`OPAQUE`."""
+    return text if is_media_type(text) else OPAQUE
 
 
 def blob_id(url: str) -> str | None:

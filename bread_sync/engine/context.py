@@ -9,6 +9,7 @@ from typing import Any
 
 from .. import crumbs as c
 from ..agents import Agent, Tool, ToolContext
+from ..blobs import media_type_or_opaque
 from ..cancel import CancelToken
 from ..errors import BLOB_STORE_NOT_CONFIGURED, BreadError
 from . import RUN_ENDING, Runtime, Steps
@@ -69,8 +70,9 @@ class RunContext:
         blobs = self.runtime.blob_store
         if blobs is None:
             raise BreadError(BLOB_STORE_NOT_CONFIGURED, "the model generated a file and no blob store is configured")
-        stored = blobs.put(event.data, event.mime_type, event.name)
-        crumb = {"type": c.FILE_GENERATED, "runId": self.run_id, "uri": stored["url"], "mimeType": event.mime_type}
+        mime_type = media_type_or_opaque(event.mime_type)  # a model's word, stored only if it is one
+        stored = blobs.put(event.data, mime_type, event.name)
+        crumb = {"type": c.FILE_GENERATED, "runId": self.run_id, "uri": stored["url"], "mimeType": mime_type}
         if event.name:
             crumb["name"] = event.name
         return crumb

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from flask import Response, jsonify
 
+from ..blobs import media_type_or_opaque
 from ..errors import (
     AGENT_NOT_FOUND,
     BLOB_STORE_NOT_CONFIGURED,
@@ -29,6 +30,11 @@ from .schemas import CleanupBody, LoopsQuery, RunsQuery, SessionsQuery, TasksQue
 from .state import bread
 
 log = logging.getLogger("bread_sync.server")
+
+#: Files shown in the browser, not downloaded: images and plain text, which run no script.
+INLINE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "text/plain"})
+#: A file opened anyway (a download opened from disk aside) runs nothing and loads nothing.
+FILE_POLICY = "sandbox; default-src 'none'"
 
 
 def register(app: Any) -> None:
@@ -218,8 +224,12 @@ def read_file(id: str) -> Any:
     if found is None:
         raise BreadError(FILE_NOT_FOUND, f"no file {id}")
     data, meta = found
-    response = Response(data, mimetype=meta["mimeType"])
+    media_type = media_type_or_opaque(meta.get("mimeType"))
+    response = Response(data, headers={"Content-Type": media_type})
+    # The bytes are the caller's, a model's or a remote agent's: never a page of this origin.
     response.headers["X-Content-Type-Options"] = "nosniff"
-    if meta.get("name"):
-        response.headers["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(meta['name'])}"
+    response.headers["Content-Security-Policy"] = FILE_POLICY
+    shown = media_type.split(";", 1)[0].strip().lower() in INLINE_MEDIA_TYPES
+    name = f"; filename*=UTF-8''{quote(meta['name'])}" if meta.get("name") else ""
+    response.headers["Content-Disposition"] = ("inline" if shown else "attachment") + name
     return response

@@ -12,6 +12,8 @@ import uuid
 import httpx2 as httpx
 import pytest
 
+from tests.integration.servers import Server
+
 from .auth_config import KEY
 
 TICKS = 30
@@ -276,3 +278,36 @@ def test_the_auth_flow(page, servers):
     assert re.fullmatch(r"\d+", page.inner_text("#seq"))
     page.wait_for_selector(".file img")  # the tail's own download of the file, with the bearer
     assert page.locator(".file img").count() == 1
+
+
+@pytest.mark.parametrize("uri", ["///127.0.0.1:9/x", "\\\\127.0.0.1:9/x", "https://127.0.0.1:9/x"])
+def test_the_page_sends_its_key_to_no_uri_but_its_own_files(page, tmp_path, uri):
+    """A ``file:generated`` crumb whose uri resolves to another origin is shown, never fetched:
+    the page's key goes to its own server's ``/files/<id>`` only (its CSP would block the fetch
+    too; a violation of it is what the page attempting one looks like)."""
+    server = Server("hostile-files", tmp_path, tmp_path / "bread.db", "http-sse", env={
+        "BREAD_CONFIG": "tests.browser.hostile_files_config:config", "BREAD_PLAYGROUND": "1",
+        "HOSTILE_FILE_URI": uri}).start()  # fmt: skip
+    try:
+        page.add_init_script(VIOLATIONS_RECORDED)
+        elsewhere: list[str] = []
+        page.on("request", lambda r: elsewhere.append(r.url) if not r.url.startswith(server.url) else None)
+        page.goto(server.url)
+        page.fill("#key", KEY)
+        page.click("#key-form button")
+        page.wait_for_selector("#target option", state="attached")
+        choose(page, "artist")
+        page.click("#run")
+        completed(page)
+
+        shown = page.wait_for_selector(".file")
+        assert "not a file of this server" in shown.inner_text()
+        assert page.evaluate("() => window.violations") == []
+        assert elsewhere == []
+    finally:
+        server.stop()
+
+
+#: Collects the page's Content-Security-Policy violations in ``window.violations``.
+VIOLATIONS_RECORDED = """window.violations = [];
+document.addEventListener("securitypolicyviolation", (e) => window.violations.push(e.blockedURI));"""

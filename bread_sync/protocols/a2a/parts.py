@@ -6,6 +6,8 @@ import base64
 import binascii
 from typing import Any
 
+from ...blobs import OPAQUE, is_media_type
+
 #: The most an inline file part may hold, decoded; its base64 is measured before it is decoded.
 MAX_INLINE_BYTES = 10 * 1024 * 1024
 #: What a text answering an approval means yes with (any case); anything else is no.
@@ -50,12 +52,14 @@ def run_input(parts: list[dict[str, Any]], blob_store: Any) -> Any:
 
 def _file(file: dict[str, Any], blob_store: Any) -> dict[str, Any]:
     mime_type, name = file.get("mimeType"), file.get("name")
+    if mime_type and not is_media_type(mime_type):  # "" is none given, as ProtoJSON reads it
+        raise BadParams(f"a file part's mimeType must be a media type such as image/png, not {mime_type!r}")
     if "uri" in file:
         uri = file["uri"]
     else:
         if blob_store is None:
             raise BadParams("an inline file part needs a blob store, and none is configured: pass it by uri")
-        uri = blob_store.put(_decoded(file["bytes"]), mime_type or "application/octet-stream", name)["url"]
+        uri = blob_store.put(_decoded(file["bytes"]), mime_type or OPAQUE, name)["url"]
     return {"uri": uri, **({"mimeType": mime_type} if mime_type else {}), **({"name": name} if name else {})}
 
 

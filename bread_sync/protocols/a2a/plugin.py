@@ -86,7 +86,8 @@ def a2a_server(
     if spec_version not in DIALECTS:
         raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")
     return A2AServer(agent_id, url, card_path, rpc_path, DIALECTS[spec_version], max_body_bytes,
-                     push_notifications, allow_private_webhooks, max_push_configs_per_task, authorize_context)  # fmt: skip
+                     push_notifications, allow_private_webhooks, max_push_configs_per_task,
+                     authorize_context)  # fmt: skip
 
 
 class A2AServer:

@@ -12,9 +12,12 @@ let view = null; // the run on screen
 // -- the API ---------------------------------------------------------------------------------
 
 async function api(path, options = {}) {
+  const url = new URL(ROOT + path.replace(/^\//, ""), location.href);
+  // The key goes to this server only: a path that resolves elsewhere ("//host", "\\host") is refused.
+  if (url.origin !== location.origin) throw new Error(`not a path of this server: ${path}`);
   const headers = { ...(options.headers || {}) };
   if (key) headers.Authorization = `Bearer ${key}`;
-  const response = await fetch(ROOT + path.replace(/^\//, ""), { ...options, headers });
+  const response = await fetch(url, { ...options, headers });
   if (response.status === 401) {
     askForKey();
     throw new Error(key ? "that key was refused: type another" : "this server needs an API key");
@@ -354,9 +357,16 @@ async function answer(v, checkpointId, response) {
   await v.follow(res);
 }
 
+// A file of this server's blob store: the only uri the page downloads, with its key.
+const FILE_URI = /^\/files\/[0-9a-f]{32}$/;
+
 async function showFile(v, crumb) {
   const el = v.add("div", "file");
   const label = crumb.name || crumb.uri;
+  if (!FILE_URI.test(crumb.uri || "")) {
+    el.textContent = `${label} (${crumb.uri}: not a file of this server)`; // shown, never fetched
+    return;
+  }
   const blob = await api(crumb.uri.replace(/^\//, "")).then((r) => r.blob()); // with the bearer
   const url = URL.createObjectURL(blob);
   if ((crumb.mimeType || "").startsWith("image/")) {

@@ -1,0 +1,42 @@
+"""A file a caller uploaded, opened in headless Chromium from the API's own origin: it never runs
+as a page of that origin. HTML and SVG are downloads; plain text is shown as text."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx2 as httpx
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+
+SCRIPT = "<script>document.title = 'ran'</script><p>report</p>"
+SVG = '<svg xmlns="http://www.w3.org/2000/svg"><script>document.title = "ran"</script></svg>'
+
+
+def upload(base: str, data: str, mime_type: str) -> str:
+    """The url of a file stored through A2A (echo says its input back: ``{uri, ...}``)."""
+    part = {"kind": "file", "file": {"bytes": base64.b64encode(data.encode()).decode(), "mimeType": mime_type}}
+    message = {"kind": "message", "messageId": "m1", "role": "user", "parts": [part]}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    task = httpx.post(f"{base}/a2a", json=body, timeout=10).json()["result"]
+    return base + json.loads(task["artifacts"][0]["parts"][0]["text"])["uri"]
+
+
+@pytest.mark.parametrize(("data", "mime_type"), [(SCRIPT, "text/html"), (SVG, "image/svg+xml")])
+def test_an_uploaded_page_is_downloaded_not_run(page, servers, data, mime_type):
+    url = upload(servers("sse").url, data, mime_type)
+    with page.expect_download() as download:
+        try:
+            page.goto(url)
+        except PlaywrightError as error:  # a navigation that turns into a download
+            assert "Download is starting" in str(error)
+    assert download.value.url == url
+    assert page.title() != "ran"
+
+
+def test_plain_text_is_shown_as_text_whatever_it_holds(page, servers):
+    url = upload(servers("sse").url, SCRIPT, "text/plain")
+    page.goto(url)
+    assert page.title() != "ran"
+    assert SCRIPT in page.inner_text("body")  # the markup, as text

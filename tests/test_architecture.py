@@ -20,9 +20,13 @@ UPPER = ("bread_sync.server", "bread_sync.protocols", "bread_sync.client")
 ENTRY = ("bread_sync.cli", "bread_sync.demo", "wsgi", "gunicorn.conf", "bench")
 #: What a bridge may use of the server: route registration and the auth gate.
 SERVER_FOR_BRIDGES = ("bread_sync.server", "bread_sync.server.actions", "bread_sync.server.guard")
-#: What the client may use of the package: the sans-IO wire codecs and the stream reader.
-CODECS = ("bread_sync.wire", "bread_sync.protocol", "bread_sync.crumbs", "bread_sync.errors")
-CODECS += ("bread_sync.stream_reader",)
+#: What the client may use of the package: the sans-IO wire package, crumbs and errors.
+CODECS = ("bread_sync.wire", "bread_sync.crumbs", "bread_sync.errors")
+#: All that wire/ may import of the package: it is sans-IO.
+WIRE_MAY_IMPORT = ("bread_sync.wire", "bread_sync.crumbs", "bread_sync.errors")
+#: Modules that do I/O or wait: never imported by wire/ (nor is anything of the package but the above).
+IO_MODULES = ("flask", "werkzeug", "socket", "ssl", "gevent", "greenlet", "threading", "http", "httpx", "httpx2",
+              "redis", "psycopg", "sqlite3", "sqlite_utils", "select", "selectors", "asyncio")  # fmt: skip
 
 
 def module_name(path: Path) -> str:
@@ -128,9 +132,38 @@ def test_bridges_use_only_route_registration_and_the_auth_gate_of_the_server(gra
 
 def test_the_client_uses_only_the_wire_codecs(graph):
     def wrong(t: str) -> bool:
-        return not within(t, ("bread_sync.client",)) and t not in CODECS
+        return not within(t, ("bread_sync.client",)) and not within(t, CODECS)
 
     assert imports_where(graph, lambda m: within(m, ("bread_sync.client",)), wrong) == []
+
+
+def folder_of(name: str, known: set[str]) -> str:
+    """The package a module is in (a package is its own folder)."""
+    return name if any(k.startswith(f"{name}.") for k in known) else name.rpartition(".")[0]
+
+
+def test_there_is_no_folder_circle(graph):
+    """No folder imports a folder that imports it back: the folders form layers, not a tangle."""
+    known = set(graph)
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        mine = folder_of(name, known)
+        for target in targets:
+            theirs = folder_of(target, known)
+            if not (within(mine, (theirs,)) or within(theirs, (mine,))):
+                folders.setdefault(mine, set()).add(theirs)
+    circles = sorted((a, b) for a, outs in folders.items() for b in outs if a < b and a in folders.get(b, ()))
+    assert circles == []
+
+
+def test_wire_is_free_of_io(graph):
+    assert imports_where(graph, lambda m: within(m, ("bread_sync.wire",)),
+                         lambda t: not within(t, WIRE_MAY_IMPORT)) == []  # fmt: skip
+    for path in (ROOT / "bread_sync" / "wire").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and not node.level}
+        assert {n for n in names if n and n.split(".")[0] in IO_MODULES} == set(), path.name
 
 
 def test_the_graph_sees_every_kind_of_import(tmp_path):

@@ -14,8 +14,8 @@ from bread_sync import (
 )
 from bread_sync.crumbs import Frame
 from bread_sync.engine.emitter import Emitter
-from bread_sync.protocol import DeltaLines, frame_from_protocol, subscribe_frame
 from bread_sync.wire import ndjson_crumb
+from bread_sync.wire.frames import DeltaLines, frame_from_protocol, subscribe_frame
 
 
 def test_protocol_version_is_one():

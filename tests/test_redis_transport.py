@@ -16,11 +16,11 @@ from bread_sync.crumbs import TEXT_DELTA, Frame
 from bread_sync.demo import config as demo_config
 from bread_sync.errors import RUN_CANCELLED
 from bread_sync.loading import resolve
-from bread_sync.protocol import encode_frame
 from bread_sync.stores import memory
 from bread_sync.transports import TRANSPORTS, cancel_channel, is_healthy
 from bread_sync.transports import redis as redis_transport
 from bread_sync.transports.http import HTTPTransport
+from bread_sync.wire.frames import encode_frame
 
 from . import replica_config
 

@@ -9,9 +9,9 @@ import pytest
 
 from bread_sync.crumbs import Frame, error_crumb
 from bread_sync.errors import PROTOCOL_DECODE_ERROR, RUN_CANCELLED, UNKNOWN_PROVIDER, BreadError
-from bread_sync.stream_reader import MAX_LINE_BYTES, RunStreamReader
-from bread_sync.tails import Gap
 from bread_sync.wire import NDJSON, SSE, sse_retry
+from bread_sync.wire.reader import MAX_LINE_BYTES, RunStreamReader
+from bread_sync.wire.replay import Gap
 
 RUN = "run_1"
 WIRES = {"sse": SSE, "ndjson": NDJSON}

@@ -11,8 +11,8 @@ from bread_sync import BreadError
 from bread_sync.crumbs import TEXT_DELTA, Frame
 from bread_sync.stores import memory
 from bread_sync.tails import follower as follower_module
-from bread_sync.tails.dedup import LIVE, LOG, Dedup
 from bread_sync.transports import stream
+from bread_sync.wire.replay import LIVE, LOG, Dedup
 
 
 def durables(frames):

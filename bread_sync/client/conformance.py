@@ -37,7 +37,7 @@ from ..errors import (
     RUN_NOT_FOUND,
     BreadError,
 )
-from ..stream_reader import Gap
+from ..wire.replay import Gap
 from .facade import AgentClient, Run, ThreadEvent, create_agent_client
 
 FIXTURE = "agent_client_transport"

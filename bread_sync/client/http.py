@@ -1,6 +1,6 @@
 """The HTTP transport: a bread_sync server's routes, over ``httpx2``.
 
-A run's stream is read with :class:`~bread_sync.stream_reader.RunStreamReader` (either wire, by
+A run's stream is read with :class:`~bread_sync.wire.reader.RunStreamReader` (either wire, by
 the response's Content-Type). When the connection drops, or stays silent past the heartbeat
 timeout, before the run has ended, the stream reopens itself as ``GET /runs/<id>/stream`` with
 ``Last-Event-ID``: the caller sees every durable crumb once and in order, and the text once.
@@ -25,7 +25,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from ..crumbs import AGENT_ERROR, HUMAN_RESUMED, Frame
 from ..errors import FILE_NOT_FOUND, FORBIDDEN, INTERNAL, SERVER_UNREACHABLE, BreadError
-from ..stream_reader import HEARTBEAT_TIMEOUT_SECONDS, MAX_LINE_BYTES, RunStreamReader
+from ..wire.reader import HEARTBEAT_TIMEOUT_SECONDS, MAX_LINE_BYTES, RunStreamReader
 from .contract import StoredFile, ThreadState, Unsupported, last_turn
 
 #: Seconds a plain request (and a stream's connect) may take.

@@ -13,9 +13,9 @@ from flask import Response
 from ..crumbs import Frame, is_delta_frame
 from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
 from ..runtime import Bread, new_id
-from ..tails import Gap
 from ..transports.http import HTTPTransport
 from ..wire import SSE, Wire
+from ..wire.replay import Gap
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import accepts, authorize_run, may_reach_run, valid_body
 from .run_streams import followed_run, start_run_stream, stream_body, stream_position, stream_response

@@ -2,14 +2,13 @@
 
 A tail merges two sources: the store's log (the replay, then whatever the process-wide
 :class:`~bread_sync.tails.follower.LogFollower` finds there for runs that execute in another
-process) and the transport's live frames. Its :class:`~bread_sync.tails.dedup.Dedup` keeps the
+process) and the transport's live frames. Its :class:`~bread_sync.wire.replay.Dedup` keeps the
 rule of the contract.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ..crumbs import STREAM_END, TERMINAL, Frame, is_delta_frame
@@ -17,7 +16,7 @@ from ..errors import RUN_NOT_FOUND, BreadError
 from ..greenlets import give_way
 from ..stores import FINISHED, has_crumb_log
 from ..transports import can_subscribe
-from .dedup import LIVE, LOG, Dedup
+from ..wire.replay import LIVE, LOG, Dedup, Gap
 from .follower import ENDED, Followed, FromLog
 from .inbox import Inbox
 
@@ -26,14 +25,6 @@ REPLAY_PAGE = 500
 #: Live frames a tail hands over at once at most (a replay hands over a page at a time): a
 #: writer formats them together, then sends them.
 BATCH = 256
-
-
-@dataclass(frozen=True)
-class Gap:
-    """The tail cannot serve what lies between its start and ``earliest_seq``: the store keeps
-    no log and the transport no longer retains it. Said once, never skipped silently."""
-
-    earliest_seq: int
 
 
 def tail(

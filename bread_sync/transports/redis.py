@@ -25,7 +25,7 @@ from typing import Any
 from ..crumbs import TERMINAL, Frame
 from ..errors import BreadError
 from ..loading import import_module, require
-from ..protocol import decode_frame, encode_frame, frame_from_protocol
+from ..wire.frames import decode_frame, encode_frame, frame_from_protocol
 from . import Handler, wants_frame
 
 log = logging.getLogger("bread_sync.redis")

@@ -4,7 +4,7 @@
 ``remote_agents`` maps local ids to them. The run that calls one is relayed by
 ``engine/remote.py``; this module only speaks HTTP to the other server: it starts, resumes,
 follows and cancels the remote run, and reads its stream across reconnects with the sans-IO
-:class:`~bread_sync.stream_reader.RunStreamReader`.
+:class:`~bread_sync.wire.reader.RunStreamReader`.
 
 The HTTP client is the standard library's ``http.client``, a connection per request: a relay
 reads one HTTP chunk per relayed crumb, and ``http.client`` reads one for about a sixth of what
@@ -30,9 +30,9 @@ from urllib.parse import quote, urlsplit
 
 from ..crumbs import Frame
 from ..errors import PROTOCOL_DECODE_ERROR, RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
-from ..stream_reader import HEARTBEAT_TIMEOUT_SECONDS, MAX_LINE_BYTES, RunStreamReader
-from ..tails import Gap
 from ..wire import Wire
+from ..wire.reader import HEARTBEAT_TIMEOUT_SECONDS, MAX_LINE_BYTES, RunStreamReader
+from ..wire.replay import Gap
 
 log = logging.getLogger("bread_sync")
 

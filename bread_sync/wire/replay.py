@@ -1,4 +1,5 @@
-"""The dedup rule of a tail, sans-IO: which frames of a run it delivers, given where it started.
+"""Reading a run's log and its live frames as one stream, sans-IO: the dedup rule (which frames
+a reader delivers, given where it started) and the gap it says once when it cannot serve some.
 
 No durable crumb lost, none twice, and a text segment that arrives both live (deltas) and from
 the log (their aggregate) is shown once.
@@ -6,10 +7,20 @@ the log (their aggregate) is shown once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..crumbs import TEXT_DELTA, Frame
 
 #: Where a frame came from: the transport, or the store's log.
 LIVE, LOG = "live", "log"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A reader cannot serve what lies between its start and ``earliest_seq``: the store keeps
+    no log and the transport no longer retains it. Said once, never skipped silently."""
+
+    earliest_seq: int
 
 
 class Dedup:

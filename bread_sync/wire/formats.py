@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .crumbs import AGENT_ERROR, Frame, dumps, loads
-from .errors import PROTOCOL_DECODE_ERROR, BreadError
-from .protocol import BREAD_PROTOCOL_VERSION, crumb_frame_text, decode_frame
+from ..crumbs import AGENT_ERROR, Frame, dumps, loads
+from ..errors import PROTOCOL_DECODE_ERROR, BreadError
+from .frames import BREAD_PROTOCOL_VERSION, crumb_frame_text, decode_frame
 
 SSE_RETRY_MS = 3000
 SSE_PING = b": ping\n\n"

@@ -10,8 +10,8 @@ from functools import lru_cache
 from json.decoder import scanstring
 from typing import Any
 
-from .crumbs import TEXT_DELTA, Frame, dumps, from_wire_crumb, loads, text_delta_wire_head, to_wire_crumb
-from .errors import PROTOCOL_DECODE_ERROR, BreadError
+from ..crumbs import TEXT_DELTA, Frame, dumps, from_wire_crumb, loads, text_delta_wire_head, to_wire_crumb
+from ..errors import PROTOCOL_DECODE_ERROR, BreadError
 
 BREAD_PROTOCOL_VERSION = 1
 

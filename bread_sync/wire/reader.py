@@ -8,7 +8,7 @@ When the body ends or stalls past the heartbeat timeout before the run has ended
 
 What the caller gets, across any number of reconnects: every durable crumb once and in order,
 never one the server lacks (a durable crumb is committed before it is sent), and the text of a
-segment once, under the tail's dedup rule (``tails/dedup.py``): the log's aggregate of a segment
+segment once, under the tail's dedup rule (``replay.py``): the log's aggregate of a segment
 whose deltas were shown live brings only its part not yet shown, and the deltas a reconnect
 re-sends of the segment in flight are skipped while they repeat what was shown.
 """
@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .crumbs import AGENT_ERROR, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame, error_crumb, from_wire_crumb, loads
-from .errors import PROTOCOL_DECODE_ERROR, BreadError
-from .protocol import DeltaLines, decode_frame, frame_from_protocol
-from .tails import Gap
-from .tails.dedup import LIVE, LOG, Dedup
-from .wire import NDJSON, SSE, NDJSONDecoder, SSEDecoder, SSEEvent
+from ..crumbs import AGENT_ERROR, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame, error_crumb, from_wire_crumb, loads
+from ..errors import PROTOCOL_DECODE_ERROR, BreadError
+from .formats import NDJSON, SSE, NDJSONDecoder, SSEDecoder, SSEEvent
+from .frames import DeltaLines, decode_frame, frame_from_protocol
+from .replay import LIVE, LOG, Dedup, Gap
 
 #: Silence after which a stream is taken for dead: three of the server's 15 s heartbeats.
 HEARTBEAT_TIMEOUT_SECONDS = 45.0

@@ -7,9 +7,9 @@ import logging
 from typing import Any
 from urllib.parse import quote
 
-from flask import Response, jsonify
+from flask import Response, jsonify, request
 
-from ..blobs import media_type_or_opaque
+from ..blobs import OPAQUE, media_type_or_opaque
 from ..errors import (
     AGENT_NOT_FOUND,
     BLOB_STORE_NOT_CONFIGURED,
@@ -35,6 +35,11 @@ log = logging.getLogger("bread_sync.server")
 INLINE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "text/plain"})
 #: A file opened anyway (a download opened from disk aside) runs nothing and loads nothing.
 FILE_POLICY = "sandbox; default-src 'none'"
+#: What a browser would run or apply as a subresource: a file fetched as one is opaque bytes,
+#: which nosniff makes the browser refuse (an injected ``<script src="/files/...">`` runs nothing).
+RUNNABLE_DESTINATIONS = frozenset(
+    {"script", "style", "worker", "sharedworker", "serviceworker", "audioworklet", "paintworklet", "xslt"}
+)
 
 
 def register(app: Any) -> None:
@@ -225,6 +230,8 @@ def read_file(id: str) -> Any:
         raise BreadError(FILE_NOT_FOUND, f"no file {id}")
     data, meta = found
     media_type = media_type_or_opaque(meta.get("mimeType"))
+    if request.headers.get("Sec-Fetch-Dest") in RUNNABLE_DESTINATIONS:
+        media_type = OPAQUE
     response = Response(data, headers={"Content-Type": media_type})
     # The bytes are the caller's, a model's or a remote agent's: never a page of this origin.
     response.headers["X-Content-Type-Options"] = "nosniff"

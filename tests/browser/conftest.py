@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,32 @@ def proxy(servers):
     made = Proxy(servers("sse").port)
     yield made
     made.close()
+
+
+@pytest.fixture
+def hostile_site():
+    """A site of its own on loopback that serves one page; its url, given the page's text."""
+    pages: dict[str, bytes] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's spelling
+            body = pages.get(self.path, b"")
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    site = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+
+    def serve(text: str) -> str:
+        pages["/"] = text.encode()
+        return f"http://localhost:{site.server_address[1]}/"
+
+    yield serve
+    site.shutdown()
+    site.server_close()

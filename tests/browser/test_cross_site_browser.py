@@ -6,12 +6,9 @@ loopback, as a page in the user's browser would."""
 
 from __future__ import annotations
 
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx2 as httpx
-import pytest
 
 HOSTILE_PAGE = """<!doctype html><title>loading</title><script>
 const post = (path, body) => fetch("%(target)s" + path, {method: "POST", mode: "no-cors",
@@ -20,35 +17,6 @@ Promise.all([post("/sessions/cleanup", "{}"),
              post("/agents/echo/run", JSON.stringify({input: "pwned", session: {id: "%(session)s"}}))])
   .then(() => { document.title = "sent"; });
 </script>"""
-
-
-@pytest.fixture
-def hostile_site():
-    """A site of its own on loopback that serves one page; its url, given the page's text."""
-    pages: dict[str, bytes] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - http.server's spelling
-            body = pages.get(self.path, b"")
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    site = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=site.serve_forever, daemon=True).start()
-
-    def serve(text: str) -> str:
-        pages["/"] = text.encode()
-        return f"http://localhost:{site.server_address[1]}/"
-
-    yield serve
-    site.shutdown()
-    site.server_close()
 
 
 def session_ids(base: str) -> set[str]:

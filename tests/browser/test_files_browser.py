@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 
 SCRIPT = "<script>document.title = 'ran'</script><p>report</p>"
+SCRIPT_FILE = "document.title = 'ran'"
 SVG = '<svg xmlns="http://www.w3.org/2000/svg"><script>document.title = "ran"</script></svg>'
 
 
@@ -40,3 +41,13 @@ def test_plain_text_is_shown_as_text_whatever_it_holds(page, servers):
     page.goto(url)
     assert page.title() != "ran"
     assert SCRIPT in page.inner_text("body")  # the markup, as text
+
+
+def test_an_uploaded_script_never_runs_in_a_page(page, servers, hostile_site):
+    """Served as a script (``Sec-Fetch-Dest: script``), a file is opaque bytes, which the browser
+    refuses under nosniff: a page's injected ``<script src="/files/...">`` runs nothing."""
+    url = upload(servers("sse").url, SCRIPT_FILE, "text/javascript")
+    page.goto(hostile_site(f'''<!doctype html><title>loading</title><script src="{url}"
+        onload="document.title = 'loaded:' + document.title" onerror="document.title = 'refused'"></script>'''))
+    page.wait_for_function("document.title !== 'loading'")
+    assert page.title() == "refused"

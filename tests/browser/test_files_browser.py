@@ -12,6 +12,8 @@ from playwright.sync_api import Error as PlaywrightError
 
 SCRIPT = "<script>document.title = 'ran'</script><p>report</p>"
 SCRIPT_FILE = "document.title = 'ran'"
+INCLUDING_PAGE = """<!doctype html><title>loading</title><script src="%s"
+    onload="document.title = 'loaded:' + document.title" onerror="document.title = 'refused'"></script>"""
 SVG = '<svg xmlns="http://www.w3.org/2000/svg"><script>document.title = "ran"</script></svg>'
 
 
@@ -47,7 +49,6 @@ def test_an_uploaded_script_never_runs_in_a_page(page, servers, hostile_site):
     """Served as a script (``Sec-Fetch-Dest: script``), a file is opaque bytes, which the browser
     refuses under nosniff: a page's injected ``<script src="/files/...">`` runs nothing."""
     url = upload(servers("sse").url, SCRIPT_FILE, "text/javascript")
-    page.goto(hostile_site(f'''<!doctype html><title>loading</title><script src="{url}"
-        onload="document.title = 'loaded:' + document.title" onerror="document.title = 'refused'"></script>'''))
+    page.goto(hostile_site(INCLUDING_PAGE % url))
     page.wait_for_function("document.title !== 'loading'")
     assert page.title() == "refused"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 import subprocess
 import time
-from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -23,61 +23,65 @@ from .bridges_auth_config import BRIEF_IDLE_SECONDS, KEYS, MAX_SESSIONS, READER_
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 SECONDS = 30
 CANCELLED = ("POST", "notifications/cancelled", 202)
+DISPATCHER_LOG = logging.getLogger("mcp.shared.jsonrpc_dispatcher")
 
 
 class Recorded(httpx.AsyncBaseTransport):
     """The SDK's HTTP transport, recording (HTTP method, JSON-RPC method, status) of each request
-    in ``seen`` and counting the answers the SDK has not yet finished with (``open``): the SDK
-    closes an answer once it has handed its message on."""
+    in ``seen``."""
 
     def __init__(self, seen: list[tuple[str, str | None, int]]):
-        self.seen, self.open = seen, 0
+        self.seen = seen
         self._inner = httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._inner.handle_async_request(request)
         method = json.loads(request.content).get("method") if request.content else None
         self.seen.append((request.method, method, response.status_code))
-        self.open += 1
-        stream = _Closing(response.stream, self._closed)
-        return httpx.Response(response.status_code, headers=response.headers, stream=stream,
-                              extensions=response.extensions)  # fmt: skip
-
-    def _closed(self) -> None:
-        self.open -= 1
+        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
 
-class _Closing(httpx.AsyncByteStream):
-    def __init__(self, inner: Any, on_close: Any):
-        self._inner, self._on_close = inner, on_close
+class LateAnswers(logging.Handler):
+    """Counts the answers the SDK dropped because their request had been given up on: its
+    dispatcher logs each at debug level once it is done with it."""
 
-    async def __aiter__(self):
-        async for chunk in self._inner:
-            yield chunk
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.dropped = 0
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-        self._on_close()
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("dropping response for unknown/late request id"):
+            self.dropped += 1
+
+    def __enter__(self) -> LateAnswers:
+        DISPATCHER_LOG.addHandler(self)
+        self._level, DISPATCHER_LOG.level = DISPATCHER_LOG.level, logging.DEBUG
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        DISPATCHER_LOG.removeHandler(self)
+        DISPATCHER_LOG.setLevel(self._level)
 
 
 async def sdk_session(url: str, mode: str, seen: list) -> dict:
     """What the SDK client sees of the demo's tools and their calls."""
-    recorded = Recorded(seen)
-    async with httpx.AsyncClient(timeout=SECONDS, transport=recorded) as http:
-        transport = streamable_http_client(f"{url}/mcp", http_client=http)
-        async with Client(transport, mode=mode, read_timeout_seconds=SECONDS) as client:
-            got = await calls(client)
-            # The SDK sends the cancel of the call it gave up on on its own time, and that call's
-            # POST is answered once its run ends cancelled. The client must not close before the
-            # answer is handled: the SDK hands it to a stream that closing the client closes
-            # (anyio.ClosedResourceError, a race of the SDK's own, not a fault of the server's).
-            deadline = time.monotonic() + SECONDS
-            while (CANCELLED not in seen or recorded.open) and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
-            return got
+    with LateAnswers() as late:
+        async with httpx.AsyncClient(timeout=SECONDS, transport=Recorded(seen)) as http:
+            transport = streamable_http_client(f"{url}/mcp", http_client=http)
+            async with Client(transport, mode=mode, read_timeout_seconds=SECONDS) as client:
+                got = await calls(client)
+                # The call the SDK gave up on is answered once its run ends cancelled. The client
+                # must not close before the SDK has dropped that answer: closing closes the stream
+                # the SDK hands it to (anyio.ClosedResourceError or BrokenResourceError, a race of
+                # the SDK's own, not a fault of the server's).
+                deadline = time.monotonic() + SECONDS
+                while not late.dropped and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                got["late answers dropped"] = late.dropped
+                return got
 
 
 async def calls(client: Client) -> dict:
@@ -126,7 +130,7 @@ def test_the_python_sdk_client_lists_calls_pauses_and_resumes(pool, mode):
     assert got["resumed"].content[0].text == "Published."
     assert got["unknown"] == -32602
     assert got["abandoned"] == -32001  # the SDK's own timeout
-    assert CANCELLED in seen
+    assert CANCELLED in seen and got["late answers dropped"] == 1
     assert_the_abandoned_call_was_cancelled(pool.primary("http-sse").url)
     # The probe of auto mode came first and was refused at once; legacy mode sent none.
     first = seen[0][1]

@@ -1,21 +1,14 @@
 """The ``openai`` provider: any OpenAI-compatible chat-completions endpoint, streamed.
 
-OpenAI, Azure, vLLM, Ollama, llama.cpp, LM Studio, OpenRouter, ... through the official
-``openai`` client (the ``openai`` extra). ``"openai:<model>"`` reads ``OPENAI_BASE_URL`` and
-``OPENAI_API_KEY``; an agent that needs its own endpoint passes a provider object::
+OpenAI, Azure, vLLM, Ollama, llama.cpp, LM Studio, OpenRouter, ... through the official ``openai``
+client (the ``openai`` extra). ``"openai:<model>"`` reads ``OPENAI_BASE_URL`` and
+``OPENAI_API_KEY``; ``provider(model=..., base_url=...)`` gives an agent its own endpoint.
 
-    Agent(id="local", model=openai.provider(model="qwen2.5", base_url="http://127.0.0.1:11434/v1"))
-
-Each model turn opens a client and closes it when the turn ends: a ``"provider:model"`` name
-builds a fresh provider per turn, so a pooled client could never be closed and would leak its
-sockets. Pass ``client=`` (say an ``openai.AzureOpenAI``) to reuse connections; you own it.
-
-Tool call arguments that are not JSON reach the runtime as their raw text: a tool with an input
-schema reports ``INPUT_INVALID`` to the model, and the text goes back to the model unchanged.
-
-A cancel shuts the response's socket down, which wakes a read blocked in another thread (closing
-it would not). A cancel that arrives before the response headers takes effect once they do: the
-client library's connect, retry back-off and header waits cannot be interrupted.
+Each turn opens a client and closes it when the turn ends: a ``"provider:model"`` name builds a
+provider per turn, so a pooled client could never be closed (pass ``client=`` to reuse one; you
+own it). Tool arguments that are not JSON reach the runtime as their raw text. A cancel shuts the
+response's socket down, which wakes a read blocked in another thread (closing it would not);
+one that comes before the response headers takes effect once they do.
 """
 
 from __future__ import annotations

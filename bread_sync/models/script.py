@@ -1,17 +1,13 @@
 """The ``script`` provider: plays steps written in Python. Deterministic, no network.
 
-It is the reference model of the tests and the demo agents::
+The reference model of the tests and the demo agents::
 
-    script.provider([
-        say("Drafting."),
-        call("publish", {"title": "bread"}),
-        lambda convo: say("Published." if convo.last_tool_ok else "Not published."),
-    ])
+    script.provider([say("Drafting."), call("publish", {"title": "bread"}),
+                     lambda convo: say("Published." if convo.last_tool_ok else "Not published.")])
 
-A step is ``say``, ``call``, ``file`` or a callable that receives the :class:`Conversation` and returns
-steps (or None). One model turn plays steps up to and including a run of ``call`` steps (a
-callable's steps play whole); the next turn, after the tools ran, continues from there. The
-position lives in ``request.state``, so a checkpoint carries it across a restart.
+A step is ``say``, ``call``, ``file`` or a callable of the :class:`Conversation` that returns steps
+(or None). A model turn plays steps up to and including a run of ``call`` steps; the next turn
+continues from there. The position lives in ``request.state``, so a checkpoint carries it.
 """
 
 from __future__ import annotations

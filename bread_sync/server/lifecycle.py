@@ -1,24 +1,12 @@
-"""A server worker's life around its runs: after it starts, and when it is told to stop.
+"""A server worker's life around its runs: a second sweep once it is up, and a graceful stop.
 
-gunicorn calls these from the hooks in gunicorn_conf.py, in the worker process.
-
-Once the app is loaded, a worker sweeps again when one lease has passed: the start-up sweep
-(``Bread.start``) marks at once only the runs of processes of this host known to be gone
-(engine/owners.py), so the runs of an owner it could not judge (on another host, or of an older
-version) that still had a running lease then are marked now, with nobody needing to touch them.
-
-Told to stop (SIGTERM), gunicorn stops accepting at once and keeps serving the open connections
-up to ``graceful_timeout``; then the master kills the worker. Runs are driven off the request
-(runner.py), so gunicorn does not wait for them: they would vanish with the process and say
-``running`` until their lease lapsed and someone noticed. So the worker
-
-1. starts no more runs and lets the live ones go on while most of the graceful time is left;
-2. then stops each one still going at its next step with ``RUN_INTERRUPTED``: its driver logs
-   the text so far and the error crumb, and its streams end with that crumb (a remote agent's
-   relay is left running instead, ownerless, for the next process to take over: the remote run
-   goes on; see engine/execution.py);
-3. just before the master's deadline, marks each run this process still owns (one stuck inside
-   a long step) as interrupted from outside, with the same crumb.
+gunicorn calls these from the hooks in gunicorn_conf.py, in the worker process. Runs are driven
+off the request (runner.py), so gunicorn's graceful timeout does not wait for them: told to stop,
+the worker starts no more runs, lets the live ones go on while most of the graceful time is left,
+then ends each with ``RUN_INTERRUPTED`` (a remote agent's relay is left for another process to
+take over), and marks what is still its own just before the master's deadline. The second sweep,
+one lease after start-up, marks the runs of owners the start-up sweep could not judge (another
+host, an older version). docs/reliability.md ("Graceful shutdown") tells the whole story.
 """
 
 from __future__ import annotations

@@ -68,20 +68,12 @@ def a2a_server(
     max_push_configs_per_task: int = DEFAULT_MAX_PUSH_CONFIGS,
     authorize_context: ContextAuthorizer | None = None,
 ) -> A2AServer:
-    """The A2A plugin, for ``Config.plugins``: ``agent_id`` served at ``POST rpc_path`` (action
-    ``a2a.rpc``), its Agent Card at ``GET card_path`` (action ``a2a.card``), in A2A
-    ``spec_version`` ``"0.3"`` or ``"1.0"``. ``url``: the RPC endpoint's absolute URL the card
-    names (by default, the request's own). One mount serves one agent in one version; mount
-    another (each with its own paths) for another. ``max_body_bytes``: the RPC route's body limit
-    (past it, 413 ``BODY_TOO_LARGE``); an inline file part is held to 10 MB (-32602) below it.
-    ``push_notifications``: take push configs (the store must keep them, see
-    ``stores.PushStore``) and deliver the tasks' updates to their webhooks from a sender that
-    :meth:`A2AServer.start` runs (each gunicorn worker calls it); a webhook whose host is a
-    loopback or private address is refused unless ``allow_private_webhooks``; a task takes at
-    most ``max_push_configs_per_task`` subscriptions (past it, -32602).
-    ``authorize_context(identity, context_id)`` must return True for the context a message
-    continues (the ``contextId`` it names, or the paused task's), before any run starts; else
-    -32602. Without it any caller who knows a context id may continue that session.
+    """The A2A plugin, for ``Config.plugins``: ``agent_id`` served as an A2A agent (``"0.3"`` or
+    ``"1.0"``), its Agent Card at ``GET card_path`` (action ``a2a.card``) and its JSON-RPC endpoint
+    at ``POST rpc_path`` (action ``a2a.rpc``).
+
+    One mount serves one agent in one version; mount another, with its own paths, for another.
+    Every option is in docs/reference.md; the webhook and context rules in docs/security.md.
     """
     if spec_version not in DIALECTS:
         raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")

@@ -200,7 +200,9 @@ def _with_redis(transport: Any, url: str) -> Any:
 
     name = transport or HTTP_TRANSPORTS[0]
     if name not in HTTP_TRANSPORTS + ("redis",):
-        raise ValueError(f"REDIS_URL is set, but the transport {name!r} cannot fan out through Redis: use one of "
-                         f"{', '.join(HTTP_TRANSPORTS)} (or redis)")  # fmt: skip
+        raise ValueError(
+            f"REDIS_URL is set, but the transport {name!r} cannot fan out through Redis: use one of "
+            f"{', '.join(HTTP_TRANSPORTS)} (or redis)"
+        )
     redis = resolve("redis", TRANSPORTS, "transport", url=url)
     return redis if name == "redis" else resolve(name, TRANSPORTS, "transport", pubsub=redis)

@@ -120,14 +120,16 @@ echo = Agent(id="echo", model="echo", description="Streams your input back, word
 writer = Agent(
     id="writer",
     description="Drafts a post about a topic (or a text), then asks before publishing it.",
-    model=script.provider([
-        lambda convo: say(f"Drafting a post about {convo.input['topic']}."),
-        lambda convo: call("publish", {"title": convo.input["topic"]}),
-        _after_publish,
-    ]),
+    model=script.provider(
+        [
+            lambda convo: say(f"Drafting a post about {convo.input['topic']}."),
+            lambda convo: call("publish", {"title": convo.input["topic"]}),
+            _after_publish,
+        ]
+    ),
     tools=[publish],
     input_schema=Topic,
-)  # fmt: skip
+)
 
 interviewer = Agent(
     id="interviewer",
@@ -183,13 +185,15 @@ MANAGER_TEXT = "hello from the manager"
 manager = Agent(
     id="manager",
     description="Asks the echo agent to repeat a line, then counts its words with a task.",
-    model=script.provider([
-        call("echo", {"input": MANAGER_TEXT}),
-        lambda convo: call("word-count", {"text": convo.last_tool_output}),
-        lambda convo: say(f"Echo said it back; it has {convo.last_tool_output['words']} words."),
-    ]),
+    model=script.provider(
+        [
+            call("echo", {"input": MANAGER_TEXT}),
+            lambda convo: call("word-count", {"text": convo.last_tool_output}),
+            lambda convo: say(f"Echo said it back; it has {convo.last_tool_output['words']} words."),
+        ]
+    ),
     tools=[subagent("echo"), task_tool("word-count")],
-)  # fmt: skip
+)
 
 artist = Agent(
     id="artist",

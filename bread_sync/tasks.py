@@ -41,9 +41,14 @@ class Task:
         """One model call; the parsed, validated output."""
         provider, model_name = resolve_provider(self.model)
         request = ModelRequest(
-            model=model_name, system=self.prompt, messages=[{"role": "user", "content": json.dumps(args)}],
-            tools=[], signal=token, input=args, output_format="json",
-        )  # fmt: skip
+            model=model_name,
+            system=self.prompt,
+            messages=[{"role": "user", "content": json.dumps(args)}],
+            tools=[],
+            signal=token,
+            input=args,
+            output_format="json",
+        )
         text = "".join(e.text for e in provider.stream(request) if isinstance(e, TextDelta))
         token.raise_if_cancelled()
         try:

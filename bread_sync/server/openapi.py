@@ -106,8 +106,16 @@ def document(app: Flask) -> dict[str, Any]:
         if rule.endpoint.startswith("bread_sync."):
             methods = served_methods(rule)
             for method in methods:
-                op = _operation(rule, method, actions.get(rule.endpoint), len(methods), media, current.auth, tokens,
-                                statuses.get(rule.endpoint, ()))  # fmt: skip
+                op = _operation(
+                    rule,
+                    method,
+                    actions.get(rule.endpoint),
+                    len(methods),
+                    media,
+                    current.auth,
+                    tokens,
+                    statuses.get(rule.endpoint, ()),
+                )
                 paths.setdefault(_PARAM.sub(r"{\1}", rule.rule), {})[method.lower()] = op
     doc: dict[str, Any] = {
         "openapi": "3.1.0",

@@ -52,8 +52,9 @@ def serve(name: str) -> Response:
     filename, media_type = FILES[name]
     data = resources.files(__package__).joinpath("static", filename).read_bytes()
     response = Response(data, content_type=media_type)
-    response.headers.update({"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff",
-                             "Content-Security-Policy": _POLICY})  # fmt: skip
+    response.headers.update(
+        {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff", "Content-Security-Policy": _POLICY}
+    )
     return response
 
 

@@ -46,18 +46,27 @@ class _Views:
         # Only a client's own runId can be a retry to look for; without one the run gets a new id.
         return self._start(
             req.runId or new_id("run"),
-            lambda token: self.bread.run(agent_id, req.input, session=_session(req), skill=req.skill,
-                                         run_id=req.runId, signal=token, session_policy=req.sessionPolicy,
-                                         may_interrupt=may_reach_run),
-        )  # fmt: skip
+            lambda token: self.bread.run(
+                agent_id,
+                req.input,
+                session=_session(req),
+                skill=req.skill,
+                run_id=req.runId,
+                signal=token,
+                session_policy=req.sessionPolicy,
+                may_interrupt=may_reach_run,
+            ),
+        )
 
     def pipeline(self, pipeline_id: str) -> Response:
         req = valid_body(PipelineRunBody)
         run_id = req.runId or new_id("run")
         return self._start(
-            run_id, lambda token: self.bread.run_pipeline(pipeline_id, req.input, session=_session(req),
-                                                          run_id=run_id, signal=token)
-        )  # fmt: skip
+            run_id,
+            lambda token: self.bread.run_pipeline(
+                pipeline_id, req.input, session=_session(req), run_id=run_id, signal=token
+            ),
+        )
 
     def resume(self, checkpoint_id: str) -> Response:
         req = valid_body(ResumeBody)
@@ -100,9 +109,12 @@ class _Views:
     def _frames(self, lists: Iterator[Any], wire: Wire, prelude: bytes = b"") -> Iterator[bytes]:
         """The response body: one chunk per event, in ``wire``'s format."""
         return stream_body(
-            lists, lambda items: _encode_all(wire, items), heartbeat=wire.heartbeat,
-            prelude=(prelude,) if prelude else (), failure=lambda error: [wire.failure(error, "")],
-        )  # fmt: skip
+            lists,
+            lambda items: _encode_all(wire, items),
+            heartbeat=wire.heartbeat,
+            prelude=(prelude,) if prelude else (),
+            failure=lambda error: [wire.failure(error, "")],
+        )
 
     def _response(self, body: Iterator[bytes], run_id: str | None) -> Response:
         return stream_response(body, self.wire.content_type, run_id)

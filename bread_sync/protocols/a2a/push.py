@@ -188,8 +188,14 @@ class PushSender:
         if attempts >= MAX_ATTEMPTS:
             log.warning("A2A push to %s for task %s given up: %s", config["url"], config["taskId"], error)
         delay = min(BACKOFF_SECONDS * 2 ** (attempts - 1), BACKOFF_MAX_SECONDS)
-        self._settle(config, delivered=delivered, attempts=attempts, nextAttemptAt=time.time() + delay,
-                     lastError=error, done=attempts >= MAX_ATTEMPTS)  # fmt: skip
+        self._settle(
+            config,
+            delivered=delivered,
+            attempts=attempts,
+            nextAttemptAt=time.time() + delay,
+            lastError=error,
+            done=attempts >= MAX_ATTEMPTS,
+        )
 
     def _settle(self, config: dict[str, Any], **fields: Any) -> None:
         self.bread.store.settle_push(config["taskId"], config["id"], self.owner, **fields)

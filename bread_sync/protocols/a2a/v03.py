@@ -41,8 +41,9 @@ def _part(part: dict[str, Any]) -> t.Part:
         return t.Part(root=t.TextPart(text=part["text"]))
     if "file" in part:
         file = part["file"]
-        return t.Part(root=t.FilePart(file=t.FileWithUri(uri=file["uri"], mime_type=file.get("mimeType"),
-                                                         name=file.get("name"))))  # fmt: skip
+        return t.Part(
+            root=t.FilePart(file=t.FileWithUri(uri=file["uri"], mime_type=file.get("mimeType"), name=file.get("name")))
+        )
     data = part["data"]
     # v0.3's data part holds an object: any other JSON value goes in as {"value": ...}.
     return t.Part(root=t.DataPart(data=data if isinstance(data, dict) else {"value": data}))
@@ -51,8 +52,13 @@ def _part(part: dict[str, Any]) -> t.Part:
 def _message(task_id: str, context_id: str, status: Status) -> t.Message | None:
     if not status.parts:
         return None
-    return t.Message(role=t.Role.agent, parts=[_part(p) for p in status.parts], task_id=task_id,
-                     context_id=context_id, message_id=status.message_id or f"{task_id}-{status.state}")  # fmt: skip
+    return t.Message(
+        role=t.Role.agent,
+        parts=[_part(p) for p in status.parts],
+        task_id=task_id,
+        context_id=context_id,
+        message_id=status.message_id or f"{task_id}-{status.state}",
+    )
 
 
 def _status(task_id: str, context_id: str, status: Status) -> t.TaskStatus:
@@ -65,8 +71,14 @@ def _artifact(chunk: ArtifactChunk) -> t.Artifact:
 
 def task(task_id: str, context_id: str, status: Status, artifacts: list[ArtifactChunk] = ()) -> dict[str, Any]:
     """A Task (``kind: "task"``): what get, cancel and send answer, and a stream opens with."""
-    return _dump(t.Task(id=task_id, context_id=context_id, status=_status(task_id, context_id, status),
-                        artifacts=[_artifact(a) for a in artifacts] or None))  # fmt: skip
+    return _dump(
+        t.Task(
+            id=task_id,
+            context_id=context_id,
+            status=_status(task_id, context_id, status),
+            artifacts=[_artifact(a) for a in artifacts] or None,
+        )
+    )
 
 
 def task_item(task_: dict[str, Any]) -> dict[str, Any]:
@@ -80,12 +92,18 @@ send_result = task_item
 def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
     """A stream item: a ``status-update`` or an ``artifact-update``."""
     if isinstance(ev, Status):
-        return _dump(t.TaskStatusUpdateEvent(task_id=task_id, context_id=context_id,
-                                             status=_status(task_id, context_id, ev), final=ev.final))  # fmt: skip
+        return _dump(
+            t.TaskStatusUpdateEvent(
+                task_id=task_id, context_id=context_id, status=_status(task_id, context_id, ev), final=ev.final
+            )
+        )
     if isinstance(ev, TextChunk):
         ev = ArtifactChunk(ev.artifact_id, [{"text": ev.text}], ev.append)
-    return _dump(t.TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, artifact=_artifact(ev),
-                                           append=ev.append, last_chunk=ev.last_chunk))  # fmt: skip
+    return _dump(
+        t.TaskArtifactUpdateEvent(
+            task_id=task_id, context_id=context_id, artifact=_artifact(ev), append=ev.append, last_chunk=ev.last_chunk
+        )
+    )
 
 
 def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | None]:
@@ -116,15 +134,23 @@ def _problems(exc: ValidationError) -> str:
 
 def card(facts: CardFacts) -> dict[str, Any]:
     """The v0.3 Agent Card: a flat ``url``, ``protocolVersion`` 0.3.0, JSON-RPC preferred."""
-    return _dump(t.AgentCard(
-        name=facts.name, description=facts.description, url=facts.url, version=facts.version,
-        protocol_version="0.3.0", preferred_transport="JSONRPC",
-        capabilities=t.AgentCapabilities(streaming=True, push_notifications=facts.push_notifications,
-                                         state_transition_history=False),
-        default_input_modes=MODES, default_output_modes=MODES,
-        skills=[t.AgentSkill(**skill) for skill in facts.skills],
-        supports_authenticated_extended_card=facts.extended_card,
-    ))  # fmt: skip
+    return _dump(
+        t.AgentCard(
+            name=facts.name,
+            description=facts.description,
+            url=facts.url,
+            version=facts.version,
+            protocol_version="0.3.0",
+            preferred_transport="JSONRPC",
+            capabilities=t.AgentCapabilities(
+                streaming=True, push_notifications=facts.push_notifications, state_transition_history=False
+            ),
+            default_input_modes=MODES,
+            default_output_modes=MODES,
+            skills=[t.AgentSkill(**skill) for skill in facts.skills],
+            supports_authenticated_extended_card=facts.extended_card,
+        )
+    )
 
 
 def read_push_config(params: Any) -> dict[str, Any]:
@@ -156,8 +182,9 @@ def push_config(config: dict[str, Any]) -> dict[str, Any]:
     info = None
     if auth:
         info = t.PushNotificationAuthenticationInfo(schemes=[auth["scheme"]], credentials=auth.get("credentials"))
-    target = t.PushNotificationConfig(id=config["id"], url=config["url"], token=config.get("token"),
-                                      authentication=info)  # fmt: skip
+    target = t.PushNotificationConfig(
+        id=config["id"], url=config["url"], token=config.get("token"), authentication=info
+    )
     return _dump(t.TaskPushNotificationConfig(task_id=config["taskId"], push_notification_config=target))
 
 

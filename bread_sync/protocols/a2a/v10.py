@@ -62,8 +62,13 @@ def _status(task_id: str, context_id: str, status: Status) -> t.TaskStatus:
     message = None
     if status.parts:
         message_id = status.message_id or f"{task_id}-{status.state}"
-        message = t.Message(role=t.Role.ROLE_AGENT, parts=[_part(p) for p in status.parts], task_id=task_id,
-                            context_id=context_id, message_id=message_id)  # fmt: skip
+        message = t.Message(
+            role=t.Role.ROLE_AGENT,
+            parts=[_part(p) for p in status.parts],
+            task_id=task_id,
+            context_id=context_id,
+            message_id=message_id,
+        )
     return t.TaskStatus(state=state(status.state), message=message)
 
 
@@ -73,8 +78,14 @@ def _artifact(chunk: ArtifactChunk) -> t.Artifact:
 
 def task(task_id: str, context_id: str, status: Status, artifacts: list[ArtifactChunk] = ()) -> dict[str, Any]:
     """A Task: what get and cancel answer (bare), send and a stream wrap in ``{"task"}``."""
-    return _dump(t.Task(id=task_id, context_id=context_id, status=_status(task_id, context_id, status),
-                        artifacts=[_artifact(a) for a in artifacts]))  # fmt: skip
+    return _dump(
+        t.Task(
+            id=task_id,
+            context_id=context_id,
+            status=_status(task_id, context_id, status),
+            artifacts=[_artifact(a) for a in artifacts],
+        )
+    )
 
 
 def task_item(task_: dict[str, Any]) -> dict[str, Any]:
@@ -88,13 +99,15 @@ send_result = task_item
 def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
     """A stream item: ``{"statusUpdate"}`` or ``{"artifactUpdate"}``."""
     if isinstance(ev, Status):
-        update = t.TaskStatusUpdateEvent(task_id=task_id, context_id=context_id,
-                                         status=_status(task_id, context_id, ev))  # fmt: skip
+        update = t.TaskStatusUpdateEvent(
+            task_id=task_id, context_id=context_id, status=_status(task_id, context_id, ev)
+        )
         return _dump(t.StreamResponse(status_update=update))
     if isinstance(ev, TextChunk):
         ev = ArtifactChunk(ev.artifact_id, [{"text": ev.text}], ev.append)
-    update = t.TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id, artifact=_artifact(ev),
-                                       append=ev.append, last_chunk=ev.last_chunk)  # fmt: skip
+    update = t.TaskArtifactUpdateEvent(
+        task_id=task_id, context_id=context_id, artifact=_artifact(ev), append=ev.append, last_chunk=ev.last_chunk
+    )
     return _dump(t.StreamResponse(artifact_update=update))
 
 
@@ -127,14 +140,20 @@ def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | N
 
 def card(facts: CardFacts) -> dict[str, Any]:
     """The v1.0 Agent Card: ``supportedInterfaces`` (JSON-RPC, 1.0) instead of a flat url."""
-    return _dump(t.AgentCard(
-        name=facts.name, description=facts.description, version=facts.version,
-        supported_interfaces=[t.AgentInterface(url=facts.url, protocol_binding="JSONRPC", protocol_version="1.0")],
-        capabilities=t.AgentCapabilities(streaming=True, push_notifications=facts.push_notifications,
-                                         extended_agent_card=facts.extended_card),
-        default_input_modes=MODES, default_output_modes=MODES,
-        skills=[t.AgentSkill(**skill) for skill in facts.skills],
-    ))  # fmt: skip
+    return _dump(
+        t.AgentCard(
+            name=facts.name,
+            description=facts.description,
+            version=facts.version,
+            supported_interfaces=[t.AgentInterface(url=facts.url, protocol_binding="JSONRPC", protocol_version="1.0")],
+            capabilities=t.AgentCapabilities(
+                streaming=True, push_notifications=facts.push_notifications, extended_agent_card=facts.extended_card
+            ),
+            default_input_modes=MODES,
+            default_output_modes=MODES,
+            skills=[t.AgentSkill(**skill) for skill in facts.skills],
+        )
+    )
 
 
 def read_list(params: Any) -> tuple[str | None, str | None, int, str]:
@@ -188,8 +207,11 @@ def push_config(config: dict[str, Any]) -> dict[str, Any]:
     """A stored subscription as a TaskPushNotificationConfig."""
     auth = config.get("authentication")
     info = t.AuthenticationInfo(scheme=auth["scheme"], credentials=auth.get("credentials")) if auth else None
-    return _dump(t.TaskPushNotificationConfig(id=config["id"], task_id=config["taskId"], url=config["url"],
-                                              token=config.get("token"), authentication=info))  # fmt: skip
+    return _dump(
+        t.TaskPushNotificationConfig(
+            id=config["id"], task_id=config["taskId"], url=config["url"], token=config.get("token"), authentication=info
+        )
+    )
 
 
 def push_list(configs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -96,8 +96,14 @@ class AgUiPlugin:
     def routes(self, blueprint: Any, bread: Any) -> None:
         if self.agent_id is not None:
             register_http_route(blueprint, "POST", self.path, AG_UI_ACTIONS.run, lambda: self._serve(bread))
-            register_http_route(blueprint, "GET", f"{self.path}/runs/<runId>/stream", AG_UI_ACTIONS.stream,
-                                lambda runId: self._follow(bread, runId), statuses=(204, 400, 404))  # fmt: skip
+            register_http_route(
+                blueprint,
+                "GET",
+                f"{self.path}/runs/<runId>/stream",
+                AG_UI_ACTIONS.stream,
+                lambda runId: self._follow(bread, runId),
+                statuses=(204, 400, 404),
+            )
 
     def _map_crumb(self, frame: Frame) -> None:
         # A paused run keeps its transformer: its continuation, in this process, goes on with it.
@@ -127,8 +133,9 @@ class AgUiPlugin:
         def begin(token: Any) -> Any:
             if entry is not None:
                 return self._resume(bread, body.thread_id, entry, token, given)
-            return bread.run(self.agent_id, text, session={"id": body.thread_id}, signal=token,
-                             may_interrupt=may_reach_run, **given)  # fmt: skip
+            return bread.run(
+                self.agent_id, text, session={"id": body.thread_id}, signal=token, may_interrupt=may_reach_run, **given
+            )
 
         try:
             run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
@@ -249,9 +256,13 @@ def _stream(
         return chunks
 
     return stream_body(
-        frames, encode_all, heartbeat=HEARTBEAT, prelude=prelude or (),
-        failure=lambda error: _failure(transformer, error, run_id), name=f"AG-UI stream of run {run_id}",
-    )  # fmt: skip
+        frames,
+        encode_all,
+        heartbeat=HEARTBEAT,
+        prelude=prelude or (),
+        failure=lambda error: _failure(transformer, error, run_id),
+        name=f"AG-UI stream of run {run_id}",
+    )
 
 
 class _Cancelled(Exception):

@@ -94,15 +94,23 @@ def agent_tool(agent: Agent, pauses: bool) -> McpTool:
     output = None
     if agent.output_schema is not None and agent.output_format != "text" and not pauses:
         output = agent.output_schema.model_json_schema()
-    listing = Tool(name=f"{AGENT_PREFIX}{agent.id}", description=agent.description or None, input_schema=schema,
-                   output_schema=output)  # fmt: skip
+    listing = Tool(
+        name=f"{AGENT_PREFIX}{agent.id}",
+        description=agent.description or None,
+        input_schema=schema,
+        output_schema=output,
+    )
     return McpTool("agent", agent.id, listing, wrapped, text=agent.input_schema is None)
 
 
 def task_tool(task: Task) -> McpTool:
     schema, wrapped = input_schema(task.input_schema)
-    listing = Tool(name=f"{TASK_PREFIX}{task.id}", description=task.description or None, input_schema=schema,
-                   output_schema=task.output_schema.model_json_schema())  # fmt: skip
+    listing = Tool(
+        name=f"{TASK_PREFIX}{task.id}",
+        description=task.description or None,
+        input_schema=schema,
+        output_schema=task.output_schema.model_json_schema(),
+    )
     return McpTool("task", task.id, listing, wrapped)
 
 
@@ -152,8 +160,10 @@ def failed(error: BreadError) -> CallToolResult:
 def paused(crumb: dict[str, Any]) -> CallToolResult:
     """A call whose run paused for a human, from its ``human:required`` crumb."""
     pause = {"status": "paused", **{key: crumb.get(key) for key in PAUSE_KEYS}}
-    text = (f"The run paused for a human ({crumb['kind']} of {crumb['toolName']}). Continue it with the "
-            f"{RESUME} tool, checkpointId {crumb['checkpointId']}.")  # fmt: skip
+    text = (
+        f"The run paused for a human ({crumb['kind']} of {crumb['toolName']}). Continue it with the "
+        f"{RESUME} tool, checkpointId {crumb['checkpointId']}."
+    )
     return CallToolResult(content=[TextContent(text=text)], structured_content=pause)
 
 

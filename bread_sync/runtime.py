@@ -7,59 +7,49 @@ run's :class:`~bread_sync.engine.emitter.Emitter` (the choke point) before the c
 from __future__ import annotations
 
 import logging
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from . import crumbs as c
-from .agents import Agent, Tool, check_response_kind
+from .agents import Agent
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
 from .config import Config, default_db_path, postgres_url
 from .crumbs import Frame
-from .engine import owners
+from .engine import owners, recovery
 from .engine.context import RunContext
-from .engine.emitter import Emitter, fan_out
-from .engine.execution import Execution, open_agent_run
-from .engine.kinds import KINDS
+from .engine.emitter import fan_out
+from .engine.execution import drain
 from .engine.lease import LeaseKeeper
-from .engine.loops import close_loops
+from .engine.opening import Opened, new_id, open_continuation, open_run
 from .engine.pipelines import PipelineRun
-from .engine.remote import RemoteRun, open_remote_run, quietly
+from .engine.remote import RemoteRun
 from .engine.sessions import SessionGuard
 from .engine.tasks import run_task
 from .errors import (
     AGENT_NOT_FOUND,
-    CHECKPOINT_ALREADY_RESUMED,
-    CHECKPOINT_NOT_FOUND,
     INVALID_REQUEST,
     PIPELINE_NOT_FOUND,
     RUN_CANCELLED,
     RUN_ID_CONFLICT,
-    RUN_INTERRUPTED,
-    SEQ_CONFLICT,
     SKILL_NOT_FOUND,
     TASK_NOT_FOUND,
     BreadError,
     internal_error,
 )
 from .loading import resolve
-from .logs import BoundRun, run_context
+from .logs import BoundRun
 from .models import resolve_provider
 from .pipelines import Pipeline
-from .stores import STORES, now_iso
+from .stores import STORES
 from .tails import LogFollower, tail
 from .tasks import Task
 from .transports import TRANSPORTS
 
 log = logging.getLogger("bread_sync")
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 @dataclass
@@ -101,17 +91,8 @@ class Run:
 
     def drain(self) -> None:
         """Drive the run to its end or pause, for a caller that only needs it to happen (the
-        server's runner: its clients read the crumbs from the transport). The run's id is set
-        once around all the crumbs rather than per crumb.
-
-        After each durable crumb other threads get their turn: its commit held this one (under
-        gevent a SQLite call does not yield), and whoever streams the crumb should get to send
-        it now rather than after the rest of the run. (Between the others the run's execution
-        gives way every few milliseconds: :class:`~bread_sync.greenlets.Pacer`.)"""
-        with run_context(self.run_id):
-            for crumb in self._steps:
-                if crumb["type"] not in c.NOT_DURABLE:
-                    time.sleep(0)
+        server's runner: its clients read the crumbs from the transport)."""
+        drain(self.run_id, self._steps)
 
     def result(self) -> RunResult:
         """Drive the run to its end or pause and sum it up."""
@@ -136,7 +117,8 @@ class Bread:
         self._owner_tag = uuid.uuid4().hex[:8]
         self.cancels = registry
         self._listeners: list[Callable[[Frame], None]] = []
-        self._publish = fan_out(self._listeners, self.transport)
+        #: Hands each crumb the choke point logged to the listeners and the transport.
+        self.publish = fan_out(self._listeners, self.transport)
         self.leases = LeaseKeeper(self)
         self.follower = LogFollower(self)
         for plugin in config.plugins:
@@ -180,7 +162,7 @@ class Bread:
 
     def start(self) -> Bread:
         """Mark runs whose owner died as interrupted. Safe to call in every process."""
-        self.sweep_interrupted()
+        recovery.sweep(self)
         return self
 
     def close(self) -> None:
@@ -216,46 +198,24 @@ class Bread:
         state its session kept. ``context`` (``[{description, value}]``) is this run's only:
         ``ctx.context``, ``request.context``. A remote agent's run
         relays the remote run (engine/remote.py); what the remote refuses ends it, logged."""
-        if agent_id in self.remote_agents:
-            return self._deliver(self._run_remote(agent_id, input, session, skill, signal, run_id,
-                                                  session_policy, may_interrupt), mode)  # fmt: skip
-        agent = self.agent(agent_id)
-        skill_name = self._skill(agent, skill)
         state, context = _check_state(state, context)
+        make_root = self._root_maker(agent_id, input, skill)
+        opened = open_run(
+            self, make_root, agent_id, session, run_id=run_id, signal=signal, session_policy=session_policy,
+            may_interrupt=may_interrupt, state=state, context=context,
+        )  # fmt: skip
+        return self._deliver(self._started(opened, run_id, agent_id), mode)
+
+    def _root_maker(self, agent_id: str, input: Any, skill: str | None) -> Callable[[RunContext], Any]:
+        """What makes the root activity of a run of ``agent_id``, once the input, the skill and
+        the provider are known good (a remote agent's are the remote's to judge)."""
+        if agent_id in self.remote_agents:
+            return partial(_relay, agent_id, input, skill)
+        agent = self.agent(agent_id)
+        skill = self._skill(agent, skill)
         validated = agent.validate_input(input)
         resolve_provider(agent.model)
-        session_id, tags = _session_ref(session)
-        if run_id is not None and self.store.get_run(run_id) is not None:  # a retried request
-            return self._deliver(self._attach(run_id, agent.id), mode)
-        run_id = run_id or new_id("run")
-        claimed = self.sessions.claim(session_id, run_id, session_policy or agent.session_policy, may_interrupt)
-        if not self.store.create_run(self._record(run_id, agent.id, session_id)):
-            return self._deliver(self._attach(run_id, agent.id), mode)
-        ctx = self._context(run_id, session_id, signal, state=state, context=context)
-        root = ctx.activity_for(agent, validated, skill_name, record=True)
-        wait = None if claimed else lambda: self.sessions.wait(session_id, run_id, ctx.token)
-        opening = open_agent_run(ctx, root, agent, skill_name, tags, wait)
-        return self._deliver(Run(run_id, Execution(ctx, root, opening).start()), mode)
-
-    def _run_remote(
-        self, agent_id: str, input: Any, session: Any, skill: str | None, signal: CancelToken | None,
-        run_id: str | None, session_policy: str | None, may_interrupt: Callable[[str], bool] | None,
-    ) -> Run:  # fmt: skip
-        session_id, tags = _session_ref(session)
-        if run_id is not None and self.store.get_run(run_id) is not None:  # a retried request
-            return self._attach(run_id, agent_id)
-        run_id = run_id or new_id("run")
-        claimed = self.sessions.claim(session_id, run_id, session_policy or "reject", may_interrupt)
-        # The remote run's id is chosen here and recorded before it is asked for, so whoever
-        # takes the relay over knows which run to follow, and a retried POST attaches to it.
-        record = {**self._record(run_id, agent_id, session_id), "remoteRunId": new_id("run"), "remoteSeq": 0}
-        if not self.store.create_run(record):
-            return self._attach(run_id, agent_id)
-        ctx = self._context(run_id, session_id, signal)
-        root = RemoteRun(ctx, agent_id, input, skill, record["remoteRunId"])
-        wait = None if claimed else lambda: self.sessions.wait(session_id, run_id, ctx.token)
-        opening = open_remote_run(ctx, root, skill, tags, wait)
-        return Run(run_id, Execution(ctx, root, opening).start())
+        return partial(RunContext.activity_for, agent=agent, input=validated, skill=skill, record=True)
 
     def run_pipeline(
         self,
@@ -270,16 +230,9 @@ class Bread:
         """Run a pipeline under one run id: every step's crumbs framed by ``pipeline:step:start``
         / ``pipeline:step:end``, ending with ``agent:run:end`` carrying the last step's output."""
         pipeline = self.pipeline(pipeline_id)
-        session_id, tags = _session_ref(session)
-        run_id = run_id or new_id("run")
-        if not self.store.create_run(self._record(run_id, pipeline.id, session_id)):
-            return self._deliver(self._attach(run_id, pipeline.id), mode)
-        ctx = self._context(run_id, session_id, signal)
-        root = PipelineRun(ctx, pipeline, input)
-        start = {"type": c.AGENT_RUN_START, "runId": run_id, "agentId": pipeline.id, "pipelineId": pipeline.id,
-                 "sessionId": session_id, "input": input}  # fmt: skip
-        self.store.touch_session(session_id, tags)
-        return self._deliver(Run(run_id, Execution(ctx, root, iter([start])).start()), mode)
+        make_root = partial(PipelineRun, pipeline=pipeline, input=input)
+        opened = open_run(self, make_root, pipeline.id, session, run_id=run_id, signal=signal)
+        return self._deliver(self._started(opened, run_id, pipeline.id), mode)
 
     def run_task(self, task_id: str, args: Any, *, signal: CancelToken | None = None) -> Any:
         """Call a task once; its validated output. Bad args are ``INPUT_INVALID``, a model
@@ -303,28 +256,11 @@ class Bread:
 
         The response is validated before the checkpoint is claimed, so a malformed one does
         not burn it; a checkpoint resumes once (``CHECKPOINT_ALREADY_RESUMED``)."""
-        checkpoint = self.store.get_checkpoint(checkpoint_id)
-        if checkpoint is None:
-            raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
-        if checkpoint["status"] != "pending":
-            raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
         state, context = _check_state(state, context)
-        run_id, session_id = checkpoint["runId"], checkpoint["sessionId"]
-        ctx = self._context(run_id, session_id, signal, next_seq=checkpoint["nextSeq"], state=state, context=context)
-        root = ctx.restore(checkpoint["stack"])  # an agent or pipeline no longer configured fails here
-        response = _validate_response(checkpoint["kind"], root.pending_tool(), response)
-        claimed = self.sessions.claim(session_id, run_id, root.session_policy, may_interrupt)
-        if not self.store.claim_checkpoint(checkpoint_id):
-            self.sessions.release(session_id, run_id)
-            raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
-        self.store.update_run(
-            run_id, status="running", checkpointId=None, owner=self.owner, leaseUntil=self._lease_end()
+        opened = open_continuation(
+            self, checkpoint_id, response, signal=signal, may_interrupt=may_interrupt, state=state, context=context
         )
-        if state is not None:  # kept with the continuation's first crumb
-            ctx.emitter.defer(lambda: self.store.touch_session(session_id, None, state))
-        execution = Execution(ctx, root, None if claimed else self._wait_for_session(ctx))
-        run = Run(run_id, execution.start(resume=(checkpoint, response)), first_seq=checkpoint["nextSeq"])
-        return self._deliver(run, mode)
+        return self._deliver(Run(opened.run_id, opened.crumbs, first_seq=opened.first_seq), mode)
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run: live here, paused, or running in another process (recorded in the
@@ -336,10 +272,10 @@ class Bread:
         if record is None:
             return False
         if record["status"] == "paused":
-            return self._cancel_paused(record)
+            return recovery.cancel_paused(self, record)
         if record["status"] == "running":
-            if self.owner_gone(record):
-                self.interrupt(record)
+            if recovery.owner_gone(record):
+                recovery.interrupt(self, record)
                 record = self.store.get_run(run_id)  # a relay this process took over goes on
                 if record["status"] != "running" or record["owner"] != self.owner:
                     return False
@@ -354,6 +290,12 @@ class Bread:
         frames, to its terminal crumb. See :func:`bread_sync.tails.tail` for the options."""
         return tail(self, run_id, after, **opts)
 
+    def _started(self, opened: Opened | None, run_id: str | None, definition_id: str) -> Run:
+        # None: a retried request with the same runId, which follows the run it started.
+        if opened is None:
+            return self._attach(run_id, definition_id)
+        return Run(opened.run_id, opened.crumbs)
+
     def _attach(self, run_id: str, agent_id: str) -> Run:
         # A retried request with the same runId follows the run it started, to its end or pause.
         if self.store.get_run(run_id)["agentId"] != agent_id:
@@ -365,18 +307,6 @@ class Bread:
         for frame in tail(self, run_id, through_pause=False):
             if isinstance(frame, Frame):
                 yield frame.crumb
-
-    def _context(
-        self, run_id: str, session_id: str, signal: CancelToken | None, next_seq: int = 1,
-        state: dict[str, Any] | None = None, context: list[dict[str, Any]] | None = None,
-    ) -> RunContext:  # fmt: skip
-        emitter = Emitter(run_id, self.store, self._publish, next_seq=next_seq)
-        return RunContext(self, run_id, session_id, signal or CancelToken(), emitter, KINDS, state, context or [])
-
-    def _wait_for_session(self, ctx: RunContext) -> Iterator[Any]:
-        # A continuation whose session another run holds waits for it before its first crumb.
-        self.sessions.wait(ctx.session_id, ctx.run_id, ctx.token)
-        yield from ()
 
     def task(self, task_id: str) -> Task:
         task = self.tasks.get(task_id)
@@ -396,95 +326,21 @@ class Bread:
             raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
         return agent
 
-    # -- run records ------------------------------------------------------------------------
+    # -- runs whose process died (engine/recovery.py) ----------------------------------------
 
     def sweep_interrupted(self) -> int:
         """Mark every running run whose owner is gone as interrupted; how many were."""
-        running = self.store.list_runs(status="running")
-        return sum(self.interrupt(record) for record in running if self.owner_gone(record))
-
-    def owner_gone(self, record: dict[str, Any]) -> bool:
-        """Whether a running run's owner is gone: its lease lapsed, or it was a process of this
-        host that no longer exists (known at once, see engine/owners.py)."""
-        return record["leaseUntil"] < time.time() or owners.is_dead_local(record["owner"])
+        return recovery.sweep(self)
 
     def interrupt(self, record: dict[str, Any]) -> bool:
-        """End a run whose owner died with ``agent:error`` ``RUN_INTERRUPTED``; False when the
-        record changed since it was read (another process marked it, or its owner renewed), or
-        when it was a remote agent's relay, which this process took over instead (:meth:`adopt`)."""
-        if self._relay_of_the_dead(record):
-            self.adopt(record)
-            return False
-        expect = {"status": "running", "owner": record["owner"], "leaseUntil": record["leaseUntil"]}
-        if not self.store.update_run(record["id"], expect=expect, status="interrupted", owner=None):
-            return False
-        error = BreadError(RUN_INTERRUPTED, "the process running this run stopped")
-        self._append_final(record["id"], c.error_crumb(record["id"], error))
-        close_loops(self.store, record["id"], "interrupted")
-        return True
-
-    def _relay_of_the_dead(self, record: dict[str, Any]) -> bool:
-        return (
-            record["agentId"] in self.remote_agents and bool(record.get("remoteRunId"))
-            and record["owner"] != self.owner and self.owner_gone(record)
-        )  # fmt: skip
+        """End a run whose owner died with ``RUN_INTERRUPTED`` (a remote agent's relay is taken
+        over instead); False when the record changed since it was read, or for a relay."""
+        return recovery.interrupt(self, record)
 
     def adopt(self, record: dict[str, Any]) -> bool:
-        """Take over the relay of a remote agent's run whose owner died: claim the run (one
-        process wins), and go on relaying the remote run after the position its record holds,
-        under the same run id and seqs, in a thread of this process. A remote run that is gone
-        ends the local one with ``RUN_INTERRUPTED``. False when another process claimed it first."""
-        run_id = record["id"]
-        expect = {"status": "running", "owner": record["owner"], "leaseUntil": record["leaseUntil"]}
-        if not self.store.update_run(run_id, expect=expect, owner=self.owner, leaseUntil=self._lease_end()):
-            return False
-        remote = self.remote_agents[record["agentId"]]
-        try:
-            gone = remote.run_status(record["remoteRunId"]) is None
-        except BreadError:
-            gone = False  # not answering now: the relay keeps trying for a while
-        if gone:
-            self.interrupt(self.store.get_run(run_id))
-            return True
-        ctx = self._context(run_id, record["sessionId"], None, next_seq=self.store.last_seq(run_id) + 1)
-        root = RemoteRun(ctx, record["agentId"], remote_run_id=record["remoteRunId"],
-                         remote_seq=record["remoteSeq"] or 0, adopted=True)  # fmt: skip
-        run = Run(run_id, Execution(ctx, root).start())
-        threading.Thread(target=run.drain, name=f"bread-relay-{run_id}", daemon=True).start()
-        log.warning("run %s: its owner is gone; this process took over its relay", run_id)
-        return True
-
-    def _cancel_paused(self, record: dict[str, Any]) -> bool:
-        checkpoint_id = record["checkpointId"]
-        if not checkpoint_id or not self.store.claim_checkpoint(checkpoint_id, status="void"):
-            return False
-        self.store.update_run(record["id"], status="cancelled", checkpointId=None)
-        if record["agentId"] in self.remote_agents and record.get("remoteRunId"):
-            quietly(self.remote_agents[record["agentId"]].cancel, record["remoteRunId"])
-        error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
-        self._append_final(record["id"], c.error_crumb(record["id"], error))
-        close_loops(self.store, record["id"], "cancelled")
-        return True
-
-    def _append_final(self, run_id: str, crumb: dict[str, Any]) -> None:
-        try:
-            emitter = Emitter(run_id, self.store, self._publish, next_seq=self.store.last_seq(run_id) + 1)
-            emitter.emit(crumb)
-        except BreadError as exc:
-            if exc.code != SEQ_CONFLICT:
-                raise
-            log.warning("run %s: a late writer took the final seq; its log ends as that writer left it", run_id)
-
-    def _record(self, run_id: str, agent_id: str, session_id: str) -> dict[str, Any]:
-        now = now_iso()
-        return {
-            "id": run_id, "agentId": agent_id, "sessionId": session_id, "status": "running",
-            "checkpointId": None, "owner": self.owner, "leaseUntil": self._lease_end(),
-            "cancelRequested": False, "createdAt": now, "updatedAt": now,
-        }  # fmt: skip
-
-    def _lease_end(self) -> float:
-        return time.time() + self.config.lease_seconds
+        """Take over the relay of a remote agent's run whose owner died; False when another
+        process claimed it first."""
+        return recovery.adopt(self, record)
 
     @staticmethod
     def _skill(agent: Agent, name: str | None) -> str | None:
@@ -525,22 +381,6 @@ def summarize(run_id: str, seen: list[dict[str, Any]]) -> RunResult:
     return RunResult(run_id, status, error=error, crumbs=seen)
 
 
-def _session_ref(session: dict[str, Any] | str | None) -> tuple[str, dict[str, str]]:
-    if session is None:
-        return new_id("ses"), {}
-    if isinstance(session, str):
-        return session, {}
-    if not isinstance(session, dict):
-        raise BreadError(INVALID_REQUEST, "session must be an object {id?, tags?}")
-    tags = session.get("tags") or {}
-    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
-        raise BreadError(INVALID_REQUEST, "session tags must be an object of strings")
-    session_id = session.get("id") or new_id("ses")
-    if not isinstance(session_id, str):
-        raise BreadError(INVALID_REQUEST, "session id must be a string")
-    return session_id, dict(tags)
-
-
 def _check_state(
     state: dict[str, Any] | None, context: list[dict[str, Any]] | None
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -555,5 +395,6 @@ def _check_state(
     return state, context
 
 
-def _validate_response(kind: str, tool: Tool | None, response: Any) -> Any:
-    return tool.validate_response(kind, response) if tool is not None else check_response_kind(kind, response)
+def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> RemoteRun:
+    """The root activity of a remote agent's run; the remote run's id is chosen here."""
+    return RemoteRun(ctx, agent_id, input, skill, new_id("run"))

@@ -20,6 +20,7 @@ import pytest
 from bread_sync import BreadError
 from bread_sync.crumbs import Frame
 from bread_sync.engine import owners
+from bread_sync.engine.opening import run_record
 from bread_sync.stores.sqlite import store as sqlite_store
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="owners are told apart through /proc")
@@ -194,7 +195,7 @@ def bread(request, make_bread, tmp_path):
 
 def running_run(bread, run_id: str, owner: str, session: str = "s") -> None:
     """A run record and start crumb as ``owner`` left them, its lease still far from over."""
-    bread.store.create_run({**bread._record(run_id, "echo", session), "owner": owner})
+    bread.store.create_run({**run_record(bread, run_id, "echo", session), "owner": owner})
     bread.store.claim_session(session, run_id)
     bread.store.append_crumbs(run_id, [Frame(run_id, 1, {"type": "agent:run:start", "runId": run_id,
                                                          "agentId": "echo", "input": "hi"})])  # fmt: skip

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from bread_sync import BreadError
 from bread_sync.crumbs import TEXT_DELTA, Frame
+from bread_sync.engine.opening import run_record
 from bread_sync.stores import memory
 from bread_sync.tails import follower as follower_module
 from bread_sync.transports import stream
@@ -172,7 +173,7 @@ def test_a_long_catch_up_is_read_in_pages_and_misses_nothing(bread):
     from bread_sync.tails.tail import REPLAY_PAGE
 
     total = 2 * REPLAY_PAGE + 3
-    bread.store.create_run({**bread._record("long", "echo", "s"), "status": "completed"})
+    bread.store.create_run({**run_record(bread, "long", "echo", "s"), "status": "completed"})
     frames = [Frame("long", seq, {"type": "tool:call", "runId": "long", "n": seq}) for seq in range(1, total)]
     bread.store.append_crumbs("long", [*frames, Frame("long", total, {"type": "agent:run:end", "runId": "long"})])
     replayed = list(bread.tail("long"))
@@ -243,7 +244,7 @@ def test_the_tail_of_a_run_started_here_that_another_process_took_over_ends_with
 
 
 def test_a_batched_tail_hands_over_the_same_frames_in_lists(bread):
-    bread.store.create_run({**bread._record("long", "echo", "s"), "status": "completed"})
+    bread.store.create_run({**run_record(bread, "long", "echo", "s"), "status": "completed"})
     frames = [Frame("long", seq, {"type": "tool:call", "runId": "long", "n": seq}) for seq in range(1, 700)]
     bread.store.append_crumbs("long", [*frames, Frame("long", 700, {"type": "agent:run:end", "runId": "long"})])
     lists = list(bread.tail("long", batched=True))

@@ -13,7 +13,7 @@ The engine never sees the ``Bread`` that runs it: it gets what it needs from the
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -34,21 +34,31 @@ class Pause:
 
 
 class Runtime(Protocol):
-    """What the engine needs of the runtime that runs it (a ``Bread``)."""
+    """What the engine, the session guard, the lease keeper and the tails need of the runtime that
+    runs them (a ``Bread``): one view, so each part names only the runtime, never a partial copy."""
 
+    config: Any
     store: Any
     blob_store: Any
+    transport: Any
     #: The process's registry of live runs and their cancel tokens.
     cancels: Any
     #: Renews the owner lease of the runs this process drives.
     leases: Any
     #: One run at a time per session.
     sessions: Any
+    #: Reads the store's log for the tails of runs that execute in other processes.
+    follower: Any
     #: Agents of other servers by local id (relayed by engine/remote.py).
     remote_agents: dict[str, Any]
 
     @property
     def owner(self) -> str: ...
+
+    def publish(self, frame: Any) -> None:
+        """Hand a crumb the choke point has logged to the listeners and the transport."""
+
+    def cancel(self, run_id: str) -> bool: ...
 
     def agent(self, agent_id: str) -> Any: ...
 
@@ -70,6 +80,11 @@ class Checkpointed(ABC):
     child: Any
     #: What a continuation does when another run holds the session (see sessions.py).
     session_policy: str = "reject"
+    #: Whether a new run of this kind claims its session (a pipeline's steps keep no history).
+    claims_session: ClassVar[bool] = True
+    #: Whether the work goes on elsewhere when this process stops (a remote agent's run does):
+    #: the run is then handed over rather than ended.
+    outlives_process: ClassVar[bool] = False
 
     @abstractmethod
     def head(self) -> dict[str, Any]:
@@ -92,6 +107,15 @@ class Checkpointed(ABC):
             setattr(activity, attribute, snapshot[key])
         activity.child = ctx.restore(snapshot["child"]) if snapshot["child"] else None
         return activity
+
+    @abstractmethod
+    def open(self, tags: dict[str, str], wait_for_session: Callable[[], None] | None) -> Steps:
+        """A new run's opening, before :meth:`run`: waiting for its session if another run holds
+        it, then the ``agent:run:start`` crumb (the session's touch goes with it)."""
+
+    def record_fields(self) -> dict[str, Any]:
+        """What the run's record holds of this activity, beyond the fields every run has."""
+        return {}
 
     def pending_tool(self) -> Any:
         """The tool whose call the run paused on: the child's, unless a kind knows better."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .. import crumbs as c
@@ -62,8 +63,31 @@ class AgentActivity(Checkpointed):
 
     @classmethod
     def rebuild(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:
-        return cls(ctx, ctx.runtime.agent(snapshot["agentId"]), snapshot["input"], snapshot["skill"],
-                   snapshot["record"])  # fmt: skip
+        agent = ctx.runtime.agent(snapshot["agentId"])
+        return cls(ctx, agent, snapshot["input"], snapshot["skill"], snapshot["record"])
+
+    def open(self, tags: dict[str, str], wait_for_session: Callable[[], None] | None) -> Steps:
+        """Waiting for the session, ``before_run`` (which may rewrite the input), then the start
+        crumb, with the session's touch (and a state the run was given) in its transaction."""
+        ctx, agent = self.ctx, self.agent
+        start = ctx.start_crumb(agent.id, self.input, self.skill)
+        try:
+            if wait_for_session is not None:
+                wait_for_session()
+            if agent.before_run is not None:
+                rewritten = agent.before_run(self.input, ctx.tool_context(agent.id))
+                if rewritten is not None:
+                    self.input = start["input"] = rewritten
+        except Exception:
+            yield start  # the run exists: its log opens before it records the failure
+            raise
+        ctx.touch_session_with_next_crumb(tags, ctx.state)  # a state the run was given replaces its session's
+        self._read_session()
+        yield start
+
+    def _read_session(self) -> None:
+        """What the activity reads of its session before its first crumb: nothing, but for an
+        agent's turn."""
 
 
 class AgentLoop(AgentActivity):
@@ -84,6 +108,14 @@ class AgentLoop(AgentActivity):
         self.steps = 0
         #: History entries waiting for the run's next durable crumb: one write for all of them.
         self._unwritten: list[dict[str, Any]] = []
+
+    def _read_session(self) -> None:
+        """The session's history is the conversation so far; its state is read with it rather
+        than again when first asked for."""
+        history = self.ctx.runtime.store.get_session(self.ctx.session_id) or {"messages": []}
+        self.messages = [for_model(m) for m in history["messages"]]
+        if self.ctx.state is None:
+            self.ctx.state = history.get("state") or {}
 
     def pending_tool(self) -> Tool | None:
         """The tool whose call the run paused on (None if the agent no longer has it)."""

@@ -20,6 +20,10 @@ log = logging.getLogger("bread_sync")
 
 @dataclass
 class RunContext:
+    """What the activities of one run share: the run's ids, its cancel token, its choke point,
+    the runtime's parts, and the run's state and context. One per run or continuation, made
+    where it opens (engine/opening.py): an activity never reaches the ``Bread`` but through it."""
+
     runtime: Runtime
     run_id: str
     session_id: str
@@ -40,6 +44,20 @@ class RunContext:
     def restore(self, snapshot: dict[str, Any]) -> Any:
         """Rebuild an activity (and its children) from its checkpoint snapshot, by its kind."""
         return self.kinds[snapshot["kind"]].restore(self, snapshot)
+
+    def start_crumb(self, agent_id: str, input: Any, skill: str | None = None, **more: Any) -> dict[str, Any]:
+        """The run's ``agent:run:start`` crumb."""
+        start = {"type": c.AGENT_RUN_START, "runId": self.run_id, "agentId": agent_id, **more,
+                 "sessionId": self.session_id, "input": input}  # fmt: skip
+        if skill:
+            start["skill"] = skill
+        return start
+
+    def touch_session_with_next_crumb(self, tags: dict[str, str] | None, state: dict[str, Any] | None = None) -> None:
+        """Create or touch the run's session (its tags, a state given) in the transaction of the
+        next durable crumb (the start crumb): a client that sees it finds the session."""
+        store, session_id = self.runtime.store, self.session_id
+        self.emitter.defer(lambda: store.touch_session(session_id, tags, state))
 
     def tool_context(self, agent_id: str) -> ToolContext:
         return ToolContext(

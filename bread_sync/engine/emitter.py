@@ -19,6 +19,12 @@ log = logging.getLogger("bread_sync")
 
 
 class Emitter:
+    """One run's choke point: it numbers, logs and publishes each crumb, in that order.
+
+    One per run (or continuation), used by one thread at a time: the driver's, or a process
+    appending the terminal crumb of a run nobody drives. ``next_seq`` is where the run's log
+    goes on (1 for a new run, a checkpoint's ``nextSeq`` for a continuation)."""
+
     def __init__(
         self,
         run_id: str,
@@ -46,6 +52,10 @@ class Emitter:
         self._deferred.append(write)
 
     def emit(self, crumb: dict[str, Any]) -> Frame:
+        """Pass ``crumb`` through: a durable crumb is committed (with the text aggregated before
+        it and the deferred writes) before it is published; a ``text:delta`` is published at
+        once and logged later, aggregated. Raises ``SEQ_CONFLICT`` when another writer took the
+        seq (another process ended the run), and nothing is published then."""
         if crumb["type"] == TEXT_DELTA:
             delta = crumb["delta"]
             self._text.append(delta)

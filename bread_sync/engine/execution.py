@@ -9,19 +9,18 @@ and a ``human:required`` crumb, and makes sure the run ends with exactly one ter
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from .. import crumbs as c
-from ..agents import Agent
 from ..errors import RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT, SEQ_CONFLICT, BreadError, internal_error
 from ..greenlets import Pacer
+from ..logs import run_context
 from ..stores import now_iso
 from . import Pause, Steps
-from .agent_loop import AgentLoop, for_model
 from .context import RunContext
-from .remote import RemoteRun
 
 log = logging.getLogger("bread_sync")
 
@@ -42,6 +41,10 @@ class Execution:
         self._final: str | None = None
 
     def start(self, resume: tuple[dict[str, Any], Any] | None = None) -> Iterator[dict[str, Any]]:
+        """The run's crumbs, each yielded once the choke point has logged it; pulling drives the
+        run. With ``resume`` (the checkpoint and the human's response) the root continues from
+        its pause. Ends with exactly one terminal crumb (or a pause), and a caller that stops
+        pulling early leaves the run interrupted, so no run is left running without a driver."""
         run_id = self.ctx.run_id
         self.runtime.cancels.register(run_id, self.ctx.token)
         self.runtime.leases.watch(run_id)
@@ -85,12 +88,12 @@ class Execution:
                 self._abandon()
 
     def _hands_over(self, exc: BreadError) -> bool:
-        """A remote agent's relay stopped by its process (a shutdown) ends nothing: the remote
-        run goes on, so the run is left running with no owner and a lapsed lease, for the next
-        process that notices to take over (``Bread.adopt``) from its recorded position."""
+        """Work that outlives this process (a remote agent's run), stopped by a shutdown, ends
+        nothing: the run is left running with no owner and a lapsed lease, for the next process
+        that notices to take over (engine/recovery.py) from its recorded position."""
         token = self.ctx.token
         stopping = token.cancelled and token.reason.code == exc.code == RUN_INTERRUPTED
-        if not (isinstance(self.root, RemoteRun) and stopping):
+        if not (self.root.outlives_process and stopping):
             return False
         self._final = "handed over"
         self._unregister()
@@ -174,32 +177,14 @@ class Execution:
                 log.warning("run %s: could not log its interruption (%s)", self.ctx.run_id, exc.code)
 
 
-def open_agent_run(
-    ctx: RunContext, root: Any, agent: Agent, skill: str | None, tags: dict[str, str],
-    wait_for_session: Callable[[], None] | None = None,
-) -> Steps:  # fmt: skip
-    """The start of an agent's run: waiting for its session if another run holds it,
-    ``before_run``, the session and its history, the start crumb."""
-    start = {"type": c.AGENT_RUN_START, "runId": ctx.run_id, "agentId": agent.id,
-             "sessionId": ctx.session_id, "input": root.input}  # fmt: skip
-    if skill:
-        start["skill"] = skill
-    try:
-        if wait_for_session is not None:
-            wait_for_session()
-        if agent.before_run is not None:
-            rewritten = agent.before_run(root.input, ctx.tool_context(agent.id))
-            if rewritten is not None:
-                root.input = start["input"] = rewritten
-    except Exception:
-        yield start  # the run exists: its log opens before it records the failure
-        raise
-    store = ctx.runtime.store
-    given = ctx.state  # a state the run was given replaces its session's
-    ctx.emitter.defer(lambda: store.touch_session(ctx.session_id, tags, given))
-    if isinstance(root, AgentLoop):
-        history = store.get_session(ctx.session_id) or {"messages": []}
-        root.messages = [for_model(m) for m in history["messages"]]
-        if ctx.state is None:  # read with the history rather than again when first asked for
-            ctx.state = history.get("state") or {}
-    yield start
+def drain(run_id: str, crumbs: Iterator[dict[str, Any]]) -> None:
+    """Drive a run to its end or pause, for a caller that only needs it to happen (the server's
+    runner, a relay taken over: their clients read the crumbs from the transport). The run's id
+    is set for its log records once around all the crumbs rather than per crumb.
+
+    After each durable crumb other threads get their turn: its commit held this one (under gevent
+    a SQLite call does not yield), and whoever streams the crumb should get to send it now."""
+    with run_context(run_id):
+        for crumb in crumbs:
+            if crumb["type"] not in c.NOT_DURABLE:
+                time.sleep(0)

@@ -12,27 +12,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any
 
 from ..transports import cancel_channel
+from . import Runtime
 
 log = logging.getLogger("bread_sync")
 
 
-class Leased(Protocol):
-    """What the lease keeper needs of its runtime (a ``Bread``)."""
-
-    config: Any
-    store: Any
-    transport: Any
-    cancels: Any
-
-    @property
-    def owner(self) -> str: ...
+def lease_end(config: Any) -> float:
+    """When a lease taken or renewed now lapses."""
+    return time.time() + config.lease_seconds
 
 
 class LeaseKeeper:
-    def __init__(self, bread: Leased):
+    def __init__(self, bread: Runtime):
         self.bread = bread
         self._lock = threading.Lock()
         self._runs: set[str] = set()
@@ -93,8 +87,8 @@ class LeaseKeeper:
                 self.bread.cancels.cancel(run_id)
 
     def _renew(self, runs: list[str]) -> None:
-        lease_end = time.time() + self.bread.config.lease_seconds
+        until = lease_end(self.bread.config)
         for run_id in runs:
             self.bread.store.update_run(
-                run_id, expect={"owner": self.bread.owner, "status": "running"}, leaseUntil=lease_end
+                run_id, expect={"owner": self.bread.owner, "status": "running"}, leaseUntil=until
             )

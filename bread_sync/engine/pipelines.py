@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .. import crumbs as c
@@ -17,6 +18,7 @@ class PipelineRun(Checkpointed):
 
     kind = "pipeline"
     saved: ClassVar[dict[str, str]] = {"input": "input", "index": "index", "outputs": "outputs"}
+    claims_session = False
 
     def __init__(self, ctx: RunContext, pipeline: Pipeline, input: Any):
         self.ctx = ctx
@@ -32,6 +34,12 @@ class PipelineRun(Checkpointed):
     @classmethod
     def rebuild(cls, ctx: RunContext, snapshot: dict[str, Any]) -> PipelineRun:
         return cls(ctx, ctx.runtime.pipeline(snapshot["pipelineId"]), snapshot["input"])
+
+    def open(self, tags: dict[str, str], wait_for_session: Callable[[], None] | None) -> Steps:
+        if wait_for_session is not None:
+            wait_for_session()
+        self.ctx.touch_session_with_next_crumb(tags)
+        yield self.ctx.start_crumb(self.pipeline.id, self.input, pipelineId=self.pipeline.id)
 
     def run(self) -> Steps:
         return (yield from self._steps())

@@ -42,6 +42,7 @@ class RemoteRun(Checkpointed):
         "remoteSeq": "remote_seq", "nested": "nested",
     }  # fmt: skip
     child = None
+    outlives_process = True
 
     def __init__(self, ctx: RunContext, agent_id: str, input: Any = None, skill: str | None = None,
                  remote_run_id: str | None = None, remote_seq: int = 0, adopted: bool = False):  # fmt: skip
@@ -79,6 +80,19 @@ class RemoteRun(Checkpointed):
 
     def pending_tool(self) -> Any:
         return None  # the remote validates the response against its tool
+
+    def record_fields(self) -> dict[str, Any]:
+        # Chosen here and recorded before the remote is asked, so whoever takes the relay over
+        # knows which run to follow, and a retried POST attaches to it.
+        return {"remoteRunId": self.remote_run_id, "remoteSeq": 0}
+
+    def open(self, tags: dict[str, str], wait_for_session: Callable[[], None] | None) -> Steps:
+        """The local run's own start crumb (the remote's is not relayed), once its session is free."""
+        start = self.ctx.start_crumb(self.agent_id, self.input, self.skill)
+        if wait_for_session is not None:
+            wait_for_session()
+        self.ctx.touch_session_with_next_crumb(tags)
+        yield start
 
     def run(self) -> Steps:
         """Start the remote run, or (adopted) follow it after the position recorded."""
@@ -146,20 +160,6 @@ def quietly(call: Any, *args: Any) -> None:
         call(*args)
     except Exception:
         log.warning("a call to a remote agent failed", exc_info=True)
-
-
-def open_remote_run(ctx: RunContext, root: RemoteRun, skill: str | None, tags: dict[str, str],
-                    wait_for_session: Callable[[], None] | None = None) -> Steps:  # fmt: skip
-    """The local run's own start crumb (the remote's is not relayed), once its session is free."""
-    start = {"type": c.AGENT_RUN_START, "runId": ctx.run_id, "agentId": root.agent_id,
-             "sessionId": ctx.session_id, "input": root.input}  # fmt: skip
-    if skill:
-        start["skill"] = skill
-    if wait_for_session is not None:
-        wait_for_session()
-    store = ctx.runtime.store
-    ctx.emitter.defer(lambda: store.touch_session(ctx.session_id, tags))
-    yield start
 
 
 def _error_of(crumb: dict[str, Any]) -> BreadError:

@@ -10,29 +10,17 @@ or ``interrupt`` (it cancels the holder, then waits). A claim whose holder is no
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from ..cancel import CancelToken
 from ..errors import INVALID_REQUEST, SESSION_BUSY, BreadError
+from . import Runtime, recovery
 
 POLICIES = ("reject", "enqueue", "interrupt")
 WAIT_POLL_SECONDS = 0.05
 
 
-class Guarded(Protocol):
-    """What the session guard needs of its runtime (a ``Bread``)."""
-
-    store: Any
-
-    def cancel(self, run_id: str) -> bool: ...
-
-    def owner_gone(self, record: dict[str, Any]) -> bool: ...
-
-    def interrupt(self, record: dict[str, Any]) -> bool: ...
-
-
 class SessionGuard:
-    def __init__(self, bread: Guarded):
+    def __init__(self, bread: Runtime):
         self.bread = bread
 
     def claim(
@@ -74,8 +62,8 @@ class SessionGuard:
         record = self.bread.store.get_run(holder)
         if record is None or record["status"] != "running":
             return True
-        if self.bread.owner_gone(record):
-            self.bread.interrupt(record)
+        if recovery.owner_gone(record):
+            recovery.interrupt(self.bread, record)
             # Interrupted now, or else taken over (a remote agent's relay goes on holding it).
             fresh = self.bread.store.get_run(holder)
             return fresh is None or fresh["status"] != "running"

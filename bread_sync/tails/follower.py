@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
+from ..engine import Runtime, recovery
 from ..errors import STORE_BUSY, STORE_UNAVAILABLE, BreadError
 from ..stores import FINISHED, AppendListener, append_listener, last_seqs
 from ..transports import is_healthy, reports_health
@@ -22,19 +23,6 @@ ENDED = object()
 SAFETY_NET_SECONDS = 2.0
 #: A store that cannot answer now: the follower tries again at its next pass.
 UNREACHABLE = (STORE_BUSY, STORE_UNAVAILABLE)
-
-
-class Followed(Protocol):
-    """What tails need of the runtime whose runs they follow (a ``Bread``)."""
-
-    store: Any
-    transport: Any
-    cancels: Any
-    follower: Any
-
-    def owner_gone(self, record: dict[str, Any]) -> bool: ...
-
-    def interrupt(self, record: dict[str, Any]) -> bool: ...
 
 
 class FromLog(NamedTuple):
@@ -66,7 +54,7 @@ class LogFollower:
     the logs that grew are read; each is read anyway every SAFETY_NET_SECONDS.
     """
 
-    def __init__(self, bread: Followed, interval: float = 0.25):
+    def __init__(self, bread: Runtime, interval: float = 0.25):
         self.bread = bread
         self.interval = interval
         self._lock = threading.Lock()
@@ -180,7 +168,7 @@ class LogFollower:
     def _finished(self, run_id: str) -> bool:
         """Whether the run has ended; a run whose owner is gone is interrupted first."""
         record = self.bread.store.get_run(run_id)
-        if record and record["status"] == "running" and self.bread.owner_gone(record):
-            self.bread.interrupt(record)
+        if record and record["status"] == "running" and recovery.owner_gone(record):
+            recovery.interrupt(self.bread, record)
             return False  # its RUN_INTERRUPTED crumb reaches the tail with the next poll
         return record is None or record["status"] in FINISHED

@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..crumbs import STREAM_END, TERMINAL, Frame, is_delta_frame
+from ..engine import Runtime, recovery
 from ..errors import RUN_NOT_FOUND, BreadError
 from ..greenlets import give_way
 from ..stores import FINISHED, has_crumb_log
 from ..transports import can_subscribe
 from ..wire.replay import LIVE, LOG, Dedup, Gap
-from .follower import ENDED, Followed, FromLog
+from .follower import ENDED, FromLog
 from .inbox import Inbox
 
 #: Rows a replay reads from the store at once.
@@ -28,7 +29,7 @@ BATCH = 256
 
 
 def tail(
-    bread: Followed,
+    bread: Runtime,
     run_id: str,
     after: int = 0,
     *,
@@ -178,12 +179,12 @@ class _Follow:
         return [accepted for f in frames if (accepted := self.dedup.accept(f, LOG)) is not None]
 
 
-def _unfinished(bread: Followed, run_id: str) -> bool:
+def _unfinished(bread: Runtime, run_id: str) -> bool:
     """Whether the run is still going; one whose owner is gone is interrupted first, so the
     replay that follows ends with its RUN_INTERRUPTED crumb."""
     record = bread.store.get_run(run_id)
     if record is None:
         return False
-    if record["status"] == "running" and bread.owner_gone(record) and bread.interrupt(record):
+    if record["status"] == "running" and recovery.owner_gone(record) and recovery.interrupt(bread, record):
         return False
     return record["status"] not in FINISHED

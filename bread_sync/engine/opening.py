@@ -1,0 +1,157 @@
+"""Opening a run: the one sequence a new run, or a paused run's continuation, goes through before
+its first crumb, whatever its kind (an agent, a loop, a pipeline, a remote agent's relay).
+
+A new run gets its id, its session's claim and its record, in that order, so a retried request
+finds the run it started and a second run of a busy session follows its policy before anything
+is logged; then its root activity opens itself (its start crumb) and the driver takes it from
+there. A continuation claims its checkpoint once, in any process sharing the store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from ..agents import Tool, check_response_kind
+from ..cancel import CancelToken
+from ..errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError
+from ..stores import now_iso
+from . import Runtime, Steps
+from .context import RunContext
+from .emitter import Emitter
+from .execution import Execution
+from .kinds import KINDS
+from .lease import lease_end
+
+Session = dict[str, Any] | str | None
+
+
+class Opened(NamedTuple):
+    """A run under way: its id, and its crumbs as the driver yields them (pulling drives it)."""
+
+    run_id: str
+    crumbs: Iterator[dict[str, Any]]
+    #: The seq of its first durable crumb: 1, or where a continuation goes on.
+    first_seq: int = 1
+
+
+def open_run(
+    runtime: Runtime,
+    make_root: Callable[[RunContext], Any],
+    definition_id: str,
+    session: Session,
+    *,
+    run_id: str | None = None,
+    signal: CancelToken | None = None,
+    session_policy: str | None = None,
+    may_interrupt: Callable[[str], bool] | None = None,
+    state: dict[str, Any] | None = None,
+    context: list[dict[str, Any]] | None = None,
+) -> Opened | None:
+    """Open a new run of ``definition_id`` whose root activity ``make_root(ctx)`` makes; None
+    when a run ``run_id`` exists already (a retried request: its caller follows that run)."""
+    session_id, tags = session_ref(session)
+    if run_id is not None and runtime.store.get_run(run_id) is not None:
+        return None
+    run_id = run_id or new_id("run")
+    ctx = new_context(runtime, run_id, session_id, signal, state=state, context=context)
+    root = make_root(ctx)
+    claimed = not root.claims_session or runtime.sessions.claim(
+        session_id, run_id, session_policy or root.session_policy, may_interrupt
+    )
+    record = {**run_record(runtime, run_id, definition_id, session_id), **root.record_fields()}
+    if not runtime.store.create_run(record):
+        return None
+    wait = None if claimed else lambda: runtime.sessions.wait(session_id, run_id, ctx.token)
+    return Opened(run_id, Execution(ctx, root, root.open(tags, wait)).start())
+
+
+def open_continuation(
+    runtime: Runtime,
+    checkpoint_id: str,
+    response: Any,
+    *,
+    signal: CancelToken | None = None,
+    may_interrupt: Callable[[str], bool] | None = None,
+    state: dict[str, Any] | None = None,
+    context: list[dict[str, Any]] | None = None,
+) -> Opened:
+    """Continue a paused run from its checkpoint. The response is validated before the
+    checkpoint is claimed, so a malformed one does not burn it; a checkpoint resumes once."""
+    store = runtime.store
+    checkpoint = store.get_checkpoint(checkpoint_id)
+    if checkpoint is None:
+        raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
+    if checkpoint["status"] != "pending":
+        raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
+    run_id, session_id, next_seq = checkpoint["runId"], checkpoint["sessionId"], checkpoint["nextSeq"]
+    ctx = new_context(runtime, run_id, session_id, signal, next_seq, state, context)
+    root = ctx.restore(checkpoint["stack"])  # an agent or pipeline no longer configured fails here
+    response = _validate_response(checkpoint["kind"], root.pending_tool(), response)
+    claimed = runtime.sessions.claim(session_id, run_id, root.session_policy, may_interrupt)
+    if not store.claim_checkpoint(checkpoint_id):
+        runtime.sessions.release(session_id, run_id)
+        raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
+    store.update_run(
+        run_id, status="running", checkpointId=None, owner=runtime.owner, leaseUntil=lease_end(runtime.config)
+    )
+    if state is not None:  # kept with the continuation's first crumb
+        ctx.touch_session_with_next_crumb(None, state)
+    execution = Execution(ctx, root, None if claimed else _session_wait(runtime, ctx))
+    return Opened(run_id, execution.start(resume=(checkpoint, response)), next_seq)
+
+
+def new_context(
+    runtime: Runtime,
+    run_id: str,
+    session_id: str,
+    signal: CancelToken | None = None,
+    next_seq: int = 1,
+    state: dict[str, Any] | None = None,
+    context: list[dict[str, Any]] | None = None,
+) -> RunContext:
+    """What the activities of one run (or continuation) share, with its choke point."""
+    emitter = Emitter(run_id, runtime.store, runtime.publish, next_seq=next_seq)
+    return RunContext(runtime, run_id, session_id, signal or CancelToken(), emitter, KINDS, state, context or [])
+
+
+def run_record(runtime: Runtime, run_id: str, definition_id: str, session_id: str) -> dict[str, Any]:
+    """The record of a new run, owned by this process under a fresh lease."""
+    now = now_iso()
+    return {
+        "id": run_id, "agentId": definition_id, "sessionId": session_id, "status": "running",
+        "checkpointId": None, "owner": runtime.owner, "leaseUntil": lease_end(runtime.config),
+        "cancelRequested": False, "createdAt": now, "updatedAt": now,
+    }  # fmt: skip
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def session_ref(session: Session) -> tuple[str, dict[str, str]]:
+    """The session id (a new one when none is given) and the tags of a ``session`` argument."""
+    if session is None:
+        return new_id("ses"), {}
+    if isinstance(session, str):
+        return session, {}
+    if not isinstance(session, dict):
+        raise BreadError(INVALID_REQUEST, "session must be an object {id?, tags?}")
+    tags = session.get("tags") or {}
+    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+        raise BreadError(INVALID_REQUEST, "session tags must be an object of strings")
+    session_id = session.get("id") or new_id("ses")
+    if not isinstance(session_id, str):
+        raise BreadError(INVALID_REQUEST, "session id must be a string")
+    return session_id, dict(tags)
+
+
+def _session_wait(runtime: Runtime, ctx: RunContext) -> Steps:
+    # A continuation whose session another run holds waits for it before its first crumb.
+    runtime.sessions.wait(ctx.session_id, ctx.run_id, ctx.token)
+    yield from ()
+
+
+def _validate_response(kind: str, tool: Tool | None, response: Any) -> Any:
+    return tool.validate_response(kind, response) if tool is not None else check_response_kind(kind, response)

@@ -1,5 +1,5 @@
 """Agent-driven loops: repeat an agent until a stop condition or ``max_iterations`` (run by
-:mod:`bread_sync.engine.loops`)."""
+:mod:`bread_sync.engine.loop_run`)."""
 
 from __future__ import annotations
 

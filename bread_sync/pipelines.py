@@ -1,5 +1,5 @@
 """Pipelines: named sequences of agents (or tasks), each step's output the next step's input (run
-by :mod:`bread_sync.engine.pipelines`)."""
+by :mod:`bread_sync.engine.pipeline_run`)."""
 
 from __future__ import annotations
 

@@ -25,10 +25,10 @@ from .engine.emitter import fan_out
 from .engine.execution import drain
 from .engine.lease import LeaseKeeper
 from .engine.opening import Opened, new_id, open_continuation, open_run
-from .engine.pipelines import PipelineRun
-from .engine.remote import RemoteRun
+from .engine.pipeline_run import PipelineRun
+from .engine.relay import Relay
 from .engine.sessions import SessionGuard
-from .engine.tasks import run_task
+from .engine.task_run import run_task
 from .errors import (
     AGENT_NOT_FOUND,
     INVALID_REQUEST,
@@ -197,7 +197,7 @@ class Bread:
         ``ctx.state`` and providers as ``request.session_state``; without it the run has the
         state its session kept. ``context`` (``[{description, value}]``) is this run's only:
         ``ctx.context``, ``request.context``. A remote agent's run
-        relays the remote run (engine/remote.py); what the remote refuses ends it, logged."""
+        relays the remote run (engine/relay.py); what the remote refuses ends it, logged."""
         state, context = _check_state(state, context)
         make_root = self._root_maker(agent_id, input, skill)
         opened = open_run(
@@ -395,6 +395,6 @@ def _check_state(
     return state, context
 
 
-def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> RemoteRun:
+def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> Relay:
     """The root activity of a remote agent's run; the remote run's id is chosen here."""
-    return RemoteRun(ctx, agent_id, input, skill, new_id("run"))
+    return Relay(ctx, agent_id, input, skill, new_id("run"))

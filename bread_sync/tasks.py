@@ -1,5 +1,5 @@
 """Tasks: one-shot structured calls, an input schema in and a validated output out (run by
-:mod:`bread_sync.engine.tasks`)."""
+:mod:`bread_sync.engine.task_run`)."""
 
 from __future__ import annotations
 

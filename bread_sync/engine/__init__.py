@@ -1,13 +1,16 @@
 """The engine: everything that drives one run, from its first crumb to its end or pause.
 
-The work a run holds is an activity of one of a few kinds (an agent's turn, a loop, a pipeline;
-a task runs inside one of them). Each kind keeps the contract below: ``run()`` starts it,
+The work a run holds is an :class:`Activity` of one of a few kinds (an agent's run, a loop's, a
+pipeline's, a remote agent's relay; a task runs inside one of them), each in the module named
+after the run it drives. Each kind keeps the contract below: ``open()`` is a new run's opening,
+``run()`` starts it,
 ``resume(response)`` continues it after a pause, ``snapshot()`` is what a checkpoint keeps of it
 and ``restore(ctx, snapshot)`` rebuilds it from that. ``kinds.KINDS`` maps each kind's name to
 its implementation, so a resume finds the right one by the name its snapshot carries.
 
 The engine never sees the ``Bread`` that runs it: it gets what it needs from the
-:class:`~bread_sync.engine.context.RunContext` it is handed, through :class:`Runtime`.
+:class:`~bread_sync.engine.context.RunContext` it is handed, through :class:`Runtime`. Opening a
+run is one sequence (opening.py); what becomes of a run whose process died is recovery.py's.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ class Runtime(Protocol):
     sessions: Any
     #: Reads the store's log for the tails of runs that execute in other processes.
     follower: Any
-    #: Agents of other servers by local id (relayed by engine/remote.py).
+    #: Agents of other servers by local id (relayed by engine/relay.py).
     remote_agents: dict[str, Any]
 
     @property
@@ -67,12 +70,13 @@ class Runtime(Protocol):
     def task(self, task_id: str) -> Any: ...
 
 
-class Checkpointed(ABC):
-    """Snapshot and restore, once for every kind of activity.
+class Activity(ABC):
+    """The work a run holds, of one kind: it opens, runs, pauses, and resumes from a snapshot.
 
-    A snapshot holds the kind, what names the activity's definition (:meth:`head`), the
-    attributes listed in ``saved`` (by their snapshot key) and the child activity under way.
-    A kind gives :meth:`head` and :meth:`rebuild` (its constructor from a snapshot)."""
+    Snapshot and restore are written once here for every kind. A snapshot holds the kind, what
+    names the activity's definition (:meth:`head`), the attributes listed in ``saved`` (by
+    their snapshot key) and the child activity under way. A kind gives :meth:`head`,
+    :meth:`rebuild` (its constructor from a snapshot), :meth:`open`, ``run`` and ``resume``."""
 
     kind: ClassVar[str]
     #: Snapshot key -> attribute, for the state a continuation needs.

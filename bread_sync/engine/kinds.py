@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .agent_loop import AgentLoop
-from .loops import LoopRun
-from .pipelines import PipelineRun
-from .remote import RemoteRun
+from .agent_run import AgentRun
+from .loop_run import LoopRun
+from .pipeline_run import PipelineRun
+from .relay import Relay
 
-KINDS: dict[str, Any] = {kind.kind: kind for kind in (AgentLoop, LoopRun, PipelineRun, RemoteRun)}
+KINDS: dict[str, Any] = {kind.kind: kind for kind in (AgentRun, LoopRun, PipelineRun, Relay)}

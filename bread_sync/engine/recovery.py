@@ -20,9 +20,9 @@ from . import Runtime, owners
 from .emitter import Emitter
 from .execution import Execution, drain
 from .lease import lease_end
-from .loops import close_loops
+from .loop_run import close_loops
 from .opening import new_context
-from .remote import RemoteRun, quietly
+from .relay import Relay, quietly
 
 log = logging.getLogger("bread_sync")
 
@@ -70,7 +70,7 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
         interrupt(runtime, store.get_run(run_id))
         return True
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=store.last_seq(run_id) + 1)
-    root = RemoteRun(ctx, record["agentId"], remote_run_id=record["remoteRunId"],
+    root = Relay(ctx, record["agentId"], remote_run_id=record["remoteRunId"],
                      remote_seq=record["remoteSeq"] or 0, adopted=True)  # fmt: skip
     crumbs = Execution(ctx, root).start()
     threading.Thread(target=drain, args=(run_id, crumbs), name=f"bread-relay-{run_id}", daemon=True).start()

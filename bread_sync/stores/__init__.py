@@ -59,7 +59,7 @@ class RunRecord(BaseModel):
 
 #: A run record as a store holds and returns it: a dict of :class:`RunRecord`'s keys, and on the
 #: run of a remote agent also these, which the routes do not serve: its remote run's id and the
-#: remote seq of the last durable crumb its log holds (engine/remote.py). A store returns them
+#: remote seq of the last durable crumb its log holds (engine/relay.py). A store returns them
 #: only on a record that has them.
 RELAY_FIELDS = ("remoteRunId", "remoteSeq")
 RunRow = dict[str, Any]

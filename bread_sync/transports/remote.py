@@ -2,7 +2,7 @@
 
 ``http_chunked.remote_agent(url=..., agent_id=...)`` (or ``http_sse.``) names one; a config's
 ``remote_agents`` maps local ids to them. The run that calls one is relayed by
-``engine/remote.py``; this module only speaks HTTP to the other server: it starts, resumes,
+``engine/relay.py``; this module only speaks HTTP to the other server: it starts, resumes,
 follows and cancels the remote run, and reads its stream across reconnects with the sans-IO
 :class:`~bread_sync.wire.reader.RunStreamReader`.
 

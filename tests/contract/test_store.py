@@ -182,7 +182,7 @@ def test_create_and_get_a_run(store):
 
 
 def test_a_relays_record_keeps_its_remote_run_and_position(store):
-    # engine/remote.py writes the position with each relayed durable crumb, in its batch.
+    # engine/relay.py writes the position with each relayed durable crumb, in its batch.
     assert store.create_run(run_record("r1", remoteRunId="run_far", remoteSeq=0))
     with batch(store):
         store.append_crumbs("r1", [Frame("r1", 1, {"type": "agent:run:start", "runId": "r1"})])

@@ -155,7 +155,7 @@ def m004_push_configs(conn: Any) -> None:
 
 @migration
 def m005_relay_position(conn: Any) -> None:
-    # Where a remote agent's relay stands (engine/remote.py), written with each relayed crumb.
+    # Where a remote agent's relay stands (engine/relay.py), written with each relayed crumb.
     conn.execute("ALTER TABLE runs ADD COLUMN remote_run_id text, ADD COLUMN remote_seq bigint")
 
 

@@ -154,7 +154,7 @@ def m006_push_configs(db: Database) -> None:
 
 @migration
 def m007_relay_position(db: Database) -> None:
-    # Where a remote agent's relay stands (engine/remote.py), written with each relayed crumb.
+    # Where a remote agent's relay stands (engine/relay.py), written with each relayed crumb.
     db["runs"].add_column("remote_run_id", str)
     db["runs"].add_column("remote_seq", int)
 

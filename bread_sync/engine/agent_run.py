@@ -26,17 +26,17 @@ from ..models import (
     resolve_provider,
 )
 from ..stores import now_iso
-from . import RUN_ENDING, Checkpointed, Pause, Steps
+from . import RUN_ENDING, Activity, Pause, Steps
 from .context import RunContext
-from .remote import RemoteRun
-from .tasks import framed_task
+from .relay import Relay
+from .task_run import framed_task
 
 log = logging.getLogger("bread_sync")
 
 MAX_STEPS_EXCEEDED = "agent {agent!r} made more than {limit} model calls in one run"
 
 
-class AgentActivity(Checkpointed):
+class AgentActivity(Activity):
     """An activity that runs an agent (its turn, or its loop): the agent, the input, the skill,
     and whether it writes the session's history (only the run's own agent does)."""
 
@@ -90,7 +90,7 @@ class AgentActivity(Checkpointed):
         agent's turn."""
 
 
-class AgentLoop(AgentActivity):
+class AgentRun(AgentActivity):
     """Runs an agent to its output. Only the run's own agent (``record=True``) writes the
     session's history; a subagent or a pipeline step keeps its messages to itself."""
 
@@ -253,7 +253,7 @@ class AgentLoop(AgentActivity):
             task = self.ctx.runtime.task(tool.target)
             return (yield from framed_task(self.ctx, task, call["input"], agent_id=self.agent.id))
         if tool.target in self.ctx.runtime.remote_agents:
-            self.child = RemoteRun.nested_in(self.ctx, tool.target, call["input"])
+            self.child = Relay.nested_in(self.ctx, tool.target, call["input"])
             return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
         child_agent = self.ctx.runtime.agent(tool.target)
         child_input = child_agent.validate_input(tool.child_input(call["input"], child_agent))

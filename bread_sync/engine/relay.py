@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from .. import crumbs as c
 from ..errors import RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
-from . import Checkpointed, Pause, Steps
+from . import Activity, Pause, Steps
 from .context import RunContext
 
 log = logging.getLogger("bread_sync")
@@ -32,7 +32,7 @@ log = logging.getLogger("bread_sync")
 _NOT_RELAYED = frozenset({c.AGENT_RUN_START, c.HUMAN_RESUMED})
 
 
-class RemoteRun(Checkpointed):
+class Relay(Activity):
     """A remote agent's run, relayed: the root activity of a remote agent's run, or (``nested``)
     a local agent's subagent."""
 
@@ -60,7 +60,7 @@ class RemoteRun(Checkpointed):
         self.nested = False
 
     @classmethod
-    def nested_in(cls, ctx: RunContext, agent_id: str, arguments: Any) -> RemoteRun:
+    def nested_in(cls, ctx: RunContext, agent_id: str, arguments: Any) -> Relay:
         """A remote agent called as a subagent, with the call's arguments (its ``input`` field
         when the remote agent has no input schema, as for a local subagent)."""
         no_schema = not ctx.runtime.remote_agents[agent_id].input_schema()
@@ -73,7 +73,7 @@ class RemoteRun(Checkpointed):
         return {"agentId": self.agent_id}
 
     @classmethod
-    def rebuild(cls, ctx: Any, snapshot: dict[str, Any]) -> RemoteRun:
+    def rebuild(cls, ctx: Any, snapshot: dict[str, Any]) -> Relay:
         if snapshot["agentId"] not in ctx.runtime.remote_agents:
             raise BreadError(RUN_INTERRUPTED, f"{snapshot['agentId']!r} is no longer a remote agent of this config")
         return cls(ctx, snapshot["agentId"])

@@ -7,12 +7,12 @@ from typing import Any, ClassVar
 
 from .. import crumbs as c
 from ..pipelines import Pipeline
-from . import Checkpointed, Steps
+from . import Activity, Steps
 from .context import RunContext
-from .tasks import framed_task
+from .task_run import framed_task
 
 
-class PipelineRun(Checkpointed):
+class PipelineRun(Activity):
     """Runs each step under the parent run's id, framed by ``pipeline:step:start``/``end``.
     A step that pauses for a human pauses the pipeline; the resume continues that step."""
 

@@ -11,7 +11,7 @@ from ..errors import BreadError
 from ..loops import Loop
 from ..stores import now_iso
 from . import RUN_ENDING, Steps
-from .agent_loop import AgentActivity, AgentLoop
+from .agent_run import AgentActivity, AgentRun
 from .context import RunContext
 
 
@@ -72,7 +72,7 @@ class LoopRun(AgentActivity):
         self._save_iteration("running", None)
         yield self._crumb(c.LOOP_ITERATION_START, "iteration:start")
         body = {"input": self.input, "iteration": self.iteration, "previous": self.output}
-        self.child = AgentLoop(self.ctx, self.agent, body, self.skill, self.record)
+        self.child = AgentRun(self.ctx, self.agent, body, self.skill, self.record)
         return (yield from self.child.run())
 
     def _end(self, status: str, reason: str) -> Steps:

@@ -201,9 +201,17 @@ class Bread:
         state, context = _check_state(state, context)
         make_root = self._root_maker(agent_id, input, skill)
         opened = open_run(
-            self, make_root, agent_id, session, run_id=run_id, signal=signal, session_policy=session_policy,
-            may_interrupt=may_interrupt, state=state, context=context,
-        )  # fmt: skip
+            self,
+            make_root,
+            agent_id,
+            session,
+            run_id=run_id,
+            signal=signal,
+            session_policy=session_policy,
+            may_interrupt=may_interrupt,
+            state=state,
+            context=context,
+        )
         return self._deliver(self._started(opened, run_id, agent_id), mode)
 
     def _root_maker(self, agent_id: str, input: Any, skill: str | None) -> Callable[[RunContext], Any]:

@@ -96,9 +96,12 @@ class AgentRun(AgentActivity):
 
     kind = "agent"
     saved: ClassVar[dict[str, str]] = {
-        **AgentActivity.saved, "messages": "messages", "pending": "pending", "modelState": "model_state",
+        **AgentActivity.saved,
+        "messages": "messages",
+        "pending": "pending",
+        "modelState": "model_state",
         "steps": "steps",
-    }  # fmt: skip
+    }
 
     def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
         super().__init__(ctx, agent, input, skill, record)
@@ -164,11 +167,17 @@ class AgentRun(AgentActivity):
     def _model_turn(self) -> Steps:
         provider, model_name = resolve_provider(self.agent.model)
         request = ModelRequest(
-            model=model_name, system=self._system_prompt(), messages=list(self.messages),
+            model=model_name,
+            system=self._system_prompt(),
+            messages=list(self.messages),
             tools=[ToolSpec(t.name, t.description, self.ctx.tool_parameters(t)) for t in self.agent.tools],
-            signal=self.ctx.token, input=self.input, output_format=self.agent.output_format,
-            state=self.model_state, session_state=self.ctx.session_state(), context=self.ctx.context,
-        )  # fmt: skip
+            signal=self.ctx.token,
+            input=self.input,
+            output_format=self.agent.output_format,
+            state=self.model_state,
+            session_state=self.ctx.session_state(),
+            context=self.ctx.context,
+        )
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         streamed: set[str] = set()
@@ -212,8 +221,13 @@ class AgentRun(AgentActivity):
         """Run the turn's remaining tool calls in order, pausing at one that needs a human."""
         while self.pending:
             call = self.pending[0]
-            yield {"type": c.TOOL_CALL, "runId": self.ctx.run_id, "toolCallId": call["id"],
-                   "toolName": call["name"], "input": call["input"]}  # fmt: skip
+            yield {
+                "type": c.TOOL_CALL,
+                "runId": self.ctx.run_id,
+                "toolCallId": call["id"],
+                "toolName": call["name"],
+                "input": call["input"],
+            }
             kind = self._human_kind(call)
             if kind is not None:
                 yield Pause(kind, call)
@@ -274,15 +288,32 @@ class AgentRun(AgentActivity):
 
     def _tool_result(self, call: dict[str, Any], output: Any) -> dict[str, Any]:
         self._remember({"role": "tool", "toolCallId": call["id"], "name": call["name"], "content": json.dumps(output)})
-        return {"type": c.TOOL_RESULT, "runId": self.ctx.run_id, "toolCallId": call["id"],
-                "toolName": call["name"], "output": output}  # fmt: skip
+        return {
+            "type": c.TOOL_RESULT,
+            "runId": self.ctx.run_id,
+            "toolCallId": call["id"],
+            "toolName": call["name"],
+            "output": output,
+        }
 
     def _tool_error(self, call: dict[str, Any], error: BreadError) -> dict[str, Any]:
         wire = {"code": error.code, "message": error.message}
-        self._remember({"role": "tool", "toolCallId": call["id"], "name": call["name"],
-                        "content": json.dumps({"error": wire}), "error": wire})  # fmt: skip
-        return {"type": c.TOOL_ERROR, "runId": self.ctx.run_id, "toolCallId": call["id"],
-                "toolName": call["name"], "error": error}  # fmt: skip
+        self._remember(
+            {
+                "role": "tool",
+                "toolCallId": call["id"],
+                "name": call["name"],
+                "content": json.dumps({"error": wire}),
+                "error": wire,
+            }
+        )
+        return {
+            "type": c.TOOL_ERROR,
+            "runId": self.ctx.run_id,
+            "toolCallId": call["id"],
+            "toolName": call["name"],
+            "error": error,
+        }
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -47,8 +47,14 @@ class RunContext:
 
     def start_crumb(self, agent_id: str, input: Any, skill: str | None = None, **more: Any) -> dict[str, Any]:
         """The run's ``agent:run:start`` crumb."""
-        start = {"type": c.AGENT_RUN_START, "runId": self.run_id, "agentId": agent_id, **more,
-                 "sessionId": self.session_id, "input": input}  # fmt: skip
+        start = {
+            "type": c.AGENT_RUN_START,
+            "runId": self.run_id,
+            "agentId": agent_id,
+            **more,
+            "sessionId": self.session_id,
+            "input": input,
+        }
         if skill:
             start["skill"] = skill
         return start
@@ -61,10 +67,15 @@ class RunContext:
 
     def tool_context(self, agent_id: str) -> ToolContext:
         return ToolContext(
-            run_id=self.run_id, session_id=self.session_id, agent_id=agent_id, signal=self.token,
-            logger=log.getChild("tools"), blob_store=self.runtime.blob_store,
-            state=self.session_state(), context=self.context,
-        )  # fmt: skip
+            run_id=self.run_id,
+            session_id=self.session_id,
+            agent_id=agent_id,
+            signal=self.token,
+            logger=log.getChild("tools"),
+            blob_store=self.runtime.blob_store,
+            state=self.session_state(),
+            context=self.context,
+        )
 
     def session_state(self) -> dict[str, Any]:
         """The run's state; a run given none has its session's, read once, when first asked."""

@@ -107,8 +107,12 @@ class Execution:
             yield from self.opening
         if resume is not None:
             checkpoint, response = resume
-            yield {"type": c.HUMAN_RESUMED, "runId": self.ctx.run_id,
-                   "checkpointId": checkpoint["id"], "response": response}  # fmt: skip
+            yield {
+                "type": c.HUMAN_RESUMED,
+                "runId": self.ctx.run_id,
+                "checkpointId": checkpoint["id"],
+                "response": response,
+            }
             output = yield from self.root.resume(response)
         else:
             output = yield from self.root.run()
@@ -128,15 +132,30 @@ class Execution:
     def _pause(self, pause: Pause) -> dict[str, Any]:
         ctx, call = self.ctx, pause.call
         checkpoint_id = f"cp_{uuid.uuid4().hex}"
-        crumb = {"type": c.HUMAN_REQUIRED, "runId": ctx.run_id, "checkpointId": checkpoint_id, "kind": pause.kind,
-                 "toolCallId": call["id"], "toolName": call["name"], "input": call["input"]}  # fmt: skip
+        crumb = {
+            "type": c.HUMAN_REQUIRED,
+            "runId": ctx.run_id,
+            "checkpointId": checkpoint_id,
+            "kind": pause.kind,
+            "toolCallId": call["id"],
+            "toolName": call["name"],
+            "input": call["input"],
+        }
         checkpoint = {
-            "version": CHECKPOINT_VERSION, "id": checkpoint_id, "runId": ctx.run_id, "sessionId": ctx.session_id,
-            "kind": pause.kind, "toolCallId": call["id"], "toolName": call["name"], "input": call["input"],
-            "status": "pending", "createdAt": now_iso(),
+            "version": CHECKPOINT_VERSION,
+            "id": checkpoint_id,
+            "runId": ctx.run_id,
+            "sessionId": ctx.session_id,
+            "kind": pause.kind,
+            "toolCallId": call["id"],
+            "toolName": call["name"],
+            "input": call["input"],
+            "status": "pending",
+            "createdAt": now_iso(),
             # the human:required crumb takes emitter.next_seq; the continuation starts after it
-            "nextSeq": self.emitter.next_seq + 1, "stack": self.root.snapshot(),
-        }  # fmt: skip
+            "nextSeq": self.emitter.next_seq + 1,
+            "stack": self.root.snapshot(),
+        }
         store = self.store
         self.emitter.defer(lambda: store.save_checkpoint(checkpoint))
         self._end_with_next_crumb("paused", checkpointId=checkpoint_id)

@@ -21,9 +21,13 @@ class LoopRun(AgentActivity):
 
     kind = "loop"
     saved: ClassVar[dict[str, str]] = {
-        **AgentActivity.saved, "loopId": "loop_id", "iteration": "iteration", "output": "output",
-        "createdAt": "created_at", "iterationStartedAt": "iteration_started_at",
-    }  # fmt: skip
+        **AgentActivity.saved,
+        "loopId": "loop_id",
+        "iteration": "iteration",
+        "output": "output",
+        "createdAt": "created_at",
+        "iterationStartedAt": "iteration_started_at",
+    }
 
     def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
         super().__init__(ctx, agent, input, skill, record)
@@ -81,21 +85,42 @@ class LoopRun(AgentActivity):
         return self.output
 
     def _crumb(self, kind: str, phase: str, **more: Any) -> dict[str, Any]:
-        return {"type": kind, "runId": self.ctx.run_id, "loopId": self.loop_id, "agentId": self.agent.id,
-                "phase": phase, "iteration": self.iteration, **more}  # fmt: skip
+        return {
+            "type": kind,
+            "runId": self.ctx.run_id,
+            "loopId": self.loop_id,
+            "agentId": self.agent.id,
+            "phase": phase,
+            "iteration": self.iteration,
+            **more,
+        }
 
     def _save(self, status: str) -> None:
-        self.ctx.runtime.store.save_loop({
-            "id": self.loop_id, "agentId": self.agent.id, "sessionId": self.ctx.session_id,
-            "runId": self.ctx.run_id, "status": status, "iterations": self.iteration,
-            "maxIterations": self.settings.max_iterations, "createdAt": self.created_at, "updatedAt": now_iso(),
-        })  # fmt: skip
+        self.ctx.runtime.store.save_loop(
+            {
+                "id": self.loop_id,
+                "agentId": self.agent.id,
+                "sessionId": self.ctx.session_id,
+                "runId": self.ctx.run_id,
+                "status": status,
+                "iterations": self.iteration,
+                "maxIterations": self.settings.max_iterations,
+                "createdAt": self.created_at,
+                "updatedAt": now_iso(),
+            }
+        )
 
     def _save_iteration(self, status: str, output: Any) -> None:
-        self.ctx.runtime.store.save_loop_iteration(self.loop_id, {
-            "index": self.iteration, "status": status, "output": output, "startedAt": self.iteration_started_at,
-            "endedAt": None if status == "running" else now_iso(),
-        })  # fmt: skip
+        self.ctx.runtime.store.save_loop_iteration(
+            self.loop_id,
+            {
+                "index": self.iteration,
+                "status": status,
+                "output": output,
+                "startedAt": self.iteration_started_at,
+                "endedAt": None if status == "running" else now_iso(),
+            },
+        )
 
 
 def close_loops(store: Any, run_id: str, status: str) -> None:

@@ -120,10 +120,17 @@ def run_record(runtime: Runtime, run_id: str, definition_id: str, session_id: st
     """The record of a new run, owned by this process under a fresh lease."""
     now = now_iso()
     return {
-        "id": run_id, "agentId": definition_id, "sessionId": session_id, "status": "running",
-        "checkpointId": None, "owner": runtime.owner, "leaseUntil": lease_end(runtime.config),
-        "cancelRequested": False, "createdAt": now, "updatedAt": now,
-    }  # fmt: skip
+        "id": run_id,
+        "agentId": definition_id,
+        "sessionId": session_id,
+        "status": "running",
+        "checkpointId": None,
+        "owner": runtime.owner,
+        "leaseUntil": lease_end(runtime.config),
+        "cancelRequested": False,
+        "createdAt": now,
+        "updatedAt": now,
+    }
 
 
 def new_id(prefix: str) -> str:

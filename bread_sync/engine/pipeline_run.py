@@ -71,5 +71,10 @@ class PipelineRun(Activity):
 
     def _frame(self, kind: str) -> dict[str, Any]:
         step = self.pipeline.steps[self.index]
-        return {"type": kind, "runId": self.ctx.run_id, "pipelineId": self.pipeline.id,
-                "stepName": step.label, "index": self.index}  # fmt: skip
+        return {
+            "type": kind,
+            "runId": self.ctx.run_id,
+            "pipelineId": self.pipeline.id,
+            "stepName": step.label,
+            "index": self.index,
+        }

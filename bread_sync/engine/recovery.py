@@ -70,8 +70,9 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
         interrupt(runtime, store.get_run(run_id))
         return True
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=store.last_seq(run_id) + 1)
-    root = Relay(ctx, record["agentId"], remote_run_id=record["remoteRunId"],
-                     remote_seq=record["remoteSeq"] or 0, adopted=True)  # fmt: skip
+    root = Relay(
+        ctx, record["agentId"], remote_run_id=record["remoteRunId"], remote_seq=record["remoteSeq"] or 0, adopted=True
+    )
     crumbs = Execution(ctx, root).start()
     threading.Thread(target=drain, args=(run_id, crumbs), name=f"bread-relay-{run_id}", daemon=True).start()
     log.warning("run %s: its owner is gone; this process took over its relay", run_id)

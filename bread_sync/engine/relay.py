@@ -38,14 +38,25 @@ class Relay(Activity):
 
     kind = "remote"
     saved: ClassVar[dict[str, str]] = {
-        "input": "input", "remoteRunId": "remote_run_id", "remoteCheckpointId": "remote_checkpoint_id",
-        "remoteSeq": "remote_seq", "nested": "nested",
-    }  # fmt: skip
+        "input": "input",
+        "remoteRunId": "remote_run_id",
+        "remoteCheckpointId": "remote_checkpoint_id",
+        "remoteSeq": "remote_seq",
+        "nested": "nested",
+    }
     child = None
     outlives_process = True
 
-    def __init__(self, ctx: RunContext, agent_id: str, input: Any = None, skill: str | None = None,
-                 remote_run_id: str | None = None, remote_seq: int = 0, adopted: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        ctx: RunContext,
+        agent_id: str,
+        input: Any = None,
+        skill: str | None = None,
+        remote_run_id: str | None = None,
+        remote_seq: int = 0,
+        adopted: bool = False,
+    ):
         self.ctx = ctx
         self.agent_id = agent_id
         self.remote = ctx.runtime.remote_agents[agent_id]

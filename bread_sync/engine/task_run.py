@@ -40,8 +40,13 @@ def framed_task(ctx: RunContext, task: Task, args: Any, agent_id: str | None) ->
         error = internal_error(exc)
         status = record.close(error)
         if error.code not in RUN_ENDING:
-            yield {"type": c.TASK_END, **frame, "status": status, "durationMs": record.duration_ms,
-                   "error": {"code": error.code, "message": error.message}}  # fmt: skip
+            yield {
+                "type": c.TASK_END,
+                **frame,
+                "status": status,
+                "durationMs": record.duration_ms,
+                "error": {"code": error.code, "message": error.message},
+            }
         raise error from exc
     record.close(None, output)
     yield {"type": c.TASK_END, **frame, "status": "completed", "durationMs": record.duration_ms}
@@ -51,25 +56,42 @@ def framed_task(ctx: RunContext, task: Task, args: Any, agent_id: str | None) ->
 class _Record:
     """The TaskRunRecord of one call, if the store records task runs."""
 
-    def __init__(self, store: Any, task: Task, args: Any, run_id: str | None, session_id: str | None,
-                 agent_id: str | None):  # fmt: skip
+    def __init__(
+        self, store: Any, task: Task, args: Any, run_id: str | None, session_id: str | None, agent_id: str | None
+    ):
         self.store = store if records_task_runs(store) else None
         self.id = f"task_{uuid.uuid4().hex}"
         self.started = time.monotonic()
         self.duration_ms = 0
         now = now_iso()
         self.record = {
-            "id": self.id, "taskId": task.id, "sessionId": session_id, "agentId": agent_id, "runId": run_id,
-            "status": "running", "model": task.model_name, "durationMs": None, "usage": None, "error": None,
-            "input": args, "output": None, "createdAt": now, "updatedAt": now,
-        }  # fmt: skip
+            "id": self.id,
+            "taskId": task.id,
+            "sessionId": session_id,
+            "agentId": agent_id,
+            "runId": run_id,
+            "status": "running",
+            "model": task.model_name,
+            "durationMs": None,
+            "usage": None,
+            "error": None,
+            "input": args,
+            "output": None,
+            "createdAt": now,
+            "updatedAt": now,
+        }
         self._save()
 
     def close(self, error: BreadError | None, output: Any = None) -> str:
         self.duration_ms = round((time.monotonic() - self.started) * 1000)
         status = "completed" if error is None else "cancelled" if error.code in RUN_ENDING else "failed"
-        self.record.update(status=status, durationMs=self.duration_ms, output=output, updatedAt=now_iso(),
-                           error=None if error is None else {"code": error.code, "message": error.message})  # fmt: skip
+        self.record.update(
+            status=status,
+            durationMs=self.duration_ms,
+            output=output,
+            updatedAt=now_iso(),
+            error=None if error is None else {"code": error.code, "message": error.message},
+        )
         self._save()
         return status
 

@@ -129,14 +129,16 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, ask: 
 def subagent(agent_id: str, description: str = "", name: str | None = None) -> Tool:
     """A tool that delegates to another agent; its crumbs join the caller's stream, framed by
     ``subagent:run:start`` / ``subagent:run:end``, and its output is the tool's result."""
-    return Tool(name=name or agent_id, description=description or f"Ask the {agent_id} agent.",
-                kind="subagent", target=agent_id)  # fmt: skip
+    return Tool(
+        name=name or agent_id, description=description or f"Ask the {agent_id} agent.", kind="subagent", target=agent_id
+    )
 
 
 def task_tool(task_id: str, description: str = "", name: str | None = None) -> Tool:
     """A tool that runs a task (``task:start`` / ``task:end``); its validated output is the result."""
-    return Tool(name=name or task_id, description=description or f"Run the {task_id} task.",
-                kind="task", target=task_id)  # fmt: skip
+    return Tool(
+        name=name or task_id, description=description or f"Run the {task_id} task.", kind="task", target=task_id
+    )
 
 
 def input_tool(
@@ -146,8 +148,9 @@ def input_tool(
 
     ``response_schema`` (a pydantic model, or any type pydantic validates, e.g. ``str | Answer``)
     checks the answer before the checkpoint is claimed: one that fails it is ``INPUT_INVALID``."""
-    return Tool(name=name, description=description, input_schema=input_schema, kind="input",
-                response_schema=response_schema)  # fmt: skip
+    return Tool(
+        name=name, description=description, input_schema=input_schema, kind="input", response_schema=response_schema
+    )
 
 
 def check_response_kind(kind: str, response: Any) -> Any:

@@ -244,13 +244,22 @@ def a2a_bridges() -> list:
         return []
     from .protocols.a2a import a2a_server
 
-    mounts = [("echo", "", "/a2a", "0.3"), ("echo", "-v1", "/a2a-v1", "1.0"), ("slow", "-slow", "/a2a/slow", "0.3"),
-              ("slow", "-slow-v1", "/a2a/slow-v1", "1.0")]  # fmt: skip
+    mounts = [
+        ("echo", "", "/a2a", "0.3"),
+        ("echo", "-v1", "/a2a-v1", "1.0"),
+        ("slow", "-slow", "/a2a/slow", "0.3"),
+        ("slow", "-slow-v1", "/a2a/slow-v1", "1.0"),
+    ]
     return [
-        a2a_server(agent, card_path=f"/.well-known/agent-card{card}.json", rpc_path=rpc, spec_version=version,
-                   push_notifications=True)
+        a2a_server(
+            agent,
+            card_path=f"/.well-known/agent-card{card}.json",
+            rpc_path=rpc,
+            spec_version=version,
+            push_notifications=True,
+        )
         for agent, card, rpc, version in mounts
-    ]  # fmt: skip
+    ]
 
 
 def config() -> Config:

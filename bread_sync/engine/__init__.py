@@ -2,15 +2,9 @@
 
 The work a run holds is an :class:`Activity` of one of a few kinds (an agent's run, a loop's, a
 pipeline's, a remote agent's relay; a task runs inside one of them), each in the module named
-after the run it drives. Each kind keeps the contract below: ``open()`` is a new run's opening,
-``run()`` starts it,
-``resume(response)`` continues it after a pause, ``snapshot()`` is what a checkpoint keeps of it
-and ``restore(ctx, snapshot)`` rebuilds it from that. ``kinds.KINDS`` maps each kind's name to
-its implementation, so a resume finds the right one by the name its snapshot carries.
-
-The engine never sees the ``Bread`` that runs it: it gets what it needs from the
-:class:`~bread_sync.engine.context.RunContext` it is handed, through :class:`Runtime`. Opening a
-run is one sequence (opening.py); what becomes of a run whose process died is recovery.py's.
+after the run it drives and found by its name in ``kinds.KINDS`` when a checkpoint is resumed.
+Opening a run is one sequence (opening.py); what becomes of a run whose process died is
+recovery.py's. The engine never sees the ``Bread`` that runs it, only :class:`Runtime`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Who owns a run, and whether that owner is known to be gone without waiting for its lease.
 
-A run's owner is the process executing it, written ``host:pid:start:kernel:tag``: the host
-name, the process id, the process's start time (clock ticks after boot, field 22 of
-``/proc/<pid>/stat``), the kernel it runs under (the start of the boot id and the pid
-namespace's inode: two machines, or two containers, may have the same host name) and a tag
-that tells the ``Bread`` objects of one process apart. Another process under the same host
-name and kernel can then tell at once that the owner is gone: no process has that pid, or the
-one that has it is a zombie or started at another time (the pid was reused).
-
-Nothing else is judged here: an owner on another host, one written in another format (an older
-``host:pid:tag``) and every owner on a system without ``/proc`` go by the lease alone.
+A run's owner is the process executing it, written ``host:pid:start:kernel:tag``: the host name,
+the pid, the process's start time (field 22 of ``/proc/<pid>/stat``), the kernel it runs under
+(boot id and pid namespace: two containers may share a host name) and a tag telling the ``Bread``
+objects of one process apart. A process under the same host name and kernel then knows at once
+that the owner is gone: no process has that pid, or it is a zombie, or started at another time.
+Every other owner (another host, another format, no ``/proc``) goes by the lease alone.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""The relay: a run whose agent is a remote agent (``Config.remote_agents``) only relays the
-remote run's crumbs into its own stream, through this run's choke point.
+"""The relay: a run whose agent is a remote agent (``Config.remote_agents``) relays the remote
+run's crumbs into its own stream, under its own run id and seqs, through its choke point.
 
-The local run opens with its own ``agent:run:start`` and ends with its own terminal crumb; in
-between, every crumb of the remote run is relayed under the local run's id and seqs (the
-remote's start and ``human:resumed`` are the local run's own). A remote pause is a local
-:class:`~bread_sync.engine.Pause`, so it becomes a local checkpoint whose snapshot names the
-remote checkpoint; resuming it resumes the remote one. A local cancel cancels the remote run.
-
-Where it stands is written with each relayed durable crumb, in that crumb's transaction: the
-run record's ``remoteRunId`` and ``remoteSeq`` (the remote seq of the last durable crumb the
-local log holds). So another process can take the relay over after its owner died and go on
-from exactly there (see ``Bread.adopt``).
+The local run writes its own start and terminal crumbs; a remote pause is a local checkpoint
+naming the remote one; a local cancel cancels the remote run. Where the relay stands (the record's
+``remoteRunId`` and ``remoteSeq``) is written in each relayed durable crumb's transaction, so
+another process can take the relay over from exactly there when its owner dies (recovery.py).
 """
 
 from __future__ import annotations

@@ -41,18 +41,12 @@ class _Watch(NamedTuple):
 class LogFollower:
     """One thread per ``Bread`` that reads the store for tails of runs executing elsewhere.
 
-    Without a shared transport, the store is the only way a crumb written by another process
-    reaches this one. With one (Redis), while it is healthy, those runs are read every
-    SAFETY_NET_SECONDS only, for a writer that could not reach it. Runs executing in this
-    process are left to the transport while it is healthy, and so are runs whose only tails are
-    the responses that started them here (``local``) but for the safety net (another process may
-    have taken one over). While the transport is unhealthy, and once more after it recovers,
-    every run is read every ``interval``, so a tail misses nothing it dropped.
-
-    Without a shared transport, a store that hears appends (Postgres: LISTEN/NOTIFY, see
-    :func:`~bread_sync.stores.append_listener`) wakes the follower when a log grows, and only
-    the logs that grew are read; each is read anyway every SAFETY_NET_SECONDS.
-    """
+    Without a shared transport the store is the only way another process's crumbs reach this
+    one: every followed run is read every ``interval`` (or, with a store that hears appends,
+    Postgres' LISTEN/NOTIFY, when its log grows), and anyway every SAFETY_NET_SECONDS. With a
+    healthy shared transport (Redis) runs are read every SAFETY_NET_SECONDS only, for a writer
+    that could not reach it; while it is unhealthy, and once after it recovers, every run is
+    read every ``interval``, so a tail misses nothing the transport dropped."""
 
     def __init__(self, bread: Runtime, interval: float = 0.25):
         self.bread = bread

@@ -40,17 +40,13 @@ def tail(
 ) -> Iterator[Any]:
     """Replay a run's log past ``after``, then follow it live until its terminal crumb (or,
     with ``through_pause=False``, its pause). Yields frames (and :class:`Gap`), and ``None``
-    after ``heartbeat`` idle seconds.
+    after ``heartbeat`` idle seconds. ``RUN_NOT_FOUND`` is raised before iteration, so a route
+    can answer 404.
 
-    ``replay=False`` follows only the transport: what the response of a run route does, having
-    subscribed before the run's first crumb (the log follower then leaves the run to the
-    transport but for its safety net). ``batched=True`` yields lists of what is there at once (a
-    replay page; what the run published meanwhile, up to BATCH frames) instead of one frame at a
-    time, for a writer that formats them together. ``RUN_NOT_FOUND`` is raised here, before
-    iteration, so a route can answer 404; not with ``replay=False``, whose caller holds the run
-    it just started (an unknown one ends at the follower's next safety-net look, SAFETY_NET_SECONDS,
-    when the store keeps a crumb log; with none, only when the caller stops).
-    """
+    ``replay=False`` follows only the transport, for the response of a run route, subscribed
+    before the run's first crumb (an unknown run then ends at the follower's next safety-net
+    look). ``batched=True`` yields lists of what is there at once (a replay page, or up to BATCH
+    live frames), for a writer that formats them together."""
     if replay and bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
     inbox = Inbox()

@@ -5,11 +5,10 @@ publishes; a ``duplex`` transport also lets anyone ``subscribe(run_id, after_seq
 replaying what it still retains with seq > after_seq (deltas: seq >= after_seq) and then
 tailing live frames, in publish order.
 
-Two optional parts, detected by the helpers below and never stubbed: ``healthy``, on a transport
-that carries frames between processes (False while it cannot deliver, so tails read the store
-instead), and a cancel channel (``request_cancel(run_id)`` and ``on_cancel(callback)``) that
-carries cancels between processes. An HTTP transport carries its frames on its ``pubsub``; the
-helpers look there.
+Two optional parts, detected by the helpers below and never stubbed: ``healthy`` (False while a
+transport between processes cannot deliver, so tails read the store instead) and a cancel
+channel (``request_cancel(run_id)``, ``on_cancel(callback)``). An HTTP transport carries its
+frames on its ``pubsub``; the helpers look there.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Redis Streams: crumb frames fanned out between replicas, and a channel for cancels.
 
 Each run's frames go to one stream, ``XADD bread:run:{<runId>} MAXLEN ~ <maxlen> * frame <json>``
-(the field holds the Bread protocol CrumbFrame); a terminal crumb gives the stream a short
-expiry. A subscription replays what the stream retains (XRANGE) and then tails it from the
-last replayed id, so nothing falls between the two. Every subscription of a process shares one
-reader thread (a greenlet under gevent) and its one connection: a blocking XREAD over every
-subscribed stream, woken through a stream of its own when the set changes. The same XREAD
-listens on ``bread:cancel``, where any replica asks the owner of a run to cancel it.
+(a Bread protocol CrumbFrame); a terminal crumb gives the stream a short expiry. A subscription
+replays what the stream retains (XRANGE), then tails it from there. A process's subscriptions
+share one reader thread and connection (a blocking XREAD, which also listens on ``bread:cancel``).
 
 Redis is a convenience, never the truth: while it does not answer, publishing drops frames
 (the store holds every durable one), ``healthy`` is False so tails read the store, and all of

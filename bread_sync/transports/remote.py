@@ -6,12 +6,9 @@
 follows and cancels the remote run, and reads its stream across reconnects with the sans-IO
 :class:`~bread_sync.wire.reader.RunStreamReader`.
 
-The HTTP client is the standard library's ``http.client``, a connection per request: a relay
-reads one HTTP chunk per relayed crumb, and ``http.client`` reads one for about a sixth of what
-httpx2 spends (its h11 parser makes each chunk an event of its own; docs/performance.md,
-"Remote agents"). It uses plain sockets, so under the gevent worker, which patches them, a relay
-waiting for the remote gives way to the worker's other requests. It reads no proxy settings
-from the environment: a remote agent is reached directly.
+It speaks through the standard library's ``http.client`` (why: docs/performance.md, "Remote
+agents") on plain sockets, which the gevent worker makes cooperative, and reads no proxy
+settings from the environment: a remote agent is reached directly.
 """
 
 from __future__ import annotations

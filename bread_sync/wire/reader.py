@@ -6,11 +6,8 @@ its Content-Type, feeds it the body's bytes as they come and delivers what :meth
 When the body ends or stalls past the heartbeat timeout before the run has ended, it opens
 ``GET /runs/<id>/stream`` with :attr:`last_event_id` and goes on feeding the same reader.
 
-What the caller gets, across any number of reconnects: every durable crumb once and in order,
-never one the server lacks (a durable crumb is committed before it is sent), and the text of a
-segment once, under the tail's dedup rule (``replay.py``): the log's aggregate of a segment
-whose deltas were shown live brings only its part not yet shown, and the deltas a reconnect
-re-sends of the segment in flight are skipped while they repeat what was shown.
+Across any number of reconnects the caller gets every durable crumb once and in order, never
+one the server lacks, and each text segment's text once, under the dedup rule of ``replay.py``.
 """
 
 from __future__ import annotations

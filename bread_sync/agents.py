@@ -54,6 +54,12 @@ class Tool:
     response_schema: Any = None
     _response: TypeAdapter | None = field(default=None, init=False, repr=False, compare=False)
 
+    @property
+    def delegate(self) -> str:
+        """The agent or task a ``subagent`` or ``task`` tool calls (a tool made without one is
+        refused), else ``""``."""
+        return self.target or ""
+
     def __post_init__(self) -> None:
         if self.kind == "call" and self.fn is None:
             raise TypeError(f"tool {self.name!r} needs a fn, or kind='input' for an input tool")

@@ -19,8 +19,13 @@ class Step:
             raise TypeError("a pipeline step names exactly one of agent= or task=")
 
     @property
+    def definition(self) -> str:
+        """The id of the agent or task the step runs."""
+        return self.agent or self.task or ""
+
+    @property
     def label(self) -> str:
-        return self.name or self.agent or self.task or ""
+        return self.name or self.definition
 
 
 @dataclass

@@ -301,6 +301,7 @@ class Bread:
     def _started(self, opened: Opened | None, run_id: str | None, definition_id: str) -> Run:
         # None: a retried request with the same runId, which follows the run it started.
         if opened is None:
+            assert run_id is not None  # only a runId the caller gave can name a run that exists
             return self._attach(run_id, definition_id)
         return Run(opened.run_id, opened.crumbs)
 

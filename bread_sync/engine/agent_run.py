@@ -251,6 +251,7 @@ class AgentRun(AgentActivity):
             yield self._call_function(tool, call)
 
     def _call_function(self, tool: Tool, call: dict[str, Any]) -> dict[str, Any]:
+        assert tool.fn is not None  # a call tool is made with its fn
         try:
             output = tool.fn(tool.validate_input(call["input"]), self._context())
         except BreadError as exc:
@@ -264,12 +265,12 @@ class AgentRun(AgentActivity):
     def _delegate(self, tool: Tool, call: dict[str, Any]) -> Steps:
         """A subagent or a task called as a tool: its crumbs join this stream, framed."""
         if tool.kind == "task":
-            task = self.ctx.runtime.task(tool.target)
+            task = self.ctx.runtime.task(tool.delegate)
             return (yield from framed_task(self.ctx, task, call["input"], agent_id=self.agent.id))
-        if tool.target in self.ctx.runtime.remote_agents:
-            self.child = Relay.nested_in(self.ctx, tool.target, call["input"])
+        if tool.delegate in self.ctx.runtime.remote_agents:
+            self.child = Relay.nested_in(self.ctx, tool.delegate, call["input"])
             return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
-        child_agent = self.ctx.runtime.agent(tool.target)
+        child_agent = self.ctx.runtime.agent(tool.delegate)
         child_input = child_agent.validate_input(tool.child_input(call["input"], child_agent))
         self.child = self.ctx.activity_for(child_agent, child_input)
         return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))

@@ -86,11 +86,11 @@ class RunContext:
 
     def tool_parameters(self, tool: Tool) -> dict[str, Any]:
         if tool.kind == "task":
-            return self.runtime.task(tool.target).input_schema.model_json_schema()
-        if tool.kind == "subagent" and tool.target in self.runtime.remote_agents:
-            return subagent_parameters(self.runtime.remote_agents[tool.target].input_schema())
+            return self.runtime.task(tool.delegate).input_schema.model_json_schema()
+        if tool.kind == "subagent" and tool.delegate in self.runtime.remote_agents:
+            return subagent_parameters(self.runtime.remote_agents[tool.delegate].input_schema())
         if tool.kind == "subagent":
-            child = self.runtime.agent(tool.target)
+            child = self.runtime.agent(tool.delegate)
             return subagent_parameters(child.input_schema.model_json_schema() if child.input_schema else None)
         return tool.parameters()
 

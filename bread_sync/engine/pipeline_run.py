@@ -55,9 +55,11 @@ class PipelineRun(Activity):
             yield self._frame(c.PIPELINE_STEP_START)
             step_input = self.outputs[-1] if self.outputs else self.input
             if step.task is not None:
-                output = yield from framed_task(self.ctx, self.ctx.runtime.task(step.task), step_input, agent_id=None)
+                output = yield from framed_task(
+                    self.ctx, self.ctx.runtime.task(step.definition), step_input, agent_id=None
+                )
             else:
-                agent = self.ctx.runtime.agent(step.agent)
+                agent = self.ctx.runtime.agent(step.definition)
                 self.child = self.ctx.activity_for(agent, agent.validate_input(step_input))
                 output = yield from self.child.run()
             yield from self._step_done(output)

@@ -13,6 +13,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from .. import crumbs as c
@@ -128,8 +129,7 @@ class Relay(Activity):
                 if kind == c.AGENT_ERROR:
                     raise _error_of(crumb)
                 if not self.nested:
-                    seq = frame.seq
-                    emitter.defer(lambda seq=seq: store.update_run(run_id, remoteSeq=seq))
+                    emitter.defer(partial(store.update_run, run_id, remoteSeq=frame.seq))
                 if kind == c.HUMAN_REQUIRED:
                     self.remote_checkpoint_id = crumb["checkpointId"]
                     call = {"id": crumb["toolCallId"], "name": crumb["toolName"], "input": crumb["input"]}

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from ..errors import RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT
+from ..stores import Store
+from ..transports import Transport
 
 #: What an activity yields: crumbs (and a Pause); what it returns: its output.
 Steps = Generator[Any, None, Any]
@@ -35,9 +37,9 @@ class Runtime(Protocol):
     runs them (a ``Bread``): one view, so each part names only the runtime, never a partial copy."""
 
     config: Any
-    store: Any
+    store: Store
     blob_store: Any
-    transport: Any
+    transport: Transport
     #: The process's registry of live runs and their cancel tokens.
     cancels: Any
     #: Renews the owner lease of the runs this process drives.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..crumbs import STREAM_END, TEXT_DELTA, Frame, json_string, text_delta_wire_head
-from ..stores import batch, write_batch
+from ..stores import Store, batch, write_batch
 
 log = logging.getLogger("bread_sync")
 
@@ -28,7 +28,7 @@ class Emitter:
     def __init__(
         self,
         run_id: str,
-        store: Any,
+        store: Store,
         publish: Callable[[Frame], None],
         next_seq: int = 1,
     ):

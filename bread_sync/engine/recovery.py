@@ -67,7 +67,8 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
     except BreadError:
         gone = False  # not answering now: the relay keeps trying for a while
     if gone:
-        interrupt(runtime, store.get_run(run_id))
+        if (claimed := store.get_run(run_id)) is not None:
+            interrupt(runtime, claimed)
         return True
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=store.last_seq(run_id) + 1)
     root = Relay(

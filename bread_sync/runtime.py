@@ -18,6 +18,7 @@ from . import crumbs as c
 from .agents import Agent, Tool, check_response_kind
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
+from .clock import now_iso
 from .config import Config, default_db_path, postgres_url
 from .crumbs import Frame
 from .engine import owners
@@ -50,7 +51,7 @@ from .loading import resolve
 from .logs import BoundRun, run_context
 from .models import resolve_provider
 from .pipelines import Pipeline
-from .stores import STORES, now_iso
+from .stores import STORES
 from .tails import LogFollower, tail
 from .tasks import Task
 from .transports import TRANSPORTS

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from .. import crumbs as c
 from ..agents import Agent, Tool, ToolContext
+from ..clock import now_iso
 from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, BreadError
 from ..models import (
     FileOutput,
@@ -24,7 +25,6 @@ from ..models import (
     ToolSpec,
     resolve_provider,
 )
-from ..stores import now_iso
 from . import RUN_ENDING, Checkpointed, Pause, Steps
 from .context import RunContext
 from .remote import RemoteRun

@@ -15,9 +15,9 @@ from typing import Any
 
 from .. import crumbs as c
 from ..agents import Agent
+from ..clock import now_iso
 from ..errors import RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT, SEQ_CONFLICT, BreadError, internal_error
 from ..greenlets import Pacer
-from ..stores import now_iso
 from . import Pause, Steps
 from .agent_loop import AgentLoop, for_model
 from .context import RunContext

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
+from ..clock import iso_from_epoch, now_iso
 from ..crumbs import Frame
 
 STORES = {
@@ -24,11 +25,6 @@ STORES = {
 
 RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interrupted")
 FINISHED = frozenset({"completed", "failed", "cancelled", "interrupted"})
-
-
-def iso_from_epoch(seconds: float) -> str:
-    """Epoch seconds (a run's ``leaseUntil``) in the ISO-8601 UTC form of every other timestamp."""
-    return _iso(datetime.fromtimestamp(seconds, UTC))
 
 
 def _epoch(value: Any) -> Any:
@@ -393,21 +389,6 @@ def append_listener(store: Any) -> AppendListener | None:
     """``store.listen()``, or None for a store that cannot tell who appended (its logs are polled)."""
     listen = getattr(store, "listen", None)
     return listen() if callable(listen) else None
-
-
-def now_iso() -> str:
-    return _iso(datetime.now(UTC))
-
-
-def iso_days_ago(days: float) -> str:
-    try:
-        return _iso(datetime.now(UTC) - timedelta(days=days))
-    except OverflowError:  # further back than a datetime reaches: before every timestamp
-        return _iso(datetime.min.replace(tzinfo=UTC))
-
-
-def _iso(when: datetime) -> str:
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def tags_match(tags: dict[str, str], wanted: dict[str, str] | None) -> bool:

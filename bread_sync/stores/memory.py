@@ -9,6 +9,7 @@ import time
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ..clock import iso_days_ago, now_iso
 from ..crumbs import Frame, to_wire_crumb
 from ..errors import SEQ_CONFLICT, BreadError
 from . import (
@@ -18,9 +19,7 @@ from . import (
     RELAY_FIELDS,
     RunRecord,
     RunRow,
-    iso_days_ago,
     new_push_config,
-    now_iso,
     runs_page_of,
     tags_match,
 )  # fmt: skip

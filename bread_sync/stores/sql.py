@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
+from ..clock import now_iso
 from ..crumbs import Frame, dumps
-from . import PUSH_SETTLED, RunRow, new_push_config, now_iso
+from . import PUSH_SETTLED, RunRow, new_push_config
 
 #: RunRecord keys and their columns, in the order every SELECT of runs lists them.
 RUN_COLUMNS = {

@@ -39,11 +39,11 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
+from ...clock import iso_from_epoch, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import NotJson, json_value, may_reach_run
-from ...stores import iso_from_epoch, now_iso
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
 log = logging.getLogger("bread_sync.protocols.mcp")

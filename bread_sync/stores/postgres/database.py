@@ -24,9 +24,9 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ... import greenlets
+from ...clock import iso_days_ago, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, STORE_UNAVAILABLE, BreadError
-from .. import iso_days_ago, now_iso
 from ..sql import POSTGRES, PUSH_COLUMNS, SQLStore, push_row
 from .listener import AppendListener
 from .migrations import migrate

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import now_iso
+from ...clock import now_iso
 
 MIGRATIONS_TABLE = "bread_migrations"
 #: The advisory lock key that serialises migrations (any fixed bigint: "bread" in ASCII).

@@ -22,9 +22,10 @@ from typing import Any
 from sqlite_utils import Database
 
 from ... import greenlets
+from ...clock import iso_days_ago, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, BreadError
-from .. import iso_days_ago, now_iso, tags_match
+from .. import tags_match
 from ..sql import PUSH_COLUMNS, SQLITE, SQLStore, push_row
 from . import wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, os_sleeping

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from sqlite_utils import Database
 
-from .. import now_iso
+from ...clock import now_iso
 
 MIGRATIONS_TABLE = "_bread_migrations"
 MIGRATIONS: list[Callable[[Database], None]] = []

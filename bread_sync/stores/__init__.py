@@ -202,58 +202,6 @@ class TaskRunStore(Protocol):
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None: ...
 
 
-class McpSessionStore(Protocol):
-    """The sessions of the MCP bridge (its ``Mcp-Session-Id``), kept here so that every worker and
-    replica sharing the store knows them. A record is ``{id, protocolVersion, createdAt, owner,
-    usedAt}``: ``owner`` a key of the identity that opened it, ``usedAt`` when it last served."""
-
-    def create_mcp_session(self, record: dict[str, Any]) -> bool:
-        """Insert a session record; False (and no change) when the id exists."""
-
-    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None: ...
-
-    def delete_mcp_session(self, session_id: str) -> bool:
-        """End a session; False when there was none of that id."""
-
-    def touch_mcp_session(self, session_id: str, used_at: str) -> bool:
-        """Set a session's ``usedAt``; False when there is none of that id."""
-
-    def evict_mcp_sessions(self, owner: str, keep: int) -> int:
-        """Delete the sessions of ``owner`` but the ``keep`` it opened last; how many."""
-
-    def expire_mcp_sessions(self, used_before: str) -> int:
-        """Delete the sessions last used before ``used_before``; how many."""
-
-
-class PushStore(Protocol):
-    """Push subscriptions (the A2A bridge's push notifications): optional, found by
-    :func:`records_pushes`. A subscription is ``{taskId, id, mount, url, token, authentication,
-    delivered, attempts, nextAttemptAt, lastError, done, claimedBy, claimedUntil, createdAt}``:
-    ``mount`` names the endpoint that took it (whose shapes it is delivered in), ``delivered``
-    counts the task's events sent to ``url`` so far (the record of its deliveries, which survives
-    a restart); times are epoch seconds."""
-
-    def save_push_config(self, config: dict[str, Any]) -> None:
-        """Insert a subscription (``taskId``, ``id``, ``mount``, ``url``, ``token``,
-        ``authentication``; ``delivered`` 0, due now), or replace the ``url``, ``token`` and
-        ``authentication`` of the one with its ``(taskId, id)``, keeping its deliveries."""
-
-    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
-        """The task's subscriptions, oldest first."""
-
-    def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        """Delete one; False when there was none."""
-
-    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
-        """Atomically claim one subscription that is not ``done``, is due (``nextAttemptAt <=
-        now``) and unclaimed (or whose claim expired): ``claimedBy = owner``, ``claimedUntil =
-        until``, and return it; None when none is. One caller wins a claim, across processes."""
-
-    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
-        """Set ``delivered``, ``attempts``, ``nextAttemptAt``, ``lastError`` or ``done`` and
-        release the claim, if ``owner`` still holds it; False (and no change) otherwise."""
-
-
 #: What :meth:`Retention.purge` counts, one number per kind.
 PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns", "mcpSessions")
 
@@ -277,11 +225,13 @@ class Store(
     LoopStore,
     TaskRunStore,
     Retention,
-    McpSessionStore,
-    PushStore,
     Protocol,
 ):
-    """Everything a first-party store implements."""
+    """Everything the runtime and the server need of a store.
+
+    The first-party stores also play the roles the bridges declare where they use them
+    (``McpSessionStore`` in protocols/mcp, ``PushStore`` in protocols/a2a), so that this seam
+    carries only what every store must do."""
 
 
 #: Rows of a run's log :func:`read_log` reads at once.
@@ -303,18 +253,26 @@ def read_log(store: Any, run_id: str, through: int | None = None) -> Iterator[Fr
         after = page[-1].seq
 
 
-def records_pushes(store: Any) -> bool:
-    """Whether the store keeps push subscriptions (:class:`PushStore`)."""
-    names = ("save_push_config", "list_push_configs", "delete_push_config", "claim_push", "settle_push")
-    return all(callable(getattr(store, name, None)) for name in names)
+def missing_methods(store: object, role: type) -> list[str]:
+    """The methods of the protocol ``role`` that ``store`` lacks (none: it plays the role).
+
+    A bridge declares the role it needs of a store and checks the configured one with this."""
+    return [name for name in _methods_of(role) if not callable(getattr(store, name, None))]
 
 
-#: The fields :meth:`PushStore.settle_push` may set.
+def _methods_of(role: type) -> list[str]:
+    # The protocol's own and its bases' (Store's are all in its bases), not typing's machinery.
+    declared = [vars(cls) for cls in reversed(role.__mro__) if cls.__module__ not in ("typing", "builtins")]
+    names = (name for found in declared for name, value in found.items() if callable(value))
+    return list(dict.fromkeys(name for name in names if not name.startswith("_")))
+
+
+#: The fields the A2A bridge's ``PushStore.settle_push`` may set.
 PUSH_SETTLED = frozenset({"delivered", "attempts", "nextAttemptAt", "lastError", "done"})
 
 
 def new_push_config(config: dict[str, Any], now: float) -> dict[str, Any]:
-    """A subscription as :meth:`PushStore.save_push_config` first stores it."""
+    """A subscription as the A2A bridge's ``PushStore.save_push_config`` first stores it."""
     return {
         "taskId": config["taskId"], "id": config["id"], "mount": config.get("mount"), "url": config["url"],
         "token": config.get("token"),

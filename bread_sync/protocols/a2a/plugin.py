@@ -24,11 +24,11 @@ from ...server import (
     stream_response,
 )
 from ...server.guard import NotJson, json_value, may_reach_run
-from ...stores import page_runs, read_log, records_pushes
+from ...stores import page_runs, read_log
 from . import rpc, v03, v10
 from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
-from .push import check_webhook, sender_of
+from .push import check_webhook, records_pushes, sender_of
 from .rpc import RpcError
 from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder
 from .translator import CANCELED, INPUT_REQUIRED, RUN_STATES, TERMINAL_STATES, Status, TaskFold, pause_part

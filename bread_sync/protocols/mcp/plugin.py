@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing
 from importlib.metadata import version as package_version
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Response, g, request
 from mcp_types import (
@@ -44,6 +44,7 @@ from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import NotJson, json_value, may_reach_run
+from ...stores import missing_methods
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
 log = logging.getLogger("bread_sync.protocols.mcp")
@@ -65,9 +66,6 @@ DEFAULT_SESSION_IDLE_SECONDS = 3600.0
 #: How stale a session's ``usedAt`` may grow before a request writes it again: one write a
 #: minute per busy session, not one per request (a quarter of the idle time, if that is less).
 USED_AT_GRAIN_SECONDS = 60.0
-#: The store methods the plugin keeps its sessions with.
-SESSION_METHODS = ("create_mcp_session", "get_mcp_session", "delete_mcp_session", "touch_mcp_session",
-                   "evict_mcp_sessions", "expire_mcp_sessions")  # fmt: skip
 
 
 class MCP_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
@@ -135,7 +133,7 @@ class McpPlugin:
         }
 
     def routes(self, blueprint: Any, bread: Any) -> None:
-        missing = [m for m in SESSION_METHODS if not callable(getattr(bread.store, m, None))]
+        missing = missing_methods(bread.store, McpSessionStore)
         if missing:
             raise TypeError(f"the MCP plugin keeps its sessions in the store, and this store has no {missing}")
         # By default the agents served over HTTP: the config's entrypoints, or all of them.
@@ -376,6 +374,31 @@ def _check_version() -> None:
         raise _Refused(400, INVALID_REQUEST, f"unsupported {VERSION_HEADER} {given!r}: this server speaks {supported}")
 
 
+class McpSessionStore(Protocol):
+    """The role the MCP bridge needs of a store: keeping its sessions (its ``Mcp-Session-Id``).
+
+    Kept in the store so that every worker and replica sharing it knows them; the first-party
+    stores play this role. A record is ``{id, protocolVersion, createdAt, owner, usedAt}``:
+    ``owner`` a key of the identity that opened it, ``usedAt`` when it last served."""
+
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        """Insert a session record; False (and no change) when the id exists."""
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None: ...
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        """End a session; False when there was none of that id."""
+
+    def touch_mcp_session(self, session_id: str, used_at: str) -> bool:
+        """Set a session's ``usedAt``; False when there is none of that id."""
+
+    def evict_mcp_sessions(self, owner: str, keep: int) -> int:
+        """Delete the sessions of ``owner`` but the ``keep`` it opened last; how many."""
+
+    def expire_mcp_sessions(self, used_before: str) -> int:
+        """Delete the sessions last used before ``used_before``; how many."""
+
+
 class Sessions:
     """The endpoint's sessions, kept in the store: each bound to the identity that opened it, at
     most ``cap`` per identity, ended after ``idle_seconds`` unused."""
@@ -384,7 +407,7 @@ class Sessions:
         self.cap, self.idle_seconds = cap, idle_seconds
         self.grain_seconds = min(USED_AT_GRAIN_SECONDS, idle_seconds / 4)
 
-    def open(self, store: Any, version: str) -> str:
+    def open(self, store: McpSessionStore, version: str) -> str:
         """A new session of the caller's; the caller's oldest beyond the cap, and every session
         idle too long, are deleted (after the insert, so that callers opening sessions at once
         in several processes still leave the newest ``cap``)."""
@@ -396,7 +419,7 @@ class Sessions:
         store.expire_mcp_sessions(iso_from_epoch(now - self.idle_seconds))
         return session_id
 
-    def of_caller(self, store: Any) -> str:
+    def of_caller(self, store: McpSessionStore) -> str:
         """The request's session id: 400 without one, 404 for one unknown, ended, expired or
         another identity's (which cannot tell it from an unknown one)."""
         session_id = request.headers.get(SESSION_HEADER)

@@ -238,7 +238,7 @@ class Store(
 LOG_PAGE = 500
 
 
-def read_log(store: Any, run_id: str, through: int | None = None) -> Iterator[Frame]:
+def read_log(store: CrumbLog, run_id: str, through: int | None = None) -> Iterator[Frame]:
     """A run's log from its start (up to seq ``through``, when given), :data:`LOG_PAGE` rows at
     a time: what a bridge feeds its translator to bring it up to a position."""
     after = 0
@@ -282,7 +282,7 @@ def new_push_config(config: dict[str, Any], now: float) -> dict[str, Any]:
 
 
 def page_runs(
-    store: Any,
+    store: RunStore,
     agent: str,
     session: str | None = None,
     statuses: list[str] | None = None,
@@ -305,26 +305,26 @@ def runs_page_of(
     return sorted(kept, key=lambda r: (r["updatedAt"], r["id"]), reverse=True)[:limit]
 
 
-def records_task_runs(store: Any) -> bool:
+def records_task_runs(store: object) -> bool:
     return all(callable(getattr(store, name, None)) for name in ("save_task_run", "list_task_runs", "get_task_run"))
 
 
-def can_purge(store: Any) -> bool:
+def can_purge(store: object) -> bool:
     return callable(getattr(store, "purge", None))
 
 
-def has_crumb_log(store: Any) -> bool:
+def has_crumb_log(store: object) -> bool:
     return all(callable(getattr(store, name, None)) for name in ("append_crumbs", "get_crumbs", "last_seq"))
 
 
-def batch(store: Any) -> AbstractContextManager[Any]:
+def batch(store: object) -> AbstractContextManager[Any]:
     """``store.batch()``, or for a store without one a context that does nothing: its calls
     are then written one by one."""
     make = getattr(store, "batch", None)
     return make() if callable(make) else nullcontext()
 
 
-def write_batch(store: Any, writes: list[Callable[[], Any]]) -> None:
+def write_batch(store: object, writes: list[Callable[[], Any]]) -> None:
     """``writes`` (calls of ``store``) as one :func:`batch`, through ``store.write_batch`` when
     the store has it (SQLite: under gevent, off the event loop's thread)."""
     write = getattr(store, "write_batch", None)
@@ -336,14 +336,14 @@ def write_batch(store: Any, writes: list[Callable[[], Any]]) -> None:
             each()
 
 
-def last_seqs(store: Any, run_ids: list[str]) -> dict[str, int]:
+def last_seqs(store: CrumbLog, run_ids: list[str]) -> dict[str, int]:
     """``store.last_seqs(run_ids)``, or one ``last_seq`` a run for a log without it."""
     if callable(getattr(store, "last_seqs", None)):
         return store.last_seqs(run_ids)
     return {run_id: seq for run_id in run_ids if (seq := store.last_seq(run_id))}
 
 
-def append_listener(store: Any) -> AppendListener | None:
+def append_listener(store: object) -> AppendListener | None:
     """``store.listen()``, or None for a store that cannot tell who appended (its logs are polled)."""
     listen = getattr(store, "listen", None)
     return listen() if callable(listen) else None

@@ -9,8 +9,8 @@ import time
 from typing import Any, NamedTuple, Protocol
 
 from ..errors import STORE_BUSY, STORE_UNAVAILABLE, BreadError
-from ..stores import FINISHED, AppendListener, append_listener, last_seqs
-from ..transports import is_healthy, reports_health
+from ..stores import FINISHED, AppendListener, Store, append_listener, last_seqs
+from ..transports import Transport, is_healthy, reports_health
 from .inbox import Inbox
 
 log = logging.getLogger("bread_sync")
@@ -27,8 +27,8 @@ UNREACHABLE = (STORE_BUSY, STORE_UNAVAILABLE)
 class Followed(Protocol):
     """What tails need of the runtime whose runs they follow (a ``Bread``)."""
 
-    store: Any
-    transport: Any
+    store: Store
+    transport: Transport
     cancels: Any
     follower: Any
 

@@ -191,6 +191,7 @@ class RemoteAgent:
         wait ``read_timeout`` seconds at most (None: for ever). ``body``: sent as JSON.
         ``connected(abort)`` is called once connected, before the request is sent: ``abort()``
         then stops it from another greenlet or thread, a read in flight included."""
+        conn: http.client.HTTPConnection
         if self._tls is not None:
             conn = http.client.HTTPSConnection(self._host, self._port, timeout=CONNECT_SECONDS, context=self._tls)
         else:

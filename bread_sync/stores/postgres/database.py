@@ -28,7 +28,7 @@ from ...clock import iso_days_ago, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, STORE_UNAVAILABLE, BreadError
 from ..sql import POSTGRES, PUSH_COLUMNS, SQLStore, push_row
-from .listener import AppendListener
+from .listener import AppendListener, connect
 from .migrations import migrate
 from .purge import purge
 
@@ -105,7 +105,7 @@ class PostgresStore(SQLStore):
 
     def __init__(self, url: str, pool_size: int = POOL_SIZE, connect_seconds: float = CONNECT_SECONDS):
         self.url, self.pool_size, self.connect_seconds = url, pool_size, connect_seconds
-        with unavailable_as_error(), psycopg.connect(url, autocommit=True, connect_timeout=connect_seconds) as conn:
+        with unavailable_as_error(), connect(url, connect_seconds) as conn:
             migrate(conn)
         # Opened on first use in each process: a store made before gunicorn forks hands its
         # workers no connection (a connection must not cross a fork) and no thread.
@@ -323,7 +323,9 @@ class _Borrowed:
     __slots__ = ("store", "pool", "conn")
 
     def __init__(self, store: PostgresStore):
-        self.store, self.pool, self.conn = store, None, None
+        self.store = store
+        self.pool: ConnectionPool | None = None
+        self.conn: Any = None
 
     def __enter__(self) -> Any:
         self.conn = self.store._batch.get()

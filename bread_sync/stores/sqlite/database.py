@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlite_utils import Database
 
@@ -159,7 +159,7 @@ class SQLiteStore(SQLStore):
     def _write_in_os_thread(self, db: Database, writes: list[Callable[[], Any]]) -> None:
         # No gevent primitive may run here: the store's calls inside find the batch's connection
         # (no pool), and a locked file is waited for with the OS's sleep, not gevent's.
-        with os_sleeping(db.conn):
+        with os_sleeping(cast(PatientConnection, db.conn)):  # opened with factory=PatientConnection
             token = self._batch.set(db)
             try:
                 with immediate(db):

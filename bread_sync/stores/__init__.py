@@ -274,11 +274,21 @@ PUSH_SETTLED = frozenset({"delivered", "attempts", "nextAttemptAt", "lastError",
 def new_push_config(config: dict[str, Any], now: float) -> dict[str, Any]:
     """A subscription as the A2A bridge's ``PushStore.save_push_config`` first stores it."""
     return {
-        "taskId": config["taskId"], "id": config["id"], "mount": config.get("mount"), "url": config["url"],
+        "taskId": config["taskId"],
+        "id": config["id"],
+        "mount": config.get("mount"),
+        "url": config["url"],
         "token": config.get("token"),
-        "authentication": config.get("authentication"), "delivered": 0, "attempts": 0, "nextAttemptAt": now,
-        "lastError": None, "done": False, "claimedBy": None, "claimedUntil": None, "createdAt": now_iso(),
-    }  # fmt: skip
+        "authentication": config.get("authentication"),
+        "delivered": 0,
+        "attempts": 0,
+        "nextAttemptAt": now,
+        "lastError": None,
+        "done": False,
+        "claimedBy": None,
+        "claimedUntil": None,
+        "createdAt": now_iso(),
+    }
 
 
 def page_runs(
@@ -300,8 +310,11 @@ def runs_page_of(
     runs: list[RunRow], statuses: list[str] | None, after: tuple[str, str] | None, limit: int
 ) -> list[RunRow]:
     """The page :meth:`RunStore.page_runs` answers, cut from ``runs`` (all the agent's)."""
-    kept = [r for r in runs if (statuses is None or r["status"] in statuses)
-            and (after is None or (r["updatedAt"], r["id"]) < after)]  # fmt: skip
+    kept = [
+        r
+        for r in runs
+        if (statuses is None or r["status"] in statuses) and (after is None or (r["updatedAt"], r["id"]) < after)
+    ]
     return sorted(kept, key=lambda r: (r["updatedAt"], r["id"]), reverse=True)[:limit]
 
 

@@ -22,7 +22,7 @@ from . import (
     new_push_config,
     runs_page_of,
     tags_match,
-)  # fmt: skip
+)
 
 
 class MemoryStore:
@@ -103,9 +103,13 @@ class MemoryStore:
             ]
 
     def page_runs(
-        self, agent: str, session: str | None = None, statuses: list[str] | None = None,
-        after: tuple[str, str] | None = None, limit: int = 100,
-    ) -> list[RunRow]:  # fmt: skip
+        self,
+        agent: str,
+        session: str | None = None,
+        statuses: list[str] | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[RunRow]:
         return runs_page_of(self.list_runs(agent=agent, session=session), statuses, after, limit)
 
     def cancel_requested(self, owner: str) -> list[str]:

@@ -256,8 +256,11 @@ class RemoteStream:
                 return
             if time.monotonic() - heard > agent.unreachable_seconds:
                 raise BreadError(RUN_INTERRUPTED, f"the remote agent's server stopped answering: {agent.url}")
-            log.info("remote run %s: its stream ended or went silent; re-opening it after seq %d",
-                     self.run_id, reader.position)  # fmt: skip
+            log.info(
+                "remote run %s: its stream ended or went silent; re-opening it after seq %d",
+                self.run_id,
+                reader.position,
+            )
             time.sleep(min(reader.reconnect_delay, 1.0))
 
     def _read(self, request: tuple[str, str, Any]) -> Iterator[list[Frame | Gap]]:

@@ -141,10 +141,24 @@ class McpPlugin:
         agents = [bread.agent(i) for i in (agent_ids if agent_ids is not None else bread.agents)]
         tasks = [bread.task(i) for i in (self.task_ids if self.task_ids is not None else bread.tasks)]
         self.tools = tool_table(agents, tasks, bread.agents)
-        register_http_route(blueprint, "POST", self.path, MCP_ACTIONS.request, lambda: self._post(bread),
-                            statuses=(202, 404), args=authorize_args)  # fmt: skip
-        register_http_route(blueprint, "DELETE", self.path, MCP_ACTIONS.request, lambda: self._delete(bread),
-                            statuses=(204, 404), args=authorize_args)  # fmt: skip
+        register_http_route(
+            blueprint,
+            "POST",
+            self.path,
+            MCP_ACTIONS.request,
+            lambda: self._post(bread),
+            statuses=(202, 404),
+            args=authorize_args,
+        )
+        register_http_route(
+            blueprint,
+            "DELETE",
+            self.path,
+            MCP_ACTIONS.request,
+            lambda: self._delete(bread),
+            statuses=(204, 404),
+            args=authorize_args,
+        )
 
     def _listings(self) -> list[Any]:
         return [tool.listing for tool in self.tools.values()]
@@ -334,10 +348,13 @@ def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: An
         return [_event(progress(token, first + i, crumb)) for i, crumb in enumerate(seen.take(items))]
 
     return stream_body(
-        frames, notify, heartbeat=HEARTBEAT, name=f"MCP call of run {run_id}",
+        frames,
+        notify,
+        heartbeat=HEARTBEAT,
+        name=f"MCP call of run {run_id}",
         failure=lambda error: [_event(_response_body(request_id, failed(error)))],
         epilogue=lambda: [_event(_response_body(request_id, ended(tool, seen.last)))],
-    )  # fmt: skip
+    )
 
 
 def _event(message: dict[str, Any]) -> bytes:
@@ -413,8 +430,15 @@ class Sessions:
         in several processes still leave the newest ``cap``)."""
         now = time.time()
         owner, session_id = caller_key(), f"mcp_{secrets.token_urlsafe(24)}"
-        store.create_mcp_session({"id": session_id, "protocolVersion": version, "createdAt": now_iso(),
-                                  "owner": owner, "usedAt": iso_from_epoch(now)})  # fmt: skip
+        store.create_mcp_session(
+            {
+                "id": session_id,
+                "protocolVersion": version,
+                "createdAt": now_iso(),
+                "owner": owner,
+                "usedAt": iso_from_epoch(now),
+            }
+        )
         store.evict_mcp_sessions(owner, self.cap)
         store.expire_mcp_sessions(iso_from_epoch(now - self.idle_seconds))
         return session_id

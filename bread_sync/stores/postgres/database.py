@@ -136,9 +136,15 @@ class PostgresStore(SQLStore):
                 if self._pool is None or self._pool_pid != os.getpid():
                     _warn_if_blocking()
                     self._pool = ConnectionPool(
-                        self.url, min_size=1, max_size=self.pool_size, kwargs={"autocommit": True},
-                        timeout=self.connect_seconds, check=still_connected, name="bread", open=True,
-                    )  # fmt: skip
+                        self.url,
+                        min_size=1,
+                        max_size=self.pool_size,
+                        kwargs={"autocommit": True},
+                        timeout=self.connect_seconds,
+                        check=still_connected,
+                        name="bread",
+                        open=True,
+                    )
                     self._pool_pid = os.getpid()
         return self._pool
 
@@ -185,8 +191,13 @@ class PostgresStore(SQLStore):
 
     # checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        values = [checkpoint["id"], checkpoint.get("runId"), checkpoint["status"], checkpoint.get("createdAt"),
-                  dumps(checkpoint)]  # fmt: skip
+        values = [
+            checkpoint["id"],
+            checkpoint.get("runId"),
+            checkpoint["status"],
+            checkpoint.get("createdAt"),
+            dumps(checkpoint),
+        ]
         with self.connection() as conn:
             conn.execute(SAVE_CHECKPOINT, values)
 
@@ -261,8 +272,9 @@ class PostgresStore(SQLStore):
     def save_task_run(self, record: dict[str, Any]) -> None:
         keys = ("id", "taskId", "sessionId", "agentId", "status")
         with self.connection() as conn:
-            conn.execute(SAVE_TASK_RUN, [*(record[k] for k in keys), record.get("runId"), record["createdAt"],
-                                         dumps(record)])  # fmt: skip
+            conn.execute(
+                SAVE_TASK_RUN, [*(record[k] for k in keys), record.get("runId"), record["createdAt"], dumps(record)]
+            )
 
     # push subscriptions
     def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:

@@ -83,13 +83,20 @@ def m001_initial(db: Database) -> None:
     )
     db.table("runs").create(
         {
-            "id": str, "agent_id": str, "session_id": str, "status": str, "checkpoint_id": str,
-            "owner": str, "lease_until": float, "cancel_requested": int, "created_at": str,
+            "id": str,
+            "agent_id": str,
+            "session_id": str,
+            "status": str,
+            "checkpoint_id": str,
+            "owner": str,
+            "lease_until": float,
+            "cancel_requested": int,
+            "created_at": str,
             "updated_at": str,
         },
         pk="id",
         not_null={"status"},
-    )  # fmt: skip
+    )
     db.table("runs").create_index(["status"], index_name="idx_runs_status")
     db.table("checkpoints").create({"id": str, "run_id": str, "status": str, "data": str}, pk="id")
     db.table("sessions").create({"id": str, "tags": str, "created_at": str, "updated_at": str}, pk="id")
@@ -144,13 +151,24 @@ def m006_push_configs(db: Database) -> None:
     # `delivered`; a sender claims a due row (`claimed_by` until `claimed_until`, epoch seconds).
     db.table("push_configs").create(
         {
-            "task_id": str, "id": str, "mount": str, "url": str, "token": str, "authentication": str, "delivered": int,
-            "attempts": int, "next_attempt_at": float, "last_error": str, "done": int, "claimed_by": str,
-            "claimed_until": float, "created_at": str,
+            "task_id": str,
+            "id": str,
+            "mount": str,
+            "url": str,
+            "token": str,
+            "authentication": str,
+            "delivered": int,
+            "attempts": int,
+            "next_attempt_at": float,
+            "last_error": str,
+            "done": int,
+            "claimed_by": str,
+            "claimed_until": float,
+            "created_at": str,
         },
         pk=("task_id", "id"),
         not_null={"url", "delivered", "attempts", "next_attempt_at", "done"},
-    )  # fmt: skip
+    )
     db.table("push_configs").create_index(["done", "next_attempt_at"], index_name="idx_push_configs_due")
 
 

@@ -1,9 +1,9 @@
 """The plugin contract: what an object in ``Config.plugins`` may add to the server and the runtime.
 
 This module is the reference (as sqlite-utils' ``hookspecs.py``): a plugin has a ``name`` and
-defines any of the hooks declared on :class:`Plugin`, none of them required. The server and the
-runtime find a hook with :func:`hook` and never call one a plugin lacks, so a plugin defines only
-what it needs and never stubs the rest.
+defines any of the hooks declared on :class:`Plugin`, none of them required. A caller finds a
+hook with :func:`hook` (or :func:`hooks`) and never calls one a plugin lacks, so a plugin defines
+only what it needs and never stubs the rest.
 """
 
 from __future__ import annotations

@@ -32,8 +32,9 @@ import harness
 import rawhttp
 from harness import Figure, Gunicorn, ratios
 
+from bread_sync.clock import now_iso
 from bread_sync.crumbs import Frame
-from bread_sync.stores import now_iso, sqlite
+from bread_sync.stores import sqlite
 from bread_sync.stores.sql import SELECT_CRUMBS
 
 SCRIPT = "catch_up.py"

@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from .clock import iso_days_ago
 from .crumbs import FILE_GENERATED
 from .errors import NOT_SUPPORTED, BreadError
-from .stores import can_purge, has_crumb_log, iso_days_ago
+from .stores import can_purge, has_crumb_log
 
 if TYPE_CHECKING:
     from .runtime import Bread

@@ -44,6 +44,7 @@ from .loading import resolve
 from .logs import BoundRun
 from .models import resolve_provider
 from .pipelines import Pipeline
+from .plugins import hooks
 from .stores import STORES
 from .tails import LogFollower, tail
 from .tasks import Task
@@ -121,9 +122,8 @@ class Bread:
         self.publish = fan_out(self._listeners, self.transport)
         self.leases = LeaseKeeper(self)
         self.follower = LogFollower(self)
-        for plugin in config.plugins:
-            if callable(getattr(plugin, "on_crumb", None)):
-                self.on("crumb", plugin.on_crumb)
+        for on_crumb in hooks(config.plugins, "on_crumb"):
+            self.on("crumb", on_crumb)
 
     @property
     def owner(self) -> str:

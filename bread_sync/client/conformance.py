@@ -237,12 +237,16 @@ def test_a_pause_is_answered_and_the_run_goes_on(agent_client):
     paused = run.wait_until_idle()
     assert paused.status == "paused", paused
     assert (paused.pause["kind"], paused.pause["toolName"], paused.pause["input"]) == (
-        "approval", "publish", {"title": "conformance"},
-    )  # fmt: skip
+        "approval",
+        "publish",
+        {"title": "conformance"},
+    )
     active = thread.state().active_run
     assert (active["id"], active["status"], active["checkpointId"]) == (
-        run.run_id, "paused", paused.pause["checkpointId"],
-    )  # fmt: skip
+        run.run_id,
+        "paused",
+        paused.pause["checkpointId"],
+    )
     continuation = thread.respond({"approved": True})
     frames = list(bounded(iter(continuation), "the continuation"))
     assert continuation.run_id == run.run_id

@@ -159,8 +159,9 @@ class HTTPTransport(Unsupported):
         if token is not None:
             headers.pop("Authorization", None)
             options["params"] = {"token": token}
-        request = self.http.build_request(method, self.url + path, headers=headers, timeout=self._stream_timeout,
-                                          **options)  # fmt: skip
+        request = self.http.build_request(
+            method, self.url + path, headers=headers, timeout=self._stream_timeout, **options
+        )
         return _Opened(self.http, request)
 
     def passive(self, run_id: str, position: int, token: str | None) -> _Opened:

@@ -38,8 +38,11 @@ class LocalTransport(Unsupported):
     def get_manifest(self) -> dict[str, Any]:
         entrypoints = self.bread.config.entrypoints
         agents = [a for a in self.bread.agents.values() if entrypoints is None or a.id in entrypoints]
-        return {"agents": [{"id": a.id, "model": a.model_name, "outputFormat": a.output_format,
-                            "description": a.description} for a in agents]}  # fmt: skip
+        listed = [
+            {"id": a.id, "model": a.model_name, "outputFormat": a.output_format, "description": a.description}
+            for a in agents
+        ]
+        return {"agents": listed}
 
     def list_threads(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         return self.bread.store.list_sessions(tags or {})

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from .. import crumbs as c
 from ..agents import Agent, Tool, ToolContext
+from ..clock import now_iso
 from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, BreadError
 from ..models import (
     FileOutput,
@@ -25,7 +26,6 @@ from ..models import (
     ToolSpec,
     resolve_provider,
 )
-from ..stores import now_iso
 from . import RUN_ENDING, Activity, Pause, Steps
 from .context import RunContext
 from .relay import Relay

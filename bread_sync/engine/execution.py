@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import crumbs as c
+from ..clock import now_iso
 from ..errors import RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT, SEQ_CONFLICT, BreadError, internal_error
 from ..greenlets import Pacer
 from ..logs import run_context
-from ..stores import now_iso
 from . import Pause, Steps
 from .context import RunContext
 

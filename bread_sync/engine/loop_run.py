@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 from .. import crumbs as c
 from ..agents import Agent
+from ..clock import now_iso
 from ..errors import BreadError
 from ..loops import Loop
-from ..stores import now_iso
 from . import RUN_ENDING, Steps
 from .agent_run import AgentActivity, AgentRun
 from .context import RunContext

@@ -10,8 +10,9 @@ from typing import Any
 
 from .. import crumbs as c
 from ..cancel import CancelToken
+from ..clock import now_iso
 from ..errors import BreadError, internal_error
-from ..stores import now_iso, records_task_runs
+from ..stores import records_task_runs
 from ..tasks import Task
 from . import RUN_ENDING, Steps
 from .context import RunContext

@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
 from ..errors import INTERNAL, BreadError, internal_error
+from ..plugins import hooks, named
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
 from . import commands, cors, cross_site, playground, routes, streaming
@@ -80,9 +81,8 @@ class BreadSync:
         # In this order: the guard, every plugin's middleware (the auth plugin stores the
         # caller's identity there), then the grant of the route's action.
         blueprint.before_request(_guard)
-        for plugin in bread.config.plugins:
-            if callable(getattr(plugin, "middleware", None)):
-                plugin.middleware(blueprint, bread)
+        for middleware in hooks(bread.config.plugins, "middleware"):
+            middleware(blueprint, bread)
         blueprint.before_request(_grant)
         blueprint.after_request(_cors_headers)
         blueprint.register_error_handler(Exception, _error_response)
@@ -90,9 +90,8 @@ class BreadSync:
         if app.extensions["bread_sync"].playground:
             playground.register(blueprint)
         mount(blueprint, bread)
-        for plugin in bread.config.plugins:
-            if callable(getattr(plugin, "routes", None)):
-                plugin.routes(blueprint, bread)
+        for add_routes in hooks(bread.config.plugins, "routes"):
+            add_routes(blueprint, bread)
         actions_of(app).update({f"bread_sync.{k}": v for k, v in actions_of(blueprint).items()})
         statuses_of(app).update({f"bread_sync.{k}": v for k, v in statuses_of(blueprint).items()})
         body_limits_of(app).update({f"bread_sync.{k}": v for k, v in body_limits_of(blueprint).items()})
@@ -159,7 +158,7 @@ def _authenticate_unrouted() -> Any:
             return answer
     if not current.auth or cors.is_preflight():
         return None
-    auth = next(p for p in current.bread.config.plugins if getattr(p, "name", None) == "auth")
+    auth = named(current.bread.config.plugins, "auth")
     authenticate = getattr(auth, "authenticate", None)
     return authenticate() if callable(authenticate) else None
 

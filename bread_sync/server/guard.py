@@ -14,6 +14,7 @@ from flask import current_app, g, request
 from pydantic import BaseModel
 
 from ..errors import BODY_TOO_LARGE, INVALID_REQUEST, REQUEST_TIMEOUT, BreadError
+from ..plugins import named
 from .actions import HTTP_ACTIONS, actions_of, authorize_args_of
 from .deadline import body_deadline
 from .schemas import validated
@@ -39,7 +40,7 @@ RunAuthorizer = Callable[[Any, str], bool]
 
 def has_auth(plugins: Iterable[Any]) -> bool:
     """Auth is on when a plugin named ``auth`` is configured."""
-    return any(getattr(p, "name", None) == "auth" for p in plugins)
+    return named(plugins, "auth") is not None
 
 
 def is_loopback_host(host: str | None) -> bool:

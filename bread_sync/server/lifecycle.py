@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import logs
 from ..errors import RUN_INTERRUPTED, BreadError
+from ..plugins import hooks
 from ..runtime import Bread
 from .runner import Runner
 
@@ -122,9 +123,8 @@ def started(worker: Any) -> Lifecycle | None:
         return None  # an app that does not mount bread_sync, or wraps the Flask app
     life = worker.bread_lifecycle = Lifecycle(current.bread, current.runner, worker.cfg.graceful_timeout)
     life.sweep_later()
-    for plugin in current.bread.config.plugins:  # what a plugin runs beside the requests
-        if callable(getattr(plugin, "start", None)):
-            plugin.start(current.bread)
+    for start in hooks(current.bread.config.plugins, "start"):  # what a plugin runs beside the requests
+        start(current.bread)
     watcher = threading.Thread(target=life.watch, args=(lambda: worker.alive,), name="bread-shutdown", daemon=True)
     watcher.start()
     return life

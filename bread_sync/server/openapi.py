@@ -84,8 +84,12 @@ _STREAM_PARAMS = [
     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}},
 ]  # fmt: skip
 _CHALLENGE = 'Bearer realm="bread_sync", with error="invalid_token" when a credential was sent.'
-_TOKEN_PARAM = {"name": "token", "in": "query", "schema": {"type": "string"},
-                "description": "A stream token from POST /auth/stream-token, for an EventSource."}  # fmt: skip
+_TOKEN_PARAM = {
+    "name": "token",
+    "in": "query",
+    "schema": {"type": "string"},
+    "description": "A stream token from POST /auth/stream-token, for an EventSource.",
+}
 
 
 def serve() -> Any:
@@ -201,8 +205,11 @@ def _successes(statuses: tuple[int, ...]) -> dict[str, Any]:
 def _answer(op: Op, action: str | None, media: str) -> dict[str, Any]:
     if op.answer == STREAM:
         headers = {"Bread-Run-Id": {"schema": {"type": "string"}, "description": "The run this stream carries."}}
-        ok = {"description": _WIRES.get(media, media) + " A failure after the request was read ends the stream "
-              "at 200.", "headers": headers, "content": {media: {"schema": {"type": "string"}}}}  # fmt: skip
+        ok = {
+            "description": _WIRES.get(media, media) + " A failure after the request was read ends the stream at 200.",
+            "headers": headers,
+            "content": {media: {"schema": {"type": "string"}}},
+        }
         if action != A.run_stream:
             return {"200": ok}
         # An EventSource's Accept gets SSE whatever the configured wire (docs/http.md).

@@ -86,19 +86,21 @@ def read_agent(id: str) -> Any:
 
 def list_pipelines() -> Any:
     """Every pipeline of the config: a pipeline has no entrypoint rule, so all are served."""
-    return jsonify([
+    listed = [
         {"id": p.id, "description": p.description or None, "steps": [step.label for step in p.steps]}
         for p in bread().pipelines.values()
-    ])  # fmt: skip
+    ]
+    return jsonify(listed)
 
 
 def exposed(instance: Any) -> list[Any]:
     """The agents served over HTTP: ``config.entrypoints``, or all of them."""
     entrypoints = instance.config.entrypoints
     return [
-        a for a in instance.agents.values()
+        a
+        for a in instance.agents.values()
         if (entrypoints is None or a.id in entrypoints) and a.id not in instance.remote_agents
-    ]  # fmt: skip
+    ]
 
 
 def exposed_remote(instance: Any) -> list[str]:
@@ -118,8 +120,13 @@ def remote_description(id: str, remote: Any) -> dict[str, Any]:
         described = remote.describe()
     except BreadError as exc:
         log.warning("remote agent %s did not describe itself: %s", id, exc.message)
-        described = {"model": f"remote:{remote.agent_id}", "outputFormat": "text", "description": None,
-                     "inputSchema": {}, "skills": []}  # fmt: skip
+        described = {
+            "model": f"remote:{remote.agent_id}",
+            "outputFormat": "text",
+            "description": None,
+            "inputSchema": {},
+            "skills": [],
+        }
     return {**described, "id": id}
 
 

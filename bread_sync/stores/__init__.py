@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer
 
+from ..clock import iso_from_epoch, now_iso
 from ..crumbs import Frame
 
 STORES = {
@@ -24,11 +25,6 @@ STORES = {
 
 RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interrupted")
 FINISHED = frozenset({"completed", "failed", "cancelled", "interrupted"})
-
-
-def iso_from_epoch(seconds: float) -> str:
-    """Epoch seconds (a run's ``leaseUntil``) in the ISO-8601 UTC form of every other timestamp."""
-    return _iso(datetime.fromtimestamp(seconds, UTC))
 
 
 def _epoch(value: Any) -> Any:
@@ -206,58 +202,6 @@ class TaskRunStore(Protocol):
     def get_task_run(self, task_run_id: str) -> dict[str, Any] | None: ...
 
 
-class McpSessionStore(Protocol):
-    """The sessions of the MCP bridge (its ``Mcp-Session-Id``), kept here so that every worker and
-    replica sharing the store knows them. A record is ``{id, protocolVersion, createdAt, owner,
-    usedAt}``: ``owner`` a key of the identity that opened it, ``usedAt`` when it last served."""
-
-    def create_mcp_session(self, record: dict[str, Any]) -> bool:
-        """Insert a session record; False (and no change) when the id exists."""
-
-    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None: ...
-
-    def delete_mcp_session(self, session_id: str) -> bool:
-        """End a session; False when there was none of that id."""
-
-    def touch_mcp_session(self, session_id: str, used_at: str) -> bool:
-        """Set a session's ``usedAt``; False when there is none of that id."""
-
-    def evict_mcp_sessions(self, owner: str, keep: int) -> int:
-        """Delete the sessions of ``owner`` but the ``keep`` it opened last; how many."""
-
-    def expire_mcp_sessions(self, used_before: str) -> int:
-        """Delete the sessions last used before ``used_before``; how many."""
-
-
-class PushStore(Protocol):
-    """Push subscriptions (the A2A bridge's push notifications): optional, found by
-    :func:`records_pushes`. A subscription is ``{taskId, id, mount, url, token, authentication,
-    delivered, attempts, nextAttemptAt, lastError, done, claimedBy, claimedUntil, createdAt}``:
-    ``mount`` names the endpoint that took it (whose shapes it is delivered in), ``delivered``
-    counts the task's events sent to ``url`` so far (the record of its deliveries, which survives
-    a restart); times are epoch seconds."""
-
-    def save_push_config(self, config: dict[str, Any]) -> None:
-        """Insert a subscription (``taskId``, ``id``, ``mount``, ``url``, ``token``,
-        ``authentication``; ``delivered`` 0, due now), or replace the ``url``, ``token`` and
-        ``authentication`` of the one with its ``(taskId, id)``, keeping its deliveries."""
-
-    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
-        """The task's subscriptions, oldest first."""
-
-    def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        """Delete one; False when there was none."""
-
-    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
-        """Atomically claim one subscription that is not ``done``, is due (``nextAttemptAt <=
-        now``) and unclaimed (or whose claim expired): ``claimedBy = owner``, ``claimedUntil =
-        until``, and return it; None when none is. One caller wins a claim, across processes."""
-
-    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
-        """Set ``delivered``, ``attempts``, ``nextAttemptAt``, ``lastError`` or ``done`` and
-        release the claim, if ``owner`` still holds it; False (and no change) otherwise."""
-
-
 #: What :meth:`Retention.purge` counts, one number per kind.
 PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns", "mcpSessions")
 
@@ -281,18 +225,20 @@ class Store(
     LoopStore,
     TaskRunStore,
     Retention,
-    McpSessionStore,
-    PushStore,
     Protocol,
 ):
-    """Everything a first-party store implements."""
+    """Everything the runtime and the server need of a store.
+
+    The first-party stores also play the roles the bridges declare where they use them
+    (``McpSessionStore`` in protocols/mcp, ``PushStore`` in protocols/a2a), so that this seam
+    carries only what every store must do."""
 
 
 #: Rows of a run's log :func:`read_log` reads at once.
 LOG_PAGE = 500
 
 
-def read_log(store: Any, run_id: str, through: int | None = None) -> Iterator[Frame]:
+def read_log(store: CrumbLog, run_id: str, through: int | None = None) -> Iterator[Frame]:
     """A run's log from its start (up to seq ``through``, when given), :data:`LOG_PAGE` rows at
     a time: what a bridge feeds its translator to bring it up to a position."""
     after = 0
@@ -307,28 +253,46 @@ def read_log(store: Any, run_id: str, through: int | None = None) -> Iterator[Fr
         after = page[-1].seq
 
 
-def records_pushes(store: Any) -> bool:
-    """Whether the store keeps push subscriptions (:class:`PushStore`)."""
-    names = ("save_push_config", "list_push_configs", "delete_push_config", "claim_push", "settle_push")
-    return all(callable(getattr(store, name, None)) for name in names)
+def missing_methods(store: object, role: type) -> list[str]:
+    """The methods of the protocol ``role`` that ``store`` lacks (none: it plays the role).
+
+    A bridge declares the role it needs of a store and checks the configured one with this."""
+    return [name for name in _methods_of(role) if not callable(getattr(store, name, None))]
 
 
-#: The fields :meth:`PushStore.settle_push` may set.
+def _methods_of(role: type) -> list[str]:
+    # The protocol's own and its bases' (Store's are all in its bases), not typing's machinery.
+    declared = [vars(cls) for cls in reversed(role.__mro__) if cls.__module__ not in ("typing", "builtins")]
+    names = (name for found in declared for name, value in found.items() if callable(value))
+    return list(dict.fromkeys(name for name in names if not name.startswith("_")))
+
+
+#: The fields the A2A bridge's ``PushStore.settle_push`` may set.
 PUSH_SETTLED = frozenset({"delivered", "attempts", "nextAttemptAt", "lastError", "done"})
 
 
 def new_push_config(config: dict[str, Any], now: float) -> dict[str, Any]:
-    """A subscription as :meth:`PushStore.save_push_config` first stores it."""
+    """A subscription as the A2A bridge's ``PushStore.save_push_config`` first stores it."""
     return {
-        "taskId": config["taskId"], "id": config["id"], "mount": config.get("mount"), "url": config["url"],
+        "taskId": config["taskId"],
+        "id": config["id"],
+        "mount": config.get("mount"),
+        "url": config["url"],
         "token": config.get("token"),
-        "authentication": config.get("authentication"), "delivered": 0, "attempts": 0, "nextAttemptAt": now,
-        "lastError": None, "done": False, "claimedBy": None, "claimedUntil": None, "createdAt": now_iso(),
-    }  # fmt: skip
+        "authentication": config.get("authentication"),
+        "delivered": 0,
+        "attempts": 0,
+        "nextAttemptAt": now,
+        "lastError": None,
+        "done": False,
+        "claimedBy": None,
+        "claimedUntil": None,
+        "createdAt": now_iso(),
+    }
 
 
 def page_runs(
-    store: Any,
+    store: RunStore,
     agent: str,
     session: str | None = None,
     statuses: list[str] | None = None,
@@ -346,31 +310,34 @@ def runs_page_of(
     runs: list[RunRow], statuses: list[str] | None, after: tuple[str, str] | None, limit: int
 ) -> list[RunRow]:
     """The page :meth:`RunStore.page_runs` answers, cut from ``runs`` (all the agent's)."""
-    kept = [r for r in runs if (statuses is None or r["status"] in statuses)
-            and (after is None or (r["updatedAt"], r["id"]) < after)]  # fmt: skip
+    kept = [
+        r
+        for r in runs
+        if (statuses is None or r["status"] in statuses) and (after is None or (r["updatedAt"], r["id"]) < after)
+    ]
     return sorted(kept, key=lambda r: (r["updatedAt"], r["id"]), reverse=True)[:limit]
 
 
-def records_task_runs(store: Any) -> bool:
+def records_task_runs(store: object) -> bool:
     return all(callable(getattr(store, name, None)) for name in ("save_task_run", "list_task_runs", "get_task_run"))
 
 
-def can_purge(store: Any) -> bool:
+def can_purge(store: object) -> bool:
     return callable(getattr(store, "purge", None))
 
 
-def has_crumb_log(store: Any) -> bool:
+def has_crumb_log(store: object) -> bool:
     return all(callable(getattr(store, name, None)) for name in ("append_crumbs", "get_crumbs", "last_seq"))
 
 
-def batch(store: Any) -> AbstractContextManager[Any]:
+def batch(store: object) -> AbstractContextManager[Any]:
     """``store.batch()``, or for a store without one a context that does nothing: its calls
     are then written one by one."""
     make = getattr(store, "batch", None)
     return make() if callable(make) else nullcontext()
 
 
-def write_batch(store: Any, writes: list[Callable[[], Any]]) -> None:
+def write_batch(store: object, writes: list[Callable[[], Any]]) -> None:
     """``writes`` (calls of ``store``) as one :func:`batch`, through ``store.write_batch`` when
     the store has it (SQLite: under gevent, off the event loop's thread)."""
     write = getattr(store, "write_batch", None)
@@ -382,32 +349,17 @@ def write_batch(store: Any, writes: list[Callable[[], Any]]) -> None:
             each()
 
 
-def last_seqs(store: Any, run_ids: list[str]) -> dict[str, int]:
+def last_seqs(store: CrumbLog, run_ids: list[str]) -> dict[str, int]:
     """``store.last_seqs(run_ids)``, or one ``last_seq`` a run for a log without it."""
     if callable(getattr(store, "last_seqs", None)):
         return store.last_seqs(run_ids)
     return {run_id: seq for run_id in run_ids if (seq := store.last_seq(run_id))}
 
 
-def append_listener(store: Any) -> AppendListener | None:
+def append_listener(store: object) -> AppendListener | None:
     """``store.listen()``, or None for a store that cannot tell who appended (its logs are polled)."""
     listen = getattr(store, "listen", None)
     return listen() if callable(listen) else None
-
-
-def now_iso() -> str:
-    return _iso(datetime.now(UTC))
-
-
-def iso_days_ago(days: float) -> str:
-    try:
-        return _iso(datetime.now(UTC) - timedelta(days=days))
-    except OverflowError:  # further back than a datetime reaches: before every timestamp
-        return _iso(datetime.min.replace(tzinfo=UTC))
-
-
-def _iso(when: datetime) -> str:
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def tags_match(tags: dict[str, str], wanted: dict[str, str] | None) -> bool:

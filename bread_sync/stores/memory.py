@@ -9,6 +9,7 @@ import time
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ..clock import iso_days_ago, now_iso
 from ..crumbs import Frame, to_wire_crumb
 from ..errors import SEQ_CONFLICT, BreadError
 from . import (
@@ -18,12 +19,10 @@ from . import (
     RELAY_FIELDS,
     RunRecord,
     RunRow,
-    iso_days_ago,
     new_push_config,
-    now_iso,
     runs_page_of,
     tags_match,
-)  # fmt: skip
+)
 
 
 class MemoryStore:
@@ -104,9 +103,13 @@ class MemoryStore:
             ]
 
     def page_runs(
-        self, agent: str, session: str | None = None, statuses: list[str] | None = None,
-        after: tuple[str, str] | None = None, limit: int = 100,
-    ) -> list[RunRow]:  # fmt: skip
+        self,
+        agent: str,
+        session: str | None = None,
+        statuses: list[str] | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[RunRow]:
         return runs_page_of(self.list_runs(agent=agent, session=session), statuses, after, limit)
 
     def cancel_requested(self, owner: str) -> list[str]:

@@ -14,24 +14,43 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
+from ..clock import now_iso
 from ..crumbs import Frame, dumps
-from . import PUSH_SETTLED, RunRow, new_push_config, now_iso
+from . import PUSH_SETTLED, RunRow, new_push_config
 
 #: RunRecord keys and their columns, in the order every SELECT of runs lists them.
 RUN_COLUMNS = {
-    "id": "id", "agentId": "agent_id", "sessionId": "session_id", "status": "status",
-    "checkpointId": "checkpoint_id", "owner": "owner", "leaseUntil": "lease_until",
-    "cancelRequested": "cancel_requested", "createdAt": "created_at", "updatedAt": "updated_at",
-    "remoteRunId": "remote_run_id", "remoteSeq": "remote_seq",
-}  # fmt: skip
+    "id": "id",
+    "agentId": "agent_id",
+    "sessionId": "session_id",
+    "status": "status",
+    "checkpointId": "checkpoint_id",
+    "owner": "owner",
+    "leaseUntil": "lease_until",
+    "cancelRequested": "cancel_requested",
+    "createdAt": "created_at",
+    "updatedAt": "updated_at",
+    "remoteRunId": "remote_run_id",
+    "remoteSeq": "remote_seq",
+}
 
 #: A push subscription's keys (as the store contract spells them) and their columns.
 PUSH_COLUMNS = {
-    "taskId": "task_id", "id": "id", "mount": "mount", "url": "url", "token": "token",
-    "authentication": "authentication", "delivered": "delivered", "attempts": "attempts",
-    "nextAttemptAt": "next_attempt_at", "lastError": "last_error", "done": "done", "claimedBy": "claimed_by",
-    "claimedUntil": "claimed_until", "createdAt": "created_at",
-}  # fmt: skip
+    "taskId": "task_id",
+    "id": "id",
+    "mount": "mount",
+    "url": "url",
+    "token": "token",
+    "authentication": "authentication",
+    "delivered": "delivered",
+    "attempts": "attempts",
+    "nextAttemptAt": "next_attempt_at",
+    "lastError": "last_error",
+    "done": "done",
+    "claimedBy": "claimed_by",
+    "claimedUntil": "claimed_until",
+    "createdAt": "created_at",
+}
 
 SELECT_RUNS = f"SELECT {', '.join(RUN_COLUMNS.values())} FROM runs"
 INSERT_RUN = (
@@ -140,9 +159,13 @@ class SQLStore:
         return self._runs(f"{SELECT_RUNS} WHERE {where} ORDER BY {self.dialect.order}", params)
 
     def page_runs(
-        self, agent: str, session: str | None = None, statuses: list[str] | None = None,
-        after: tuple[str, str] | None = None, limit: int = 100,
-    ) -> list[RunRow]:  # fmt: skip
+        self,
+        agent: str,
+        session: str | None = None,
+        statuses: list[str] | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[RunRow]:
         if statuses is not None and not statuses:
             return []
         where, params = self._filters(agent_id=agent, session_id=session)

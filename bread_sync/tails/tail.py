@@ -8,7 +8,7 @@ rule of the contract.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
 from ..crumbs import STREAM_END, TERMINAL, Frame, is_delta_frame
@@ -78,7 +78,7 @@ class _Follow:
         finally:
             lists.close()  # unsubscribes and unwatches now, not when the generator is collected
 
-    def _lists(self, replay: bool) -> Iterator[list[Frame | Gap] | None]:
+    def _lists(self, replay: bool) -> Generator[Sequence[Frame | Gap] | None, None, None]:
         watch = None
         try:
             if replay:

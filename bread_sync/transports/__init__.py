@@ -14,7 +14,7 @@ frames on its ``pubsub``; the helpers look there.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeGuard
 
 from ..crumbs import Frame
 
@@ -61,27 +61,27 @@ def wants_frame(frame: Frame, after_seq: int) -> bool:
     return frame.seq > after_seq if frame.durable else frame.seq >= after_seq
 
 
-def can_subscribe(transport: Any) -> bool:
+def can_subscribe(transport: Transport) -> TypeGuard[DuplexTransport]:
     return getattr(transport, "capability", "sink") == "duplex" and callable(getattr(transport, "subscribe", None))
 
 
-def carrier(transport: Any) -> Any:
+def carrier(transport: Transport) -> Any:
     """What carries the frames: an HTTP transport's ``pubsub``, else the transport itself."""
     pubsub = getattr(transport, "pubsub", None)
     return transport if pubsub is None else pubsub
 
 
-def reports_health(transport: Any) -> bool:
+def reports_health(transport: Transport) -> bool:
     """True for a transport that carries frames between processes and says when it cannot."""
     return hasattr(carrier(transport), "healthy")
 
 
-def is_healthy(transport: Any) -> bool:
+def is_healthy(transport: Transport) -> bool:
     """False while the transport reports that it cannot deliver frames."""
     return bool(getattr(carrier(transport), "healthy", True))
 
 
-def cancel_channel(transport: Any) -> CancelChannel | None:
+def cancel_channel(transport: Transport) -> CancelChannel | None:
     """The transport's channel for cancels between processes, if it has one."""
     inner = carrier(transport)
     if callable(getattr(inner, "request_cancel", None)) and callable(getattr(inner, "on_cancel", None)):

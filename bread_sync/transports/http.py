@@ -8,7 +8,7 @@ from typing import Any
 
 from ..crumbs import Frame
 from ..wire import Wire
-from . import stream
+from . import DuplexTransport, stream
 
 DEFAULT_HEARTBEAT_SECONDS = 15.0
 
@@ -34,7 +34,7 @@ class HTTPTransport:
         *,
         heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS,
         authorize_stream: StreamAuthorizer | None = None,
-        pubsub: Any = None,
+        pubsub: DuplexTransport | None = None,
     ):
         self.wire = wire
         self.heartbeat = heartbeat

@@ -140,13 +140,20 @@ class RedisTransport:
         no_retry = import_module("redis.retry").Retry(import_module("redis.backoff").NoBackoff(), 0)
         options = {"decode_responses": True, "retry": no_retry, "socket_connect_timeout": SOCKET_TIMEOUT_SECONDS}
         pool = redis.BlockingConnectionPool.from_url(
-            self.url, max_connections=POOL_SIZE, timeout=SOCKET_TIMEOUT_SECONDS,
-            socket_timeout=SOCKET_TIMEOUT_SECONDS, client_name=self.name, **options,
-        )  # fmt: skip
+            self.url,
+            max_connections=POOL_SIZE,
+            timeout=SOCKET_TIMEOUT_SECONDS,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
+            client_name=self.name,
+            **options,
+        )
         self.reader_client = redis.Redis.from_url(
-            self.url, max_connections=1, socket_timeout=BLOCK_MS / 1000 + SOCKET_TIMEOUT_SECONDS,
-            client_name=f"{self.name}-reader", **options,
-        )  # fmt: skip
+            self.url,
+            max_connections=1,
+            socket_timeout=BLOCK_MS / 1000 + SOCKET_TIMEOUT_SECONDS,
+            client_name=f"{self.name}-reader",
+            **options,
+        )
         self._errors = (redis.RedisError, OSError)
         self._redis = redis.Redis(connection_pool=pool)  # last: other threads see it complete
 

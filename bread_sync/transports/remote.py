@@ -188,6 +188,7 @@ class RemoteAgent:
         wait ``read_timeout`` seconds at most (None: for ever). ``body``: sent as JSON.
         ``connected(abort)`` is called once connected, before the request is sent: ``abort()``
         then stops it from another greenlet or thread, a read in flight included."""
+        conn: http.client.HTTPConnection
         if self._tls is not None:
             conn = http.client.HTTPSConnection(self._host, self._port, timeout=CONNECT_SECONDS, context=self._tls)
         else:
@@ -252,8 +253,11 @@ class RemoteStream:
                 return
             if time.monotonic() - heard > agent.unreachable_seconds:
                 raise BreadError(RUN_INTERRUPTED, f"the remote agent's server stopped answering: {agent.url}")
-            log.info("remote run %s: its stream ended or went silent; re-opening it after seq %d",
-                     self.run_id, reader.position)  # fmt: skip
+            log.info(
+                "remote run %s: its stream ended or went silent; re-opening it after seq %d",
+                self.run_id,
+                reader.position,
+            )
             time.sleep(min(reader.reconnect_delay, 1.0))
 
     def _read(self, request: tuple[str, str, Any]) -> Iterator[list[Frame | Gap]]:

@@ -136,12 +136,12 @@ class LineSplitter:
             self._parts.append(rest)
             self._held += len(rest)
         if self.max_bytes is not None and fed > self.max_bytes:  # else no line can be too long
-            self._check(lines)
+            self._check(lines, self.max_bytes)
         return lines
 
-    def _check(self, lines: list[bytes]) -> None:
-        if self._held > self.max_bytes or any(len(line) > self.max_bytes for line in lines):
-            raise BreadError(PROTOCOL_DECODE_ERROR, f"a stream's line is longer than {self.max_bytes} bytes")
+    def _check(self, lines: list[bytes], max_bytes: int) -> None:
+        if self._held > max_bytes or any(len(line) > max_bytes for line in lines):
+            raise BreadError(PROTOCOL_DECODE_ERROR, f"a stream's line is longer than {max_bytes} bytes")
 
 
 @dataclass

@@ -7,7 +7,7 @@ transport's read loop has one error shape to handle.
 from __future__ import annotations
 
 from functools import lru_cache
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # in json.decoder, not in its stubs
 from typing import Any
 
 from ..crumbs import TEXT_DELTA, Frame, dumps, from_wire_crumb, loads, text_delta_wire_head, to_wire_crumb

@@ -105,16 +105,11 @@ class RunStreamReader:
         if self._decoder is None:
             raise RuntimeError("call connect() with the response's Content-Type before feed()")
         self._heard_at = now
-        if self._decoder.__class__ is NDJSONDecoder:
-            messages, decode = self._decoder.lines(chunk), self._from_ndjson
+        if isinstance(self._decoder, NDJSONDecoder):
+            decoded = [self._from_ndjson(line) for line in self._decoder.lines(chunk)]
         else:
-            messages, decode = self._decoder.feed(chunk), self._from_sse
-        items = []
-        for message in messages:
-            item = decode(message)
-            if item is not None:
-                items.append(item)
-        return items
+            decoded = [self._from_sse(event) for event in self._decoder.feed(chunk)]
+        return [item for item in decoded if item is not None]
 
     def run_finished(self) -> None:
         """The passive stream answered 204: the run finished with nothing past :attr:`position`.
@@ -196,9 +191,8 @@ class RunStreamReader:
             self._resent = None
             return self._dedup.accept(frame, LOG)
         if self._resent and frame.seq == self._dedup.last:
-            frame = self._skip_resent(frame)
-            if frame is None:
-                return None
+            unseen = self._skip_resent(frame)
+            return None if unseen is None else self._dedup.live_text(unseen)
         return self._dedup.live_text(frame)
 
     def _skip_resent(self, frame: Frame) -> Frame | None:

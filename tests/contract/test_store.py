@@ -7,7 +7,7 @@ import pytest
 from bread_sync.crumbs import Frame
 from bread_sync.errors import RUN_INTERRUPTED, SEQ_CONFLICT, BreadError
 from bread_sync.loading import resolve
-from bread_sync.stores import STORES, batch, has_crumb_log
+from bread_sync.stores import STORES, batch, has_crumb_log, missing_methods
 
 OLD = "2020-01-01T00:00:00.000Z"
 
@@ -470,6 +470,12 @@ def mcp_session(session_id, **fields):
             **fields}  # fmt: skip
 
 
+def test_it_plays_the_mcp_bridges_role(store):
+    from bread_sync.protocols.mcp.plugin import McpSessionStore
+
+    assert missing_methods(store, McpSessionStore) == []
+
+
 def test_create_and_get_an_mcp_session(store):
     assert store.get_mcp_session("m1") is None
     assert store.create_mcp_session(mcp_session("m1")) is True
@@ -500,9 +506,10 @@ def push(task_id="t1", config_id="c1", **fields):
 
 
 def test_it_keeps_push_subscriptions(store):
-    from bread_sync.stores import records_pushes
+    from bread_sync.protocols.a2a.push import PushStore, records_pushes
 
     assert records_pushes(store)
+    assert missing_methods(store, PushStore) == []
 
 
 def test_a_push_subscription_starts_undelivered_and_due(store):

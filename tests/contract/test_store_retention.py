@@ -3,7 +3,8 @@ goes, with everything it owns; a running or paused run, a pending checkpoint and
 
 import pytest
 
-from bread_sync.stores import FINISHED, PURGED, can_purge, iso_days_ago, now_iso
+from bread_sync.clock import iso_days_ago, now_iso
+from bread_sync.stores import FINISHED, PURGED, can_purge
 
 from .test_store import OLD, crumb, run_record, seqs, store  # noqa: F401 - the store fixture
 

@@ -17,10 +17,11 @@ import httpx2 as httpx
 import pytest
 
 from bread_sync import Bread, Config, create_bread
+from bread_sync.clock import now_iso
 from bread_sync.crumbs import Frame
 from bread_sync.engine import owners
 from bread_sync.errors import BreadError
-from bread_sync.stores import now_iso, sqlite
+from bread_sync.stores import sqlite
 from bread_sync.transports import http_chunked, http_sse
 
 from . import ownership_config, servers

@@ -24,11 +24,11 @@ from ...server import (
     stream_response,
 )
 from ...server.guard import NotJson, json_value, may_reach_run
-from ...stores import page_runs, read_log, records_pushes
+from ...stores import page_runs, read_log
 from . import rpc, v03, v10
 from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
-from .push import check_webhook, sender_of
+from .push import check_webhook, records_pushes, sender_of
 from .rpc import RpcError
 from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder
 from .translator import CANCELED, INPUT_REQUIRED, RUN_STATES, TERMINAL_STATES, Status, TaskFold, pause_part
@@ -77,9 +77,18 @@ def a2a_server(
     """
     if spec_version not in DIALECTS:
         raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")
-    return A2AServer(agent_id, url, card_path, rpc_path, DIALECTS[spec_version], max_body_bytes,
-                     push_notifications, allow_private_webhooks, max_push_configs_per_task,
-                     authorize_context)  # fmt: skip
+    return A2AServer(
+        agent_id,
+        url,
+        card_path,
+        rpc_path,
+        DIALECTS[spec_version],
+        max_body_bytes,
+        push_notifications,
+        allow_private_webhooks,
+        max_push_configs_per_task,
+        authorize_context,
+    )
 
 
 class A2AServer:
@@ -87,9 +96,19 @@ class A2AServer:
 
     name = "a2a"
 
-    def __init__(self, agent_id: str, url: str | None, card_path: str, rpc_path: str, dialect: Any,
-                 max_body_bytes: int, push_notifications: bool, allow_private_webhooks: bool,
-                 max_push_configs_per_task: int, authorize_context: ContextAuthorizer | None):  # fmt: skip
+    def __init__(
+        self,
+        agent_id: str,
+        url: str | None,
+        card_path: str,
+        rpc_path: str,
+        dialect: Any,
+        max_body_bytes: int,
+        push_notifications: bool,
+        allow_private_webhooks: bool,
+        max_push_configs_per_task: int,
+        authorize_context: ContextAuthorizer | None,
+    ):
         self.agent_id, self.url = agent_id, url
         self.card_path, self.rpc_path = card_path, rpc_path
         self.dialect = dialect
@@ -127,8 +146,16 @@ class A2AServer:
 
     def routes(self, blueprint: Any, bread: Any) -> None:
         register_http_route(blueprint, "GET", self.card_path, A2A_ACTIONS.card, lambda: self._card(bread))
-        register_http_route(blueprint, "POST", self.rpc_path, A2A_ACTIONS.rpc, lambda: self._rpc(bread),
-                            statuses=(413,), max_body_bytes=self.max_body_bytes, args=_authorize_args)  # fmt: skip
+        register_http_route(
+            blueprint,
+            "POST",
+            self.rpc_path,
+            A2A_ACTIONS.rpc,
+            lambda: self._rpc(bread),
+            statuses=(413,),
+            max_body_bytes=self.max_body_bytes,
+            args=_authorize_args,
+        )
 
     # -- the card -----------------------------------------------------------------------------
 
@@ -189,14 +216,20 @@ class A2AServer:
             self._check_context(record["sessionId"])
             checkpoint = bread.store.get_checkpoint(record["checkpointId"])
             answer = pause_answer(parts, checkpoint["kind"])
-            return (lambda token: bread.resume(checkpoint["id"], answer, signal=token, may_interrupt=may_reach_run),
-                    record["sessionId"])  # fmt: skip
+            return (
+                lambda token: bread.resume(checkpoint["id"], answer, signal=token, may_interrupt=may_reach_run),
+                record["sessionId"],
+            )
         if context_id is not None:
             self._check_context(context_id)
         session_id = context_id or new_id("ses")
         value = run_input(parts, bread.blob_store)
-        return (lambda token: bread.run(self.agent_id, value, session={"id": session_id}, signal=token,
-                                        may_interrupt=may_reach_run), session_id)  # fmt: skip
+        return (
+            lambda token: bread.run(
+                self.agent_id, value, session={"id": session_id}, signal=token, may_interrupt=may_reach_run
+            ),
+            session_id,
+        )
 
     def _check_context(self, context_id: str) -> None:
         # Only True allows, as with every authorizer: one that forgets to return denies.
@@ -303,8 +336,9 @@ class A2AServer:
         opening = [CONNECTED, encoder.frame(self.dialect.task_item(self._snapshot(bread, record)))]
         if record["status"] == "paused" and last <= after:  # nothing to replay: the Task says it all
             return stream_response(iter(opening), CONTENT_TYPE, run_id)
-        frames = bread.tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None),
-                            through_pause=False, batched=True)  # fmt: skip
+        frames = bread.tail(
+            run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), through_pause=False, batched=True
+        )
         return stream_response(_body(encoder, frames, run_id, opening), CONTENT_TYPE, run_id)
 
     def _list(self, bread: Any, request_id: Any, params: Any) -> Any:
@@ -424,8 +458,9 @@ def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]
         events = encoder.translator(error_crumb(run_id, error))
         return [*encoder.unsent_opening(), *(encoder.event(event) for event in events)]
 
-    return stream_body(frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening,
-                       name=f"A2A stream of task {run_id}")  # fmt: skip
+    return stream_body(
+        frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening, name=f"A2A stream of task {run_id}"
+    )
 
 
 def _page_token(last: dict[str, Any], counted: int) -> str:
@@ -441,8 +476,13 @@ def _read_page_token(token: str) -> tuple[tuple[str, str] | None, int]:
         updated_at, run_id, counted = json.loads(base64.urlsafe_b64decode(token))
     except (ValueError, TypeError):  # binascii.Error and JSONDecodeError are ValueErrors
         counted = None
-    if not (isinstance(counted, int) and not isinstance(counted, bool) and counted >= 0
-            and isinstance(updated_at, str) and isinstance(run_id, str)):  # fmt: skip
+    if not (
+        isinstance(counted, int)
+        and not isinstance(counted, bool)
+        and counted >= 0
+        and isinstance(updated_at, str)
+        and isinstance(run_id, str)
+    ):
         raise BadParams("pageToken must be one this server gave")
     return (updated_at, run_id), counted
 

@@ -17,12 +17,12 @@ import collections
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from ...runtime import new_id
-from ...stores import read_log
+from ...stores import missing_methods, read_log
 from . import webhook
 from .parts import BadParams
 from .translator import RUN_STATES, TERMINAL_STATES, A2ATranslator
@@ -47,6 +47,42 @@ MAX_DELIVERIES, MAX_ORIGIN_DELIVERIES = 16, 2
 ORIGIN_PAUSE_SECONDS = 5.0
 #: The header the client's token comes back in (the a2a-sdk's own server sends the same).
 TOKEN_HEADER = "X-A2A-Notification-Token"
+
+
+class PushStore(Protocol):
+    """The role the A2A bridge's push notifications need of a store: keeping push subscriptions.
+
+    Optional, found by :func:`records_pushes` (the first-party stores play it). A subscription
+    is ``{taskId, id, mount, url, token, authentication, delivered, attempts, nextAttemptAt,
+    lastError, done, claimedBy, claimedUntil, createdAt}``: ``mount`` names the endpoint that
+    took it (whose shapes it is delivered in), ``delivered`` counts the task's events sent to
+    ``url`` so far (the record of its deliveries, which survives a restart); times are epoch
+    seconds."""
+
+    def save_push_config(self, config: dict[str, Any]) -> None:
+        """Insert a subscription (``taskId``, ``id``, ``mount``, ``url``, ``token``,
+        ``authentication``; ``delivered`` 0, due now), or replace the ``url``, ``token`` and
+        ``authentication`` of the one with its ``(taskId, id)``, keeping its deliveries."""
+
+    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's subscriptions, oldest first."""
+
+    def delete_push_config(self, task_id: str, config_id: str) -> bool:
+        """Delete one; False when there was none."""
+
+    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
+        """Atomically claim one subscription that is not ``done``, is due (``nextAttemptAt <=
+        now``) and unclaimed (or whose claim expired): ``claimedBy = owner``, ``claimedUntil =
+        until``, and return it; None when none is. One caller wins a claim, across processes."""
+
+    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
+        """Set ``delivered``, ``attempts``, ``nextAttemptAt``, ``lastError`` or ``done`` and
+        release the claim, if ``owner`` still holds it; False (and no change) otherwise."""
+
+
+def records_pushes(store: object) -> bool:
+    """Whether the store keeps push subscriptions (plays :class:`PushStore`)."""
+    return not missing_methods(store, PushStore)
 
 
 def check_webhook(url: str, allow_private: bool) -> None:
@@ -112,9 +148,14 @@ class PushSender:
             self._deliver(config)
         return config is not None
 
+    @property
+    def pushes(self) -> PushStore:
+        """The store, in the role the sender needs of it (``start`` runs only on one that plays it)."""
+        return self.bread.store
+
     def _claim(self) -> dict[str, Any] | None:
         now = time.time()
-        return self.bread.store.claim_push(self.owner, now, now + CLAIM_SECONDS)
+        return self.pushes.claim_push(self.owner, now, now + CLAIM_SECONDS)
 
     def _deliver(self, config: dict[str, Any]) -> None:
         mount = self.mounts.get(config["mount"])
@@ -198,7 +239,7 @@ class PushSender:
         )
 
     def _settle(self, config: dict[str, Any], **fields: Any) -> None:
-        self.bread.store.settle_push(config["taskId"], config["id"], self.owner, **fields)
+        self.pushes.settle_push(config["taskId"], config["id"], self.owner, **fields)
 
 
 class _Origins:

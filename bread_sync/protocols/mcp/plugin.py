@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing
 from importlib.metadata import version as package_version
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Response, g, request
 from mcp_types import (
@@ -39,11 +39,12 @@ from mcp_types import (
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
+from ...clock import iso_from_epoch, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import NotJson, json_value, may_reach_run
-from ...stores import iso_from_epoch, now_iso
+from ...stores import missing_methods
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
 log = logging.getLogger("bread_sync.protocols.mcp")
@@ -65,9 +66,6 @@ DEFAULT_SESSION_IDLE_SECONDS = 3600.0
 #: How stale a session's ``usedAt`` may grow before a request writes it again: one write a
 #: minute per busy session, not one per request (a quarter of the idle time, if that is less).
 USED_AT_GRAIN_SECONDS = 60.0
-#: The store methods the plugin keeps its sessions with.
-SESSION_METHODS = ("create_mcp_session", "get_mcp_session", "delete_mcp_session", "touch_mcp_session",
-                   "evict_mcp_sessions", "expire_mcp_sessions")  # fmt: skip
 
 
 class MCP_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
@@ -135,7 +133,7 @@ class McpPlugin:
         }
 
     def routes(self, blueprint: Any, bread: Any) -> None:
-        missing = [m for m in SESSION_METHODS if not callable(getattr(bread.store, m, None))]
+        missing = missing_methods(bread.store, McpSessionStore)
         if missing:
             raise TypeError(f"the MCP plugin keeps its sessions in the store, and this store has no {missing}")
         # By default the agents served over HTTP: the config's entrypoints, or all of them.
@@ -143,10 +141,24 @@ class McpPlugin:
         agents = [bread.agent(i) for i in (agent_ids if agent_ids is not None else bread.agents)]
         tasks = [bread.task(i) for i in (self.task_ids if self.task_ids is not None else bread.tasks)]
         self.tools = tool_table(agents, tasks, bread.agents)
-        register_http_route(blueprint, "POST", self.path, MCP_ACTIONS.request, lambda: self._post(bread),
-                            statuses=(202, 404), args=authorize_args)  # fmt: skip
-        register_http_route(blueprint, "DELETE", self.path, MCP_ACTIONS.request, lambda: self._delete(bread),
-                            statuses=(204, 404), args=authorize_args)  # fmt: skip
+        register_http_route(
+            blueprint,
+            "POST",
+            self.path,
+            MCP_ACTIONS.request,
+            lambda: self._post(bread),
+            statuses=(202, 404),
+            args=authorize_args,
+        )
+        register_http_route(
+            blueprint,
+            "DELETE",
+            self.path,
+            MCP_ACTIONS.request,
+            lambda: self._delete(bread),
+            statuses=(204, 404),
+            args=authorize_args,
+        )
 
     def _listings(self) -> list[Any]:
         return [tool.listing for tool in self.tools.values()]
@@ -336,10 +348,13 @@ def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: An
         return [_event(progress(token, first + i, crumb)) for i, crumb in enumerate(seen.take(items))]
 
     return stream_body(
-        frames, notify, heartbeat=HEARTBEAT, name=f"MCP call of run {run_id}",
+        frames,
+        notify,
+        heartbeat=HEARTBEAT,
+        name=f"MCP call of run {run_id}",
         failure=lambda error: [_event(_response_body(request_id, failed(error)))],
         epilogue=lambda: [_event(_response_body(request_id, ended(tool, seen.last)))],
-    )  # fmt: skip
+    )
 
 
 def _event(message: dict[str, Any]) -> bytes:
@@ -376,6 +391,31 @@ def _check_version() -> None:
         raise _Refused(400, INVALID_REQUEST, f"unsupported {VERSION_HEADER} {given!r}: this server speaks {supported}")
 
 
+class McpSessionStore(Protocol):
+    """The role the MCP bridge needs of a store: keeping its sessions (its ``Mcp-Session-Id``).
+
+    Kept in the store so that every worker and replica sharing it knows them; the first-party
+    stores play this role. A record is ``{id, protocolVersion, createdAt, owner, usedAt}``:
+    ``owner`` a key of the identity that opened it, ``usedAt`` when it last served."""
+
+    def create_mcp_session(self, record: dict[str, Any]) -> bool:
+        """Insert a session record; False (and no change) when the id exists."""
+
+    def get_mcp_session(self, session_id: str) -> dict[str, Any] | None: ...
+
+    def delete_mcp_session(self, session_id: str) -> bool:
+        """End a session; False when there was none of that id."""
+
+    def touch_mcp_session(self, session_id: str, used_at: str) -> bool:
+        """Set a session's ``usedAt``; False when there is none of that id."""
+
+    def evict_mcp_sessions(self, owner: str, keep: int) -> int:
+        """Delete the sessions of ``owner`` but the ``keep`` it opened last; how many."""
+
+    def expire_mcp_sessions(self, used_before: str) -> int:
+        """Delete the sessions last used before ``used_before``; how many."""
+
+
 class Sessions:
     """The endpoint's sessions, kept in the store: each bound to the identity that opened it, at
     most ``cap`` per identity, ended after ``idle_seconds`` unused."""
@@ -384,19 +424,26 @@ class Sessions:
         self.cap, self.idle_seconds = cap, idle_seconds
         self.grain_seconds = min(USED_AT_GRAIN_SECONDS, idle_seconds / 4)
 
-    def open(self, store: Any, version: str) -> str:
+    def open(self, store: McpSessionStore, version: str) -> str:
         """A new session of the caller's; the caller's oldest beyond the cap, and every session
         idle too long, are deleted (after the insert, so that callers opening sessions at once
         in several processes still leave the newest ``cap``)."""
         now = time.time()
         owner, session_id = caller_key(), f"mcp_{secrets.token_urlsafe(24)}"
-        store.create_mcp_session({"id": session_id, "protocolVersion": version, "createdAt": now_iso(),
-                                  "owner": owner, "usedAt": iso_from_epoch(now)})  # fmt: skip
+        store.create_mcp_session(
+            {
+                "id": session_id,
+                "protocolVersion": version,
+                "createdAt": now_iso(),
+                "owner": owner,
+                "usedAt": iso_from_epoch(now),
+            }
+        )
         store.evict_mcp_sessions(owner, self.cap)
         store.expire_mcp_sessions(iso_from_epoch(now - self.idle_seconds))
         return session_id
 
-    def of_caller(self, store: Any) -> str:
+    def of_caller(self, store: McpSessionStore) -> str:
         """The request's session id: 400 without one, 404 for one unknown, ended, expired or
         another identity's (which cannot tell it from an unknown one)."""
         session_id = request.headers.get(SESSION_HEADER)

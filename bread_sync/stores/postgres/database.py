@@ -24,11 +24,11 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ... import greenlets
+from ...clock import iso_days_ago, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, STORE_UNAVAILABLE, BreadError
-from .. import iso_days_ago, now_iso
 from ..sql import POSTGRES, PUSH_COLUMNS, SQLStore, push_row
-from .listener import AppendListener
+from .listener import AppendListener, connect
 from .migrations import migrate
 from .purge import purge
 
@@ -105,7 +105,7 @@ class PostgresStore(SQLStore):
 
     def __init__(self, url: str, pool_size: int = POOL_SIZE, connect_seconds: float = CONNECT_SECONDS):
         self.url, self.pool_size, self.connect_seconds = url, pool_size, connect_seconds
-        with unavailable_as_error(), psycopg.connect(url, autocommit=True, connect_timeout=connect_seconds) as conn:
+        with unavailable_as_error(), connect(url, connect_seconds) as conn:
             migrate(conn)
         # Opened on first use in each process: a store made before gunicorn forks hands its
         # workers no connection (a connection must not cross a fork) and no thread.
@@ -136,9 +136,15 @@ class PostgresStore(SQLStore):
                 if self._pool is None or self._pool_pid != os.getpid():
                     _warn_if_blocking()
                     self._pool = ConnectionPool(
-                        self.url, min_size=1, max_size=self.pool_size, kwargs={"autocommit": True},
-                        timeout=self.connect_seconds, check=still_connected, name="bread", open=True,
-                    )  # fmt: skip
+                        self.url,
+                        min_size=1,
+                        max_size=self.pool_size,
+                        kwargs={"autocommit": True},
+                        timeout=self.connect_seconds,
+                        check=still_connected,
+                        name="bread",
+                        open=True,
+                    )
                     self._pool_pid = os.getpid()
         return self._pool
 
@@ -185,8 +191,13 @@ class PostgresStore(SQLStore):
 
     # checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        values = [checkpoint["id"], checkpoint.get("runId"), checkpoint["status"], checkpoint.get("createdAt"),
-                  dumps(checkpoint)]  # fmt: skip
+        values = [
+            checkpoint["id"],
+            checkpoint.get("runId"),
+            checkpoint["status"],
+            checkpoint.get("createdAt"),
+            dumps(checkpoint),
+        ]
         with self.connection() as conn:
             conn.execute(SAVE_CHECKPOINT, values)
 
@@ -261,8 +272,9 @@ class PostgresStore(SQLStore):
     def save_task_run(self, record: dict[str, Any]) -> None:
         keys = ("id", "taskId", "sessionId", "agentId", "status")
         with self.connection() as conn:
-            conn.execute(SAVE_TASK_RUN, [*(record[k] for k in keys), record.get("runId"), record["createdAt"],
-                                         dumps(record)])  # fmt: skip
+            conn.execute(
+                SAVE_TASK_RUN, [*(record[k] for k in keys), record.get("runId"), record["createdAt"], dumps(record)]
+            )
 
     # push subscriptions
     def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
@@ -323,7 +335,9 @@ class _Borrowed:
     __slots__ = ("store", "pool", "conn")
 
     def __init__(self, store: PostgresStore):
-        self.store, self.pool, self.conn = store, None, None
+        self.store = store
+        self.pool: ConnectionPool | None = None
+        self.conn: Any = None
 
     def __enter__(self) -> Any:
         self.conn = self.store._batch.get()

@@ -35,7 +35,8 @@ class AppendListener:
         """Wait up to ``timeout`` seconds for appends; the runs appended to (empty if none), or
         None when appends may have gone unheard (the listener had to connect)."""
         if self._conn is None:
-            return self._connect(timeout)
+            self._connect(timeout)
+            return None
         try:
             heard = {n.payload for n in self._conn.notifies(timeout=timeout, stop_after=1)}
             if heard:
@@ -53,9 +54,15 @@ class AppendListener:
 
     def _connect(self, timeout: float) -> None:
         try:
-            self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_seconds)
+            self._conn = connect(self.url, self.connect_seconds)
             self._conn.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error:
             self.close()
             time.sleep(timeout)  # Postgres is away: a caller polling meanwhile waits as long as it asked
         return None
+
+
+def connect(url: str, connect_seconds: float) -> psycopg.Connection[Any]:
+    """An autocommit connection to ``url``, waiting ``connect_seconds`` at most for Postgres."""
+    # libpq's connect_timeout is whole seconds: psycopg truncates a float the same way.
+    return psycopg.connect(url, autocommit=True, connect_timeout=int(connect_seconds))

@@ -11,20 +11,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import now_iso
+from psycopg import Connection
+
+from ...clock import now_iso
 
 MIGRATIONS_TABLE = "bread_migrations"
 #: The advisory lock key that serialises migrations (any fixed bigint: "bread" in ASCII).
 MIGRATION_LOCK = 0x6272656164
-MIGRATIONS: list[Callable[[Any], None]] = []
+MIGRATIONS: list[Callable[[Connection[Any]], None]] = []
 
 
-def migration(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+def migration(fn: Callable[[Connection[Any]], None]) -> Callable[[Connection[Any]], None]:
     MIGRATIONS.append(fn)
     return fn
 
 
-def migrate(conn: Any) -> list[str]:
+def migrate(conn: Connection[Any]) -> list[str]:
     """Apply the migrations the database of ``conn`` lacks, in order, in one transaction; the
     names applied. A second process migrating at the same time waits for the lock, then finds
     nothing left to do."""
@@ -42,15 +44,15 @@ def migrate(conn: Any) -> list[str]:
     return [fn.__name__ for fn in pending]
 
 
-def applied(conn: Any) -> list[str]:
-    exists = conn.execute("SELECT to_regclass(%s)", [MIGRATIONS_TABLE]).fetchone()[0]
-    if exists is None:
+def applied(conn: Connection[Any]) -> list[str]:
+    table = conn.execute("SELECT to_regclass(%s)", [MIGRATIONS_TABLE]).fetchone()  # one row, None: no table
+    if table is None or table[0] is None:
         return []
     return [name for (name,) in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY position")]
 
 
 @migration
-def m001_initial(conn: Any) -> None:
+def m001_initial(conn: Connection[Any]) -> None:
     # Each table keeps the order rows were first written in (``position``), as list calls return it.
     conn.execute(
         """
@@ -124,19 +126,19 @@ def m001_initial(conn: Any) -> None:
 
 
 @migration
-def m002_session_state(conn: Any) -> None:
+def m002_session_state(conn: Connection[Any]) -> None:
     # What a run's caller gave as the session's state (Bread.run(state=...)), as its JSON text.
     conn.execute("ALTER TABLE sessions ADD COLUMN state text NOT NULL DEFAULT '{}'")
 
 
 @migration
-def m003_mcp_sessions(conn: Any) -> None:
+def m003_mcp_sessions(conn: Connection[Any]) -> None:
     # The MCP bridge's Mcp-Session-Id, known to every process on the database.
     conn.execute("CREATE TABLE mcp_sessions (id text PRIMARY KEY, created_at text NOT NULL, data text NOT NULL)")
 
 
 @migration
-def m004_push_configs(conn: Any) -> None:
+def m004_push_configs(conn: Connection[Any]) -> None:
     # The A2A bridge's push subscriptions: one row per (task, config), its deliveries counted in
     # `delivered`; a sender claims a due row (`claimed_by` until `claimed_until`, epoch seconds).
     conn.execute(
@@ -154,13 +156,13 @@ def m004_push_configs(conn: Any) -> None:
 
 
 @migration
-def m005_relay_position(conn: Any) -> None:
+def m005_relay_position(conn: Connection[Any]) -> None:
     # Where a remote agent's relay stands (engine/relay.py), written with each relayed crumb.
     conn.execute("ALTER TABLE runs ADD COLUMN remote_run_id text, ADD COLUMN remote_seq bigint")
 
 
 @migration
-def m006_append_one_crumb(conn: Any) -> None:
+def m006_append_one_crumb(conn: Connection[Any]) -> None:
     # bread_append_crumbs for the common append of one crumb: scalars, not arrays, so Postgres
     # parses no array literals and unnests nothing (about 10 us of its CPU per append). The same
     # lock, guard and notification as bread_append_crumbs.
@@ -185,13 +187,13 @@ def m006_append_one_crumb(conn: Any) -> None:
 
 
 @migration
-def m007_mcp_sessions_created(conn: Any) -> None:
+def m007_mcp_sessions_created(conn: Connection[Any]) -> None:
     # What `purge` deletes MCP sessions by, in its short transaction, however many there are.
     conn.execute("CREATE INDEX idx_mcp_sessions_created ON mcp_sessions (created_at)")
 
 
 @migration
-def m008_mcp_session_owners(conn: Any) -> None:
+def m008_mcp_session_owners(conn: Connection[Any]) -> None:
     # Each MCP session's identity (a key of it) and when it last served: an identity's sessions
     # are capped, oldest (position) first, and an idle one expires. One opened before has no
     # owner, so no caller's: its client opens another.
@@ -207,6 +209,6 @@ def m008_mcp_session_owners(conn: Any) -> None:
 
 
 @migration
-def m009_runs_by_agent_updated(conn: Any) -> None:
+def m009_runs_by_agent_updated(conn: Connection[Any]) -> None:
     # An agent's runs, the last updated first, a page at a time (A2A ListTasks).
     conn.execute("CREATE INDEX idx_runs_agent_updated ON runs (agent_id, updated_at, id)")

@@ -17,14 +17,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlite_utils import Database
 
 from ... import greenlets
+from ...clock import iso_days_ago, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import SEQ_CONFLICT, BreadError
-from .. import iso_days_ago, now_iso, tags_match
+from .. import tags_match
 from ..sql import PUSH_COLUMNS, SQLITE, SQLStore, push_row
 from . import wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, os_sleeping
@@ -158,7 +159,7 @@ class SQLiteStore(SQLStore):
     def _write_in_os_thread(self, db: Database, writes: list[Callable[[], Any]]) -> None:
         # No gevent primitive may run here: the store's calls inside find the batch's connection
         # (no pool), and a locked file is waited for with the OS's sleep, not gevent's.
-        with os_sleeping(db.conn):
+        with os_sleeping(cast(PatientConnection, db.conn)):  # opened with factory=PatientConnection
             token = self._batch.set(db)
             try:
                 with immediate(db):

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from sqlite_utils import Database
 
-from .. import now_iso
+from ...clock import now_iso
 
 MIGRATIONS_TABLE = "_bread_migrations"
 MIGRATIONS: list[Callable[[Database], None]] = []
@@ -28,7 +28,7 @@ def migrate(db: Database) -> list[str]:
         return []
     # A second process opening the same fresh file waits here, then finds nothing left to do.
     with immediate(db):
-        db[MIGRATIONS_TABLE].create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
+        db.table(MIGRATIONS_TABLE).create({"name": str, "applied_at": str}, pk="name", if_not_exists=True)
         pending = _pending(db)
         for fn in pending:
             fn(db)
@@ -37,7 +37,7 @@ def migrate(db: Database) -> list[str]:
 
 
 def applied(db: Database) -> list[str]:
-    if not db[MIGRATIONS_TABLE].exists():
+    if not db.table(MIGRATIONS_TABLE).exists():
         return []
     return [name for (name,) in db.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY rowid")]
 
@@ -67,11 +67,11 @@ def immediate(db: Database) -> Iterator[Database]:
 
 @migration
 def m001_initial(db: Database) -> None:
-    db["crumbs"].create(
+    db.table("crumbs").create(
         {"run_id": str, "seq": int, "type": str, "crumb": str},
         not_null={"run_id", "seq", "type", "crumb"},
     )
-    db["crumbs"].create_index(["run_id", "seq"], index_name="idx_crumbs_run_seq", unique=True)
+    db.table("crumbs").create_index(["run_id", "seq"], index_name="idx_crumbs_run_seq", unique=True)
     # The log is append-only, as the in-memory store and Redis streams have it: a seq at or
     # below the run's last one is refused even when free, so no writer can fill a gap late.
     db.execute(
@@ -81,45 +81,52 @@ def m001_initial(db: Database) -> None:
         BEGIN SELECT RAISE(ABORT, 'seq already written'); END
         """
     )
-    db["runs"].create(
+    db.table("runs").create(
         {
-            "id": str, "agent_id": str, "session_id": str, "status": str, "checkpoint_id": str,
-            "owner": str, "lease_until": float, "cancel_requested": int, "created_at": str,
+            "id": str,
+            "agent_id": str,
+            "session_id": str,
+            "status": str,
+            "checkpoint_id": str,
+            "owner": str,
+            "lease_until": float,
+            "cancel_requested": int,
+            "created_at": str,
             "updated_at": str,
         },
         pk="id",
         not_null={"status"},
-    )  # fmt: skip
-    db["runs"].create_index(["status"], index_name="idx_runs_status")
-    db["checkpoints"].create({"id": str, "run_id": str, "status": str, "data": str}, pk="id")
-    db["sessions"].create({"id": str, "tags": str, "created_at": str, "updated_at": str}, pk="id")
-    db["session_messages"].create(
+    )
+    db.table("runs").create_index(["status"], index_name="idx_runs_status")
+    db.table("checkpoints").create({"id": str, "run_id": str, "status": str, "data": str}, pk="id")
+    db.table("sessions").create({"id": str, "tags": str, "created_at": str, "updated_at": str}, pk="id")
+    db.table("session_messages").create(
         {"position": int, "session_id": str, "message": str}, pk="position", not_null={"session_id"}
     )
-    db["session_messages"].create_index(["session_id", "position"], index_name="idx_session_messages_session")
+    db.table("session_messages").create_index(["session_id", "position"], index_name="idx_session_messages_session")
 
 
 @migration
 def m002_claims_loops_task_runs(db: Database) -> None:
-    db["runs"].create_index(["session_id"], index_name="idx_runs_session")
-    db["session_claims"].create({"session_id": str, "run_id": str}, pk="session_id", not_null={"run_id"})
-    db["loops"].create(
+    db.table("runs").create_index(["session_id"], index_name="idx_runs_session")
+    db.table("session_claims").create({"session_id": str, "run_id": str}, pk="session_id", not_null={"run_id"})
+    db.table("loops").create(
         {"id": str, "agent_id": str, "session_id": str, "status": str, "data": str}, pk="id", not_null={"data"}
     )
-    db["loop_iterations"].create({"loop_id": str, "idx": int, "data": str}, pk=("loop_id", "idx"))
-    db["task_runs"].create(
+    db.table("loop_iterations").create({"loop_id": str, "idx": int, "data": str}, pk=("loop_id", "idx"))
+    db.table("task_runs").create(
         {"id": str, "task_id": str, "session_id": str, "agent_id": str, "status": str, "created_at": str, "data": str},
         pk="id",
         not_null={"data"},
     )
-    db["task_runs"].create_index(["created_at"], index_name="idx_task_runs_created")
+    db.table("task_runs").create_index(["created_at"], index_name="idx_task_runs_created")
 
 
 @migration
 def m003_retention_indexes(db: Database) -> None:
     # What `purge` looks runs' belongings up by; loops and task runs keep their run id in JSON.
-    db["runs"].create_index(["status", "updated_at"], index_name="idx_runs_status_updated")
-    db["checkpoints"].create_index(["run_id"], index_name="idx_checkpoints_run")
+    db.table("runs").create_index(["status", "updated_at"], index_name="idx_runs_status_updated")
+    db.table("checkpoints").create_index(["run_id"], index_name="idx_checkpoints_run")
     db.execute("CREATE INDEX idx_loops_run ON loops (json_extract(data, '$.runId'))")
     db.execute("CREATE INDEX idx_task_runs_run ON task_runs (json_extract(data, '$.runId'))")
 
@@ -127,42 +134,55 @@ def m003_retention_indexes(db: Database) -> None:
 @migration
 def m004_session_state(db: Database) -> None:
     # What a run's caller gave as the session's state (Bread.run(state=...)); read by later runs.
-    db["sessions"].add_column("state", str, not_null_default="{}")
+    db.table("sessions").add_column("state", str, not_null_default="{}")
 
 
 @migration
 def m005_mcp_sessions(db: Database) -> None:
     # The MCP bridge's Mcp-Session-Id, known to every process on the file; created_at for a purge.
-    db["mcp_sessions"].create({"id": str, "created_at": str, "data": str}, pk="id", not_null={"created_at", "data"})
+    db.table("mcp_sessions").create(
+        {"id": str, "created_at": str, "data": str}, pk="id", not_null={"created_at", "data"}
+    )
 
 
 @migration
 def m006_push_configs(db: Database) -> None:
     # The A2A bridge's push subscriptions: one row per (task, config), its deliveries counted in
     # `delivered`; a sender claims a due row (`claimed_by` until `claimed_until`, epoch seconds).
-    db["push_configs"].create(
+    db.table("push_configs").create(
         {
-            "task_id": str, "id": str, "mount": str, "url": str, "token": str, "authentication": str, "delivered": int,
-            "attempts": int, "next_attempt_at": float, "last_error": str, "done": int, "claimed_by": str,
-            "claimed_until": float, "created_at": str,
+            "task_id": str,
+            "id": str,
+            "mount": str,
+            "url": str,
+            "token": str,
+            "authentication": str,
+            "delivered": int,
+            "attempts": int,
+            "next_attempt_at": float,
+            "last_error": str,
+            "done": int,
+            "claimed_by": str,
+            "claimed_until": float,
+            "created_at": str,
         },
         pk=("task_id", "id"),
         not_null={"url", "delivered", "attempts", "next_attempt_at", "done"},
-    )  # fmt: skip
-    db["push_configs"].create_index(["done", "next_attempt_at"], index_name="idx_push_configs_due")
+    )
+    db.table("push_configs").create_index(["done", "next_attempt_at"], index_name="idx_push_configs_due")
 
 
 @migration
 def m007_relay_position(db: Database) -> None:
     # Where a remote agent's relay stands (engine/relay.py), written with each relayed crumb.
-    db["runs"].add_column("remote_run_id", str)
-    db["runs"].add_column("remote_seq", int)
+    db.table("runs").add_column("remote_run_id", str)
+    db.table("runs").add_column("remote_seq", int)
 
 
 @migration
 def m008_mcp_sessions_created(db: Database) -> None:
     # What `purge` deletes MCP sessions by, in its short transaction, however many there are.
-    db["mcp_sessions"].create_index(["created_at"], index_name="idx_mcp_sessions_created")
+    db.table("mcp_sessions").create_index(["created_at"], index_name="idx_mcp_sessions_created")
 
 
 @migration
@@ -170,14 +190,14 @@ def m009_mcp_session_owners(db: Database) -> None:
     # Each MCP session's identity (a key of it) and when it last served: an identity's sessions
     # are capped, oldest (rowid) first, and an idle one expires. One opened before has no owner,
     # so no caller's: its client opens another.
-    db["mcp_sessions"].add_column("owner", str)
-    db["mcp_sessions"].add_column("used_at", str)
+    db.table("mcp_sessions").add_column("owner", str)
+    db.table("mcp_sessions").add_column("used_at", str)
     db.execute("UPDATE mcp_sessions SET used_at = created_at")
-    db["mcp_sessions"].create_index(["owner"], index_name="idx_mcp_sessions_owner")
-    db["mcp_sessions"].create_index(["used_at"], index_name="idx_mcp_sessions_used")
+    db.table("mcp_sessions").create_index(["owner"], index_name="idx_mcp_sessions_owner")
+    db.table("mcp_sessions").create_index(["used_at"], index_name="idx_mcp_sessions_used")
 
 
 @migration
 def m010_runs_by_agent_updated(db: Database) -> None:
     # An agent's runs, the last updated first, a page at a time (A2A ListTasks).
-    db["runs"].create_index(["agent_id", "updated_at", "id"], index_name="idx_runs_agent_updated")
+    db.table("runs").create_index(["agent_id", "updated_at", "id"], index_name="idx_runs_agent_updated")

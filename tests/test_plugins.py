@@ -3,6 +3,7 @@ lacks is never called."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import typing
 
@@ -51,3 +52,19 @@ def test_named_finds_the_first_plugin_of_that_name():
     plugin = OnlyRoutes()
     assert named([object(), plugin, OnlyRoutes()], "only-routes") is plugin
     assert named([plugin], "auth") is None
+
+
+@pytest.mark.parametrize(
+    "name, home",
+    [
+        ("McpSessionStore", "bread_sync.protocols.mcp.plugin"),
+        ("PushStore", "bread_sync.protocols.a2a.push"),
+        ("records_pushes", "bread_sync.protocols.a2a.push"),
+    ],
+)
+def test_a_store_role_that_moved_to_its_bridge_is_still_found_at_its_old_path_with_a_warning(name, home):
+    import bread_sync.stores
+
+    with pytest.warns(DeprecationWarning, match=f"moved to {home}"):
+        moved = getattr(bread_sync.stores, name)
+    assert moved is getattr(importlib.import_module(home), name)

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from bread_sync.cancel import CancelRegistry
 from bread_sync.crumbs import TEXT_DELTA, Frame
 from bread_sync.transports import stream
 
@@ -18,8 +19,13 @@ DEADLINE = 10.0
 @pytest.fixture
 def two_processes(make_bread, postgres_url):
     """Two Breads, each with a store of its own on one database and no shared transport: what
-    two replicas on two hosts without Redis are."""
-    return [make_bread(store=postgres.store(url=postgres_url), transport=stream.transport()) for _ in range(2)]
+    two replicas on two hosts without Redis are. Each has its own registry of live runs, as two
+    processes do: with the process's one, a follower would take the other's run for one it
+    executes (which its own transport carries) and skip the appends heard while it runs."""
+    breads = [make_bread(store=postgres.store(url=postgres_url), transport=stream.transport()) for _ in range(2)]
+    for bread in breads:
+        bread.cancels = CancelRegistry()
+    return breads
 
 
 def watched_tail(bread, run_id):

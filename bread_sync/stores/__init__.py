@@ -7,6 +7,8 @@ Records are plain dicts with the camelCase keys the HTTP API serves. Timestamps 
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
@@ -364,3 +366,20 @@ def append_listener(store: object) -> AppendListener | None:
 
 def tags_match(tags: dict[str, str], wanted: dict[str, str] | None) -> bool:
     return not wanted or all(tags.get(k) == v for k, v in wanted.items())
+
+
+#: Public names that moved to the bridge whose role they are (issue 25); kept here for one release.
+_MOVED = {
+    "McpSessionStore": "bread_sync.protocols.mcp.plugin",
+    "PushStore": "bread_sync.protocols.a2a.push",
+    "records_pushes": "bread_sync.protocols.a2a.push",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Imported by name, not by an import statement: the core never imports a bridge, and the
+    # bridge (with its extra) is only loaded by a caller still using the old path.
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"bread_sync.stores.{name} moved to {_MOVED[name]}", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(_MOVED[name]), name)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import crumbs as c
-from .agents import Agent, Tool, check_response_kind
+from .agents import Agent, ServedAgent, Tool, check_response_kind
 from .blobs import BLOB_STORES
 from .cancel import CancelToken, registry
 from .config import Config, default_db_path, postgres_url
@@ -395,6 +395,15 @@ class Bread:
         if agent is None:
             raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
         return agent
+
+    def served_agents(self) -> list[ServedAgent]:
+        """The agents this instance serves: those ``config.entrypoints`` names, or all, its own
+        then the remote ones (a remote agent shadows an own agent of its id). The one answer
+        ``GET /agents``, the in-process client's manifest and the MCP tools all give."""
+        entrypoints = self.config.entrypoints
+        own = [ServedAgent(a.id, a) for a in self.agents.values() if a.id not in self.remote_agents]
+        remote = [ServedAgent(id, agent, remote=True) for id, agent in self.remote_agents.items()]
+        return [served for served in own + remote if entrypoints is None or served.id in entrypoints]
 
     # -- run records ------------------------------------------------------------------------
 

@@ -19,17 +19,8 @@ import click
 from .config import LOAD_ERRORS, Config, load_config
 from .errors import BreadError
 from .runtime import Bread, create_bread
-from .server.commands import (
-    COMMANDS,
-    CONFIG_HELP,
-    EXIT_CANCELLED,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    Command,
-    Group,
-    Runtime,
-)
+from .server.commands import COMMANDS, CONFIG_HELP, Command, Group, Runtime
+from .server.console import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .transports import stream
 
 SERVE_EXITS = """\

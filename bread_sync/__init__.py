@@ -5,7 +5,8 @@ from .cancel import CancelToken
 from .config import Config, ServerSettings, load_config
 from .crumbs import Frame, from_wire_crumb, to_wire_crumb
 from .errors import BreadError
-from .runtime import Bread, Run, RunResult, create_bread
+from .runs import Run, RunResult
+from .runtime import Bread, create_bread
 from .wire.frames import BREAD_PROTOCOL_VERSION, decode_frame, encode_frame
 
 __all__ = [

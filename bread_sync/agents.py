@@ -258,6 +258,58 @@ class Agent:
             raise BreadError(OUTPUT_INVALID, f"model output is not valid JSON output: {exc}") from None
 
 
+#: What a listing of agents (``GET /agents``, a client's manifest) says of each one.
+SUMMARY_KEYS = ("id", "model", "outputFormat", "description")
+
+log = logging.getLogger("bread_sync")
+
+
+@dataclass(frozen=True)
+class ServedAgent:
+    """An agent an instance serves, under the id it is served by: its own :class:`Agent`, or
+    (``remote``) another server's agent, which describes itself. Every listing of agents
+    (``GET /agents``, the in-process client's manifest, the MCP tools) reads these, so they agree."""
+
+    id: str
+    agent: Any
+    remote: bool = False
+
+    def summary(self) -> dict[str, Any]:
+        """What ``GET /agents`` and a client's manifest say of it."""
+        if self.remote:
+            described = self.describe()
+            return {key: described.get(key) for key in SUMMARY_KEYS}
+        agent = self.agent
+        return {
+            "id": self.id,
+            "model": agent.model_name,
+            "outputFormat": agent.output_format,
+            "description": agent.description,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /agents/<id>`` answers: its summary, input schema and skills."""
+        if self.remote:
+            return {**self._remote_description(), "id": self.id}
+        schema = self.agent.input_schema.model_json_schema() if self.agent.input_schema else {}
+        return {**self.summary(), "inputSchema": schema, "skills": sorted(self.agent.skills)}
+
+    def _remote_description(self) -> dict[str, Any]:
+        # A remote server that does not answer leaves only what the config knows: one remote
+        # down must not take the listing of every agent with it.
+        try:
+            return self.agent.describe()
+        except BreadError as exc:
+            log.warning("remote agent %s did not describe itself: %s", self.id, exc.message)
+            return {
+                "model": f"remote:{self.agent.agent_id}",
+                "outputFormat": "text",
+                "description": None,
+                "inputSchema": {},
+                "skills": [],
+            }
+
+
 def load_skills(folder: Path) -> dict[str, Skill]:
     """Every ``SKILL.md`` one or two levels below ``folder``, keyed by its front-matter name."""
     skills = {}

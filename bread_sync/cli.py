@@ -1,9 +1,9 @@
 """The ``bread-sync`` command: invoke, resume, chat with and tail agents from a terminal, and
 serve them.
 
-In-process, the CLI renders runs through the stdout sink (it replaces the config's transport for
-its own process) and keeps runs in the config's store, so a run paused here can be resumed by
-another process sharing that store (``BREAD_DB``). With ``--url`` it talks to a running server
+In-process, the CLI keeps runs in the config's store, so a run paused here can be resumed by
+another process sharing that store (``BREAD_DB``); their live frames reach it on an in-memory
+transport that replaces the config's for its own process. With ``--url`` it talks to a running server
 instead. The run commands are ``bread_sync.server.commands``, which ``flask bread`` shares.
 """
 
@@ -18,21 +18,10 @@ import click
 
 from .config import LOAD_ERRORS, Config, load_config
 from .errors import BreadError
-from .runtime import create_bread
-from .server.commands import (
-    COMMANDS,
-    CONFIG_HELP,
-    EXIT_CANCELLED,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    Command,
-    Group,
-    Local,
-    Openers,
-    remote,
-)
-from .transports import stdout
+from .runtime import Bread, create_bread
+from .server.commands import COMMANDS, CONFIG_HELP, Command, Group, Runtime
+from .server.console import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .transports import stream
 
 SERVE_EXITS = """\
 exit codes:
@@ -61,21 +50,17 @@ def _load(name: str | None) -> Config:
         raise _ConfigNotLoaded(str(exc)) from None
 
 
-def _opener(config_name: str | None) -> Any:
+def _runtime(config_name: str | None) -> Runtime:
     @contextmanager
-    def open_backend(url: str | None, api_key: str | None) -> Iterator[Any]:
-        if url:
-            with remote(url, api_key) as backend:
-                yield backend
-            return
-        sink = stdout.transport()
-        bread = create_bread(_load(config_name).model_copy(update={"transport": sink})).start()
+    def open_bread() -> Iterator[Bread]:
+        config = _load(config_name).model_copy(update={"transport": stream.transport()})
+        bread = create_bread(config).start()
         try:
-            yield Local(bread, sink)
+            yield bread
         finally:
             bread.close()
 
-    return open_backend
+    return Runtime(open_bread)
 
 
 @click.group(cls=Group, epilog=MAIN_EXITS + CONFIG_HELP, context_settings={"help_option_names": ["-h", "--help"]})
@@ -85,7 +70,7 @@ def _opener(config_name: str | None) -> Any:
 def commands(ctx: click.Context, config_name: str | None) -> None:
     """Run bread_sync agents from a terminal: their text streams live, tool calls are marked,
     and pauses for a human are answered at the prompt."""
-    ctx.obj = Openers(_opener(config_name))
+    ctx.obj = _runtime(config_name)
     ctx.meta["config_name"] = config_name
 
 

@@ -20,6 +20,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from .agents import Agent
+from .blobs import BLOB_STORES
+from .loading import resolve
+from .stores import STORES
 
 DEFAULT_CONFIG = "bread_sync.demo:config"
 DEFAULT_DB_NAME = "bread.db"
@@ -102,6 +105,28 @@ def postgres_url() -> str | None:
     """``BREAD_DB`` when it is a Postgres URL (``postgresql://`` or ``postgres://``), else None."""
     value = os.environ.get("BREAD_DB") or ""
     return value if value.startswith(POSTGRES_SCHEMES) else None
+
+
+def make_store(config: Config) -> Any:
+    """The store the config names (``BREAD_DB`` may name a Postgres), opened."""
+    if config.store == "postgres" or (config.store is None and postgres_url()):
+        if postgres_url() is None:
+            raise ValueError("the postgres store needs BREAD_DB=postgresql://user@host/database")
+        return resolve("postgres", STORES, "store", url=postgres_url())
+    if config.store is None or config.store == "sqlite":
+        from .stores.sqlite import store
+
+        return store(path=default_db_path(config))
+    return resolve(config.store, STORES, "store")
+
+
+def make_blob_store(config: Config) -> Any:
+    """The blob store the config names, opened (None when it names none)."""
+    if config.blob_store == "filesystem":
+        from .blobs.filesystem import store
+
+        return store(root=config.instance_path / "files")
+    return resolve(config.blob_store, BLOB_STORES, "store")
 
 
 def _import_from_cwd() -> None:

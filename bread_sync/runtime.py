@@ -9,20 +9,16 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from . import crumbs as c
-from .agents import Agent
-from .blobs import BLOB_STORES
+from .agents import Agent, ServedAgent
 from .cancel import CancelToken, registry
-from .config import Config, default_db_path, postgres_url
+from .config import Config, make_blob_store, make_store
 from .crumbs import Frame
 from .engine import owners, recovery
 from .engine.context import RunContext
 from .engine.emitter import fan_out
-from .engine.execution import drain
 from .engine.lease import LeaseKeeper
 from .engine.opening import Opened, new_id, open_continuation, open_run
 from .engine.pipeline_run import PipelineRun
@@ -33,72 +29,21 @@ from .errors import (
     AGENT_NOT_FOUND,
     INVALID_REQUEST,
     PIPELINE_NOT_FOUND,
-    RUN_CANCELLED,
     RUN_ID_CONFLICT,
     SKILL_NOT_FOUND,
     TASK_NOT_FOUND,
     BreadError,
-    internal_error,
 )
 from .loading import resolve
-from .logs import BoundRun
 from .models import resolve_provider
 from .pipelines import Pipeline
 from .plugins import hooks
-from .stores import STORES
+from .runs import Run
 from .tails import LogFollower, tail
 from .tasks import Task
 from .transports import TRANSPORTS
 
 log = logging.getLogger("bread_sync")
-
-
-@dataclass
-class RunResult:
-    """What ``mode="sync"`` returns. ``status`` is ``completed``, ``paused``, ``failed`` or
-    ``cancelled``; a paused run carries its ``checkpoint`` (``checkpointId``, ``kind``,
-    ``toolName``, ``toolCallId``, ``input``)."""
-
-    run_id: str
-    status: str
-    output: Any = None
-    error: BreadError | None = None
-    checkpoint: dict[str, Any] | None = None
-    crumbs: list[dict[str, Any]] = field(default_factory=list, repr=False)
-
-
-class Run:
-    """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb."""
-
-    def __init__(self, run_id: str, crumbs: Iterator[dict[str, Any]], attached: bool = False, first_seq: int = 1):
-        self.run_id = run_id
-        #: True when this follows a run another request started (same ``run_id``).
-        self.attached = attached
-        #: The seq of this stream's first durable crumb: 1, or where a resumed run continues.
-        self.first_seq = first_seq
-        self._steps = crumbs
-        self._crumbs = BoundRun(run_id, crumbs)  # its log records carry run_id
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        return self._crumbs
-
-    def __next__(self) -> dict[str, Any]:
-        return next(self._crumbs)
-
-    def close(self) -> None:
-        close = getattr(self._crumbs, "close", None)
-        if close is not None:
-            close()
-
-    def drain(self) -> None:
-        """Drive the run to its end or pause, for a caller that only needs it to happen (the
-        server's runner: its clients read the crumbs from the transport)."""
-        drain(self.run_id, self._steps)
-
-    def result(self) -> RunResult:
-        """Drive the run to its end or pause and sum it up."""
-        seen = list(self._crumbs)
-        return summarize(self.run_id, seen)
 
 
 class Bread:
@@ -111,8 +56,8 @@ class Bread:
         self.remote_agents: dict[str, Any] = dict(config.remote_agents)
         self.tasks: dict[str, Task] = {task.id: task for task in config.tasks}
         self.pipelines: dict[str, Pipeline] = {pipeline.id: pipeline for pipeline in config.pipelines}
-        self.store = self._make_store(config)
-        self.blob_store = self._make_blob_store(config)
+        self.store = make_store(config)
+        self.blob_store = make_blob_store(config)
         self.sessions = SessionGuard(self)
         self.transport = resolve(config.transport or "http-chunked", TRANSPORTS, "transport")
         self._owner_tag = uuid.uuid4().hex[:8]
@@ -130,26 +75,6 @@ class Bread:
         """What this process's run records name as their owner (see engine/owners.py). Read in the
         process that runs them: a worker forked after the ``Bread`` was made names itself."""
         return owners.this_process(self._owner_tag)
-
-    @staticmethod
-    def _make_store(config: Config) -> Any:
-        if config.store == "postgres" or (config.store is None and postgres_url()):
-            if postgres_url() is None:
-                raise ValueError("the postgres store needs BREAD_DB=postgresql://user@host/database")
-            return resolve("postgres", STORES, "store", url=postgres_url())
-        if config.store is None or config.store == "sqlite":
-            from .stores.sqlite import store
-
-            return store(path=default_db_path(config))
-        return resolve(config.store, STORES, "store")
-
-    @staticmethod
-    def _make_blob_store(config: Config) -> Any:
-        if config.blob_store == "filesystem":
-            from .blobs.filesystem import store
-
-            return store(root=config.instance_path / "files")
-        return resolve(config.blob_store, BLOB_STORES, "store")
 
     # -- public API --------------------------------------------------------------------------
 
@@ -335,6 +260,15 @@ class Bread:
             raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
         return agent
 
+    def served_agents(self) -> list[ServedAgent]:
+        """The agents this instance serves: those ``config.entrypoints`` names, or all, its own
+        then the remote ones (a remote agent shadows an own agent of its id). The one answer
+        ``GET /agents``, the in-process client's manifest and the MCP tools all give."""
+        entrypoints = self.config.entrypoints
+        own = [ServedAgent(a.id, a) for a in self.agents.values() if a.id not in self.remote_agents]
+        remote = [ServedAgent(id, agent, remote=True) for id, agent in self.remote_agents.items()]
+        return [served for served in own + remote if entrypoints is None or served.id in entrypoints]
+
     # -- runs whose process died (engine/recovery.py) ----------------------------------------
 
     def sweep_interrupted(self) -> int:
@@ -373,21 +307,6 @@ def create_bread(config: Config | None = None) -> Bread:
 
         config = load_config()
     return Bread(config)
-
-
-def summarize(run_id: str, seen: list[dict[str, Any]]) -> RunResult:
-    last = seen[-1] if seen else None
-    if last is None:
-        return RunResult(run_id, "failed", error=internal_error(RuntimeError("no crumbs")), crumbs=seen)
-    if last["type"] == c.AGENT_RUN_END:
-        return RunResult(run_id, "completed", output=last["output"], crumbs=seen)
-    if last["type"] == c.HUMAN_REQUIRED:
-        keys = ("checkpointId", "kind", "toolName", "toolCallId", "input")
-        return RunResult(run_id, "paused", checkpoint={k: last[k] for k in keys}, crumbs=seen)
-    error = last.get("error")
-    error = error if isinstance(error, BreadError) else BreadError.from_wire(error or {})
-    status = "cancelled" if error.code == RUN_CANCELLED else "failed"
-    return RunResult(run_id, status, error=error, crumbs=seen)
 
 
 def _check_state(

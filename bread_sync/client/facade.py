@@ -42,6 +42,10 @@ class AgentClient:
         """An existing run, followed from ``after`` through its pauses to its end."""
         return Run(self, self.transport.stream_run(run_id, after), stop_at_pause=False)
 
+    def respond(self, checkpoint_id: str, response: Any) -> Run:
+        """Answer the pause of ``checkpoint_id``, whoever started its run; the continuation."""
+        return Run(self, self.transport.respond_to_action(checkpoint_id, response))
+
     def manifest(self) -> dict[str, Any]:
         return self.transport.get_manifest()
 
@@ -126,7 +130,7 @@ class Run:
         pause = self.outcome().pause
         if pause is None:
             raise BreadError(CHECKPOINT_NOT_FOUND, f"run {self.run_id} is not paused")
-        return Run(self.client, self.client.transport.respond_to_action(pause["checkpointId"], response))
+        return self.client.respond(pause["checkpointId"], response)
 
     def cancel(self) -> bool:
         """Cancel the run; False when it is unknown or already over."""
@@ -181,7 +185,7 @@ class Thread:
             checkpoint_id = active and active.get("checkpointId")
             if not checkpoint_id:
                 raise BreadError(CHECKPOINT_NOT_FOUND, f"thread {self.id} has no pending pause")
-        return Run(self.client, self.transport.respond_to_action(checkpoint_id, response))
+        return self.client.respond(checkpoint_id, response)
 
     def stop(self) -> bool:
         """Cancel the thread's active run; False when it has none."""

@@ -36,13 +36,7 @@ class LocalTransport(Unsupported):
         self.bread = bread
 
     def get_manifest(self) -> dict[str, Any]:
-        entrypoints = self.bread.config.entrypoints
-        agents = [a for a in self.bread.agents.values() if entrypoints is None or a.id in entrypoints]
-        listed = [
-            {"id": a.id, "model": a.model_name, "outputFormat": a.output_format, "description": a.description}
-            for a in agents
-        ]
-        return {"agents": listed}
+        return {"agents": [served.summary() for served in self.bread.served_agents()]}
 
     def list_threads(self, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
         return self.bread.store.list_sessions(tags or {})

@@ -1,39 +1,41 @@
 """The run commands, on click: ``invoke``, ``resume``, ``chat``, ``tail`` and ``gc``, shared by
 the ``bread-sync`` command (``cli.py``) and ``flask bread`` (the extension registers them).
 
-A command runs against a ``Bread`` in this process (rendered through the stdout sink), or, with
-``--url`` (``BREAD_URL``), against a running server through the HTTP client, with the same
-output and exit codes; a dropped connection is resumed by the client without the user noticing.
+The command line is the client's first user: a command runs through ``create_agent_client``,
+over the in-process transport on a ``Bread`` of this process, or, with ``--url`` (``BREAD_URL``),
+over the HTTP one to a running server; one code path, so the same output and exit codes (the
+stdout sink renders the frames), and a dropped connection is resumed without the user noticing.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
-import signal
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
-from ..cancel import CancelToken
-from ..crumbs import AGENT_ERROR, AGENT_RUN_END, HUMAN_REQUIRED, Frame
-from ..errors import AGENT_NOT_FOUND, BreadError
+from ..client import Thread
+from ..crumbs import AGENT_ERROR, AGENT_RUN_END, HUMAN_REQUIRED
+from ..errors import BreadError
 from ..retention import collect_garbage
-from ..runtime import Bread, RunResult, new_id
-from ..transports import stdout
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_PAUSED = 3
-EXIT_CANCELLED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
-
-EXIT_CODES = {"completed": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
+from ..runtime import Bread
+from .console import (
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PAUSED,
+    EXIT_USAGE,
+    Console,
+    drive,
+    in_process,
+    leave_prompt,
+    over_http,
+    print_error,
+    report_pause,
+)
 
 # What each command's --help ends with: its own exit codes, then where the config comes from.
 RUN_EXITS = """\
@@ -120,143 +122,26 @@ class Group(click.Group):
 # -- where runs happen -------------------------------------------------------------------------
 
 
-class Local:
-    """Runs of a ``Bread`` in this process; the sink renders their crumbs."""
+class Runtime:
+    """What the group puts in ``ctx.obj``: ``open()``, a context manager of the ``Bread`` its
+    commands run in-process (the config's, made for the command; or the Flask app's)."""
 
-    #: What a pause's ``bread-sync resume`` hint needs besides the checkpoint: nothing here.
-    resume_flags = ""
-
-    def __init__(self, bread: Bread, sink: stdout.StdoutTransport):
-        self.bread, self.sink = bread, sink
-
-    def agent_ids(self) -> list[str]:
-        return sorted(self.bread.agents)
-
-    def check_agent(self, agent_id: str) -> str:
-        return self.bread.agent(agent_id).id
-
-    def invoke(self, agent_id: str, input: Any, session: str | None = None) -> Callable[[], RunResult]:
-        ref = {"id": session} if session else None
-        return self._pull(lambda token: self.bread.run(agent_id, input, session=ref, signal=token))
-
-    def resume(self, checkpoint_id: str, response: Any) -> Callable[[], RunResult]:
-        return self._pull(lambda token: self.bread.resume(checkpoint_id, response, signal=token))
-
-    def _pull(self, begin: Callable[[CancelToken], Any]) -> Callable[[], RunResult]:
-        def pull() -> RunResult:
-            token = CancelToken()
-            with _ctrl_c_cancels(token):
-                return begin(token).result()
-
-        return pull
-
-    def cancel(self, run_id: str) -> None:
-        self.bread.cancel(run_id)  # the sink prints its RUN_CANCELLED line
-
-    def tail(self, run_id: str, after: int) -> Iterator[Frame]:
-        return (item for item in self.bread.tail(run_id, after) if item.__class__ is Frame)
-
-    def run_record(self, run_id: str) -> dict[str, Any] | None:
-        return self.bread.store.get_run(run_id)
+    def __init__(self, open: Callable[[], AbstractContextManager[Bread]]):
+        self.open = open
 
 
-class Remote:
-    """Runs of a server, through the HTTP client; the sink renders their frames.
-    ``resume_flags``: what a pause's ``bread-sync resume`` hint adds to reach the same server."""
-
-    def __init__(self, client: Any, sink: stdout.StdoutTransport, resume_flags: str = ""):
-        self.client, self.sink, self.resume_flags = client, sink, resume_flags
-        self._positions: dict[str, int] = {}
-
-    def agent_ids(self) -> list[str]:
-        return sorted(agent["id"] for agent in self.client.manifest()["agents"])
-
-    def check_agent(self, agent_id: str) -> str:
-        if agent_id not in self.agent_ids():
-            raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
-        return agent_id
-
-    def invoke(self, agent_id: str, input: Any, session: str | None = None) -> Callable[[], RunResult]:
-        return self._pull(lambda: self.client.thread(session).send(agent_id, input))
-
-    def resume(self, checkpoint_id: str, response: Any) -> Callable[[], RunResult]:
-        from ..client import Run
-
-        return self._pull(lambda: Run(self.client, self.client.transport.respond_to_action(checkpoint_id, response)))
-
-    def _pull(self, begin: Callable[[], Any]) -> Callable[[], RunResult]:
-        def pull() -> RunResult:
-            run = begin()
-            token = CancelToken()
-            token.on_cancel(lambda: threading.Thread(target=run.cancel, daemon=True).start())
-            with _ctrl_c_cancels(token):
-                for frame in run:
-                    self.sink.publish(frame)
-            outcome = run.outcome()
-            self._positions[run.run_id] = run.last.seq if run.last is not None else 0
-            return RunResult(run.run_id, outcome.status, outcome.output, outcome.error, outcome.pause)
-
-        return pull
-
-    def cancel(self, run_id: str) -> None:
-        if self.client.transport.stop_run(run_id):
-            for frame in self.client.run(run_id, after=self._positions.get(run_id, 0)):
-                self.sink.publish(frame)  # its RUN_CANCELLED line, as a local cancel prints it
-
-    def tail(self, run_id: str, after: int) -> Iterator[Frame]:
-        return iter(self.client.run(run_id, after))
-
-    def run_record(self, run_id: str) -> dict[str, Any] | None:
-        return self.client.transport.get_run(run_id)
-
-
-#: Makes the backend of one command: ``opener(url, api_key)``, a context manager of a backend.
-Opener = Callable[[str | None, str | None], AbstractContextManager[Any]]
-
-
-class ClientMissing(click.ClickException):
-    """``--url`` on an install without the ``client`` extra: one line and exit 2, like a config
-    that cannot be loaded."""
-
-    exit_code = EXIT_USAGE
-
-    def show(self, file: Any = None) -> None:
-        print(f"error: {self.message}", file=sys.stderr)
+def _bread() -> AbstractContextManager[Bread]:
+    return click.get_current_context().find_object(Runtime).open()
 
 
 @contextmanager
-def remote(url: str, api_key: str | None, sink: stdout.StdoutTransport | None = None) -> Iterator[Remote]:
-    from ..client import create_agent_client
-
-    try:
-        from ..client import http as client_http
-    except ImportError:
-        raise ClientMissing('--url needs the HTTP client: pip install "bread-sync[client]"') from None
-
-    with create_agent_client(client_http.transport(url, api_key=api_key)) as client:
-        yield Remote(client, sink or stdout.transport(), _server_flags(url, api_key))
-
-
-def _server_flags(url: str, api_key: str | None) -> str:
-    """``--url URL``, and ``--api-key "$BREAD_API_KEY"`` when the key was given as a flag (one
-    from the environment is found there again): the hint never prints the secret itself."""
-    flags = f" --url {shlex.quote(url)}"
-    ctx = click.get_current_context(silent=True)
-    if api_key and ctx is not None and ctx.get_parameter_source("api_key") is ParameterSource.COMMANDLINE:
-        flags += ' --api-key "$BREAD_API_KEY"'
-    return flags
-
-
-def _backend(url: str | None, api_key: str | None) -> AbstractContextManager[Any]:
-    opener: Opener = click.get_current_context().find_object(Openers).open
-    return opener(url, api_key)
-
-
-class Openers:
-    """What the group puts in ``ctx.obj``: how its commands get their backend."""
-
-    def __init__(self, open: Opener):
-        self.open = open
+def _console(url: str | None, api_key: str | None) -> Iterator[Console]:
+    if url:
+        with over_http(url, api_key) as console:
+            yield console
+        return
+    with _bread() as bread, in_process(bread) as console:
+        yield console
 
 
 # -- the commands --------------------------------------------------------------------------------
@@ -288,7 +173,7 @@ def _json_or_text(text: str | None) -> Any:
 @_url
 @_api_key
 def invoke(agent: str, input: str | None, url: str | None, api_key: str | None) -> int:
-    return _run(url, api_key, lambda backend: drive(backend, backend.invoke(agent, _json_or_text(input))))
+    return _run(url, api_key, lambda console: drive(console, console.client.thread().send(agent, _json_or_text(input))))
 
 
 @_command("resume", RUN_EXITS, "continue a paused run from its checkpoint",
@@ -304,7 +189,7 @@ def resume(checkpoint: str, response: str, url: str | None, api_key: str | None)
         answer = json.loads(response)
     except ValueError as exc:
         raise click.UsageError(f"argument JSON: not valid JSON ({exc}): {response!r}") from None
-    return _run(url, api_key, lambda backend: drive(backend, backend.resume(checkpoint, answer)))
+    return _run(url, api_key, lambda console: drive(console, console.client.respond(checkpoint, answer)))
 
 
 @_command("chat", CHAT_EXITS, "talk with an agent in one session, line by line",
@@ -314,7 +199,7 @@ def resume(checkpoint: str, response: str, url: str | None, api_key: str | None)
 @_url
 @_api_key
 def chat(agent: str, url: str | None, api_key: str | None) -> int:
-    return _run(url, api_key, lambda backend: _chat(backend, agent))
+    return _run(url, api_key, lambda console: _chat(console, agent))
 
 
 @_command("tail", TAIL_EXITS, "follow a run to its end, from any process or a server",
@@ -324,7 +209,7 @@ def chat(agent: str, url: str | None, api_key: str | None) -> int:
 @_url
 @_api_key
 def tail(run_id: str, after: int, url: str | None, api_key: str | None) -> int:
-    return _run(url, api_key, lambda backend: _tail(backend, run_id, after))
+    return _run(url, api_key, lambda console: _tail(console, run_id, after))
 
 
 @_command("gc", GC_EXITS, "delete finished runs and stored files older than some days",
@@ -334,161 +219,80 @@ def tail(run_id: str, after: int, url: str | None, api_key: str | None) -> int:
               help="their age in days (default: $BREAD_RETENTION_DAYS, else the config's retention_days)")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="count what would be deleted; delete nothing")
 def gc(older_than: float | None, dry_run: bool) -> int:
-    return _run(None, None, lambda backend: _gc(backend, older_than, dry_run))
+    with _bread() as bread:
+        return _exit_code(lambda: _gc(bread, older_than, dry_run))
 
 
 COMMANDS = [invoke, resume, chat, tail, gc]
 
 
-def _run(url: str | None, api_key: str | None, body: Callable[[Any], int]) -> int:
-    with _backend(url, api_key) as backend:
-        try:
-            return body(backend)
-        except BreadError as exc:
-            _print_error(backend, exc)
-            return EXIT_FAILED
-        except KeyboardInterrupt:
-            return EXIT_CANCELLED
+def _run(url: str | None, api_key: str | None, body: Callable[[Console], int]) -> int:
+    with _console(url, api_key) as console:
+        return _exit_code(lambda: body(console), console)
 
 
-def _chat(backend: Any, agent_id: str) -> int:
-    agent = backend.check_agent(agent_id)  # an unknown agent fails now, not at the first line
-    session, sink = new_id("ses"), backend.sink
+def _exit_code(body: Callable[[], int], console: Console | None = None) -> int:
+    try:
+        return body()
+    except BreadError as exc:
+        print_error(exc, console)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+
+
+def _chat(console: Console, agent_id: str) -> int:
+    agent = console.check_agent(agent_id)  # an unknown agent fails now, not at the first line
+    thread, sink = console.client.thread(), console.sink
     if sink.input.isatty():
         print(f"chatting with {agent}; /exit or Ctrl-D to leave", file=sink.prompts)
     while True:
         try:
             line = sink.ask("you> ")
         except (EOFError, KeyboardInterrupt) as exc:
-            _leave_prompt(sink)
+            leave_prompt(sink)
             return EXIT_OK if isinstance(exc, EOFError) else EXIT_CANCELLED
         if line.strip() == "/exit":
             return EXIT_OK
-        if line.strip() and _chat_turn(backend, agent, session, line) == EXIT_PAUSED:
+        if line.strip() and _chat_turn(console, thread, agent, line) == EXIT_PAUSED:
             return EXIT_PAUSED
 
 
-def _chat_turn(backend: Any, agent_id: str, session: str, line: str) -> int:
+def _chat_turn(console: Console, thread: Thread, agent_id: str, line: str) -> int:
     try:
-        return drive(backend, backend.invoke(agent_id, _json_or_text(line), session), interactive=True)
+        return drive(console, thread.send(agent_id, _json_or_text(line)), interactive=True)
     except BreadError as exc:  # e.g. INPUT_INVALID: say so and let the human try again
-        _print_error(backend, exc)
+        print_error(exc, console)
         return EXIT_FAILED
 
 
-def _tail(backend: Any, run_id: str, after: int) -> int:
-    sink = backend.sink
-    for frame in backend.tail(run_id, after):
-        sink.publish(frame)
-        kind = frame.crumb["type"]
-        if kind == AGENT_RUN_END:
-            return EXIT_OK
-        if kind == AGENT_ERROR:
-            return EXIT_FAILED
-        if kind == HUMAN_REQUIRED and _paused_at(backend, run_id, frame.crumb["checkpointId"]):
-            return _report_pause(backend, frame.crumb)
-    record = backend.run_record(run_id) or {}
+def _tail(console: Console, run_id: str, after: int) -> int:
+    with closing(console.client.run(run_id, after)) as run:
+        for frame in run:
+            console.sink.publish(frame)
+            if frame.type == AGENT_RUN_END:
+                return EXIT_OK
+            if frame.type == AGENT_ERROR:
+                return EXIT_FAILED
+            if frame.type == HUMAN_REQUIRED and _paused_at(console, run_id, frame.crumb["checkpointId"]):
+                return report_pause(console, frame.crumb)
+    record = console.run_record(run_id) or {}
     return EXIT_OK if record.get("status") == "completed" else EXIT_FAILED
 
 
-def _paused_at(backend: Any, run_id: str, checkpoint_id: str) -> bool:
-    record = backend.run_record(run_id) or {}
+def _paused_at(console: Console, run_id: str, checkpoint_id: str) -> bool:
+    record = console.run_record(run_id) or {}
     return record.get("status") == "paused" and record.get("checkpointId") == checkpoint_id
 
 
-def _gc(backend: Any, older_than: float | None, dry_run: bool) -> int:
-    bread = backend.bread
+def _gc(bread: Bread, older_than: float | None, dry_run: bool) -> int:
     days = older_than if older_than is not None else bread.config.retention_days
     if days is None or not days >= 0:  # also refuses nan
         print("error: give --older-than DAYS (0 or more), or set BREAD_RETENTION_DAYS", file=sys.stderr)
         return EXIT_USAGE
     report = collect_garbage(bread, days, dry_run=dry_run)
-    print(json.dumps(report), file=backend.sink.stream, flush=True)
+    print(json.dumps(report), flush=True)
     return EXIT_OK
-
-
-# -- driving a run -----------------------------------------------------------------------------
-
-
-def drive(backend: Any, pull: Callable[[], RunResult], interactive: bool | None = None) -> int:
-    """Pull a run (the sink renders it) until it ends; answer its pauses at the terminal when
-    ``interactive`` (by default: stdin is a terminal), else report the pause. The exit code."""
-    sink = backend.sink
-    interactive = sink.input.isatty() if interactive is None else interactive
-    while True:
-        result = pull()
-        if result.status != "paused":
-            return EXIT_CODES.get(result.status, EXIT_FAILED)
-        checkpoint = result.checkpoint or {}
-        if not interactive:
-            return _report_pause(backend, checkpoint)
-        try:
-            response = _answer(sink, checkpoint)
-        except EOFError:
-            _leave_prompt(sink)
-            return _report_pause(backend, checkpoint)
-        except KeyboardInterrupt:
-            _leave_prompt(sink)
-            backend.cancel(result.run_id)
-            return EXIT_CANCELLED
-        pull = backend.resume(checkpoint["checkpointId"], response)
-
-
-@contextmanager
-def _ctrl_c_cancels(token: CancelToken) -> Iterator[None]:
-    """While a run is pulled, the first Ctrl-C cancels it (so it ends with RUN_CANCELLED and a
-    log that says so); a second one raises KeyboardInterrupt as usual."""
-
-    def on_interrupt(signum: int, frame: Any) -> None:
-        if token.cancelled:
-            raise KeyboardInterrupt
-        token.cancel()
-
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
-        return
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
-        yield
-    finally:  # None: a handler installed outside Python, which SIG_DFL stands for best
-        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
-
-
-def _answer(sink: stdout.StdoutTransport, checkpoint: dict[str, Any]) -> Any:
-    line = sink.ask(sink.question(checkpoint))
-    if checkpoint["kind"] == "approval":
-        return {"approved": line.strip().lower() in ("y", "yes")}
-    try:
-        return json.loads(line)
-    except ValueError:
-        return {"answer": line}
-
-
-def _report_pause(backend: Any, checkpoint: dict[str, Any]) -> int:
-    sink, keys = backend.sink, ("checkpointId", "kind", "toolName", "input")
-    example = '{"approved": true}' if checkpoint.get("kind") == "approval" else '{"answer": "..."}'
-    # The hint first, flushed: the JSON line ends the whole output, as a terminal shows stdout
-    # and stderr together, so whoever reads the last line gets the checkpoint.
-    print(
-        f"paused: continue with bread-sync resume {checkpoint.get('checkpointId')} '{example}'{backend.resume_flags}",
-        file=sys.stderr,
-        flush=True,
-    )
-    sink.stream.write(json.dumps({k: checkpoint.get(k) for k in keys}, ensure_ascii=False) + "\n")
-    sink.stream.flush()
-    return EXIT_PAUSED
-
-
-def _leave_prompt(sink: stdout.StdoutTransport) -> None:
-    if sink.input.isatty():  # the cursor is still after the prompt
-        sink.prompts.write("\n")
-        sink.prompts.flush()
-
-
-def _print_error(backend: Any, error: BreadError) -> None:
-    print(f"error: {error.code}: {error.message}", file=sys.stderr)
-    if error.code == AGENT_NOT_FOUND:
-        print(f"agents: {', '.join(backend.agent_ids()) or '(none)'}", file=sys.stderr)
 
 
 # -- flask bread ...  ---------------------------------------------------------------------------
@@ -501,26 +305,18 @@ def flask_group() -> click.Group:
 
     group = AppGroup("bread", help="Run this app's bread_sync agents from a terminal.")
 
-    @contextmanager
-    def app_backend(url: str | None, api_key: str | None) -> Iterator[Any]:
-        if url:
-            with remote(url, api_key) as backend:
-                yield backend
-            return
-        from .state import state
-
-        bread, sink = state().bread, stdout.transport()
-        undo = bread.on("crumb", sink.publish)  # the app's transport carries them elsewhere
-        try:
-            yield Local(bread, sink)
-        finally:
-            undo()
-
     @group.result_callback()
     def _exit(code: Any, **_: Any) -> None:
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
-    group.context_settings["obj"] = Openers(app_backend)
+    group.context_settings["obj"] = Runtime(_app_bread)
     for command in COMMANDS:
         group.add_command(command)
     return group
+
+
+@contextmanager
+def _app_bread() -> Iterator[Bread]:
+    from .state import state
+
+    yield state().bread  # the app's to close, not a command's

@@ -3,7 +3,6 @@ health and the OpenAPI document. Path params carry the names http-api.md gives `
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 from urllib.parse import quote
 
@@ -28,8 +27,6 @@ from .actions import HEALTH_PATH, HTTP_ACTIONS, register_http_route
 from .guard import authorize_run, valid_body, valid_query
 from .schemas import CleanupBody, LoopsQuery, RunsQuery, SessionsQuery, TasksQuery
 from .state import bread
-
-log = logging.getLogger("bread_sync.server")
 
 #: Files shown in the browser, not downloaded: images and plain text, which run no script.
 INLINE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "text/plain"})
@@ -67,21 +64,14 @@ def health() -> Any:
 
 
 def list_agents() -> Any:
-    instance = bread()
-    remote = [remote_description(id, instance.remote_agents[id]) for id in exposed_remote(instance)]
-    summaries = [{key: described.get(key) for key in SUMMARY_KEYS} for described in remote]
-    return jsonify([agent_summary(agent) for agent in exposed(instance)] + summaries)
+    return jsonify([served.summary() for served in bread().served_agents()])
 
 
 def read_agent(id: str) -> Any:
-    instance = bread()
-    if id in exposed_remote(instance):
-        return jsonify(remote_description(id, instance.remote_agents[id]))
-    agent = next((a for a in exposed(instance) if a.id == id), None)
-    if agent is None:
+    served = next((served for served in bread().served_agents() if served.id == id), None)
+    if served is None:
         raise BreadError(AGENT_NOT_FOUND, f"no agent {id!r}")
-    schema = agent.input_schema.model_json_schema() if agent.input_schema else {}
-    return jsonify({**agent_summary(agent), "inputSchema": schema, "skills": sorted(agent.skills)})
+    return jsonify(served.describe())
 
 
 def list_pipelines() -> Any:
@@ -91,52 +81,6 @@ def list_pipelines() -> Any:
         for p in bread().pipelines.values()
     ]
     return jsonify(listed)
-
-
-def exposed(instance: Any) -> list[Any]:
-    """The agents served over HTTP: ``config.entrypoints``, or all of them."""
-    entrypoints = instance.config.entrypoints
-    return [
-        a
-        for a in instance.agents.values()
-        if (entrypoints is None or a.id in entrypoints) and a.id not in instance.remote_agents
-    ]
-
-
-def exposed_remote(instance: Any) -> list[str]:
-    """The remote agents served over HTTP, by local id (they shadow local agents)."""
-    entrypoints = instance.config.entrypoints
-    return [id for id in instance.remote_agents if entrypoints is None or id in entrypoints]
-
-
-#: What ``GET /agents`` answers of each agent.
-SUMMARY_KEYS = ("id", "model", "outputFormat", "description")
-
-
-def remote_description(id: str, remote: Any) -> dict[str, Any]:
-    """A remote agent as its server describes it (``GET /agents/<id>`` there), under its local
-    id; while that server does not describe it, only what the config knows."""
-    try:
-        described = remote.describe()
-    except BreadError as exc:
-        log.warning("remote agent %s did not describe itself: %s", id, exc.message)
-        described = {
-            "model": f"remote:{remote.agent_id}",
-            "outputFormat": "text",
-            "description": None,
-            "inputSchema": {},
-            "skills": [],
-        }
-    return {**described, "id": id}
-
-
-def agent_summary(agent: Any) -> dict[str, Any]:
-    return {
-        "id": agent.id,
-        "model": agent.model_name,
-        "outputFormat": agent.output_format,
-        "description": agent.description,
-    }
 
 
 def list_runs() -> Any:

@@ -84,8 +84,8 @@ def mcp_server(
     """The MCP plugin, for ``Config.plugins``: the instance's agents and tasks as MCP tools,
     served over Streamable HTTP at ``path`` (action ``mcp.request``).
 
-    ``agents``, ``tasks``: the ids (or the objects) to expose, ``[]`` none; None exposes all the
-    instance has (of agents, its ``Config.entrypoints`` when it names them). Tools:
+    ``agents``, ``tasks``: the ids (or the objects) to expose, ``[]`` none; None exposes every
+    task and the instance's own agents of those it serves (``Bread.served_agents``). Tools:
     ``agent_<agentId>``, ``task_<taskId>`` and ``resume``. ``name``: the ``serverInfo`` name
     ``initialize`` answers with. A session belongs to the identity that opened it (with auth
     off, every caller is one identity): another is told 404, as for an unknown session. An
@@ -94,6 +94,11 @@ def mcp_server(
     if max_sessions < 1 or session_idle_seconds <= 0:
         raise ValueError("max_sessions must be at least 1 and session_idle_seconds above 0")
     return McpPlugin(path, _ids(agents), _ids(tasks), name, Sessions(max_sessions, session_idle_seconds))
+
+
+def _own_served(bread: Any) -> list[Any]:
+    # A remote agent has no tool of its own here: its schema and pauses are another server's.
+    return [served.agent for served in bread.served_agents() if not served.remote]
 
 
 def _ids(given: Iterable[Any] | None) -> list[str] | None:
@@ -136,9 +141,7 @@ class McpPlugin:
         missing = missing_methods(bread.store, McpSessionStore)
         if missing:
             raise TypeError(f"the MCP plugin keeps its sessions in the store, and this store has no {missing}")
-        # By default the agents served over HTTP: the config's entrypoints, or all of them.
-        agent_ids = self.agent_ids if self.agent_ids is not None else bread.config.entrypoints
-        agents = [bread.agent(i) for i in (agent_ids if agent_ids is not None else bread.agents)]
+        agents = [bread.agent(i) for i in self.agent_ids] if self.agent_ids is not None else _own_served(bread)
         tasks = [bread.task(i) for i in (self.task_ids if self.task_ids is not None else bread.tasks)]
         self.tools = tool_table(agents, tasks, bread.agents)
         register_http_route(

@@ -1,0 +1,75 @@
+"""What a run call hands out: a :class:`Run` to iterate, or with ``mode="sync"`` its :class:`RunResult`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import crumbs as c
+from .engine.execution import drain
+from .errors import RUN_CANCELLED, BreadError, internal_error
+from .logs import BoundRun
+
+
+@dataclass
+class RunResult:
+    """What ``mode="sync"`` returns. ``status`` is ``completed``, ``paused``, ``failed`` or
+    ``cancelled``; a paused run carries its ``checkpoint`` (``checkpointId``, ``kind``,
+    ``toolName``, ``toolCallId``, ``input``)."""
+
+    run_id: str
+    status: str
+    output: Any = None
+    error: BreadError | None = None
+    checkpoint: dict[str, Any] | None = None
+    crumbs: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+
+class Run:
+    """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb."""
+
+    def __init__(self, run_id: str, crumbs: Iterator[dict[str, Any]], attached: bool = False, first_seq: int = 1):
+        self.run_id = run_id
+        #: True when this follows a run another request started (same ``run_id``).
+        self.attached = attached
+        #: The seq of this stream's first durable crumb: 1, or where a resumed run continues.
+        self.first_seq = first_seq
+        self._steps = crumbs
+        self._crumbs = BoundRun(run_id, crumbs)  # its log records carry run_id
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._crumbs
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self._crumbs)
+
+    def close(self) -> None:
+        close = getattr(self._crumbs, "close", None)
+        if close is not None:
+            close()
+
+    def drain(self) -> None:
+        """Drive the run to its end or pause, for a caller that only needs it to happen (the
+        server's runner: its clients read the crumbs from the transport)."""
+        drain(self.run_id, self._steps)
+
+    def result(self) -> RunResult:
+        """Drive the run to its end or pause and sum it up."""
+        seen = list(self._crumbs)
+        return summarize(self.run_id, seen)
+
+
+def summarize(run_id: str, seen: list[dict[str, Any]]) -> RunResult:
+    last = seen[-1] if seen else None
+    if last is None:
+        return RunResult(run_id, "failed", error=internal_error(RuntimeError("no crumbs")), crumbs=seen)
+    if last["type"] == c.AGENT_RUN_END:
+        return RunResult(run_id, "completed", output=last["output"], crumbs=seen)
+    if last["type"] == c.HUMAN_REQUIRED:
+        keys = ("checkpointId", "kind", "toolName", "toolCallId", "input")
+        return RunResult(run_id, "paused", checkpoint={k: last[k] for k in keys}, crumbs=seen)
+    error = last.get("error")
+    error = error if isinstance(error, BreadError) else BreadError.from_wire(error or {})
+    status = "cancelled" if error.code == RUN_CANCELLED else "failed"
+    return RunResult(run_id, status, error=error, crumbs=seen)

@@ -13,7 +13,7 @@ from ..errors import INTERNAL, BreadError, internal_error
 from ..plugins import hooks, named
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
-from . import commands, cors, cross_site, playground, routes, streaming
+from . import commands, cors, cross_site, playground, records, runs
 from .actions import HEALTH_ENDPOINT, actions_of, authorize_args_of, body_limits_of, statuses_of
 from .guard import (
     Forbidden,
@@ -86,7 +86,7 @@ class BreadSync:
         blueprint.before_request(_grant)
         blueprint.after_request(_cors_headers)
         blueprint.register_error_handler(Exception, _error_response)
-        routes.register(blueprint)
+        records.register(blueprint)
         if app.extensions["bread_sync"].playground:
             playground.register(blueprint)
         mount(blueprint, bread)
@@ -102,9 +102,9 @@ class BreadSync:
 
 def _mounter(transport: Any) -> Any:
     """How ``transport`` serves the streaming routes: an HTTP transport's wire, through
-    server/streaming.py; a transport of its own making, through its ``mount(app, bread)``."""
+    server/runs.py; a transport of its own making, through its ``mount(app, bread)``."""
     if isinstance(transport, HTTPTransport):
-        return lambda app, bread: streaming.mount(app, bread, transport)
+        return lambda app, bread: runs.mount(app, bread, transport)
     if callable(getattr(transport, "mount", None)):
         return transport.mount
     raise TypeError(
@@ -115,7 +115,7 @@ def _mounter(transport: Any) -> Any:
 
 def _guard() -> Any:
     if request.endpoint == HEALTH_ENDPOINT:
-        return routes.health()  # answered here, so no middleware (auth included) ever sees it
+        return records.health()  # answered here, so no middleware (auth included) ever sees it
     current = state()
     if not current.auth:
         check_local()

@@ -17,7 +17,7 @@ StreamAuthorizer = Callable[[Any, str], bool]
 
 class HTTPTransport:
     """A duplex, mount-capable transport: the server serves the streaming routes in its
-    ``wire`` format (server/streaming.py), and it carries its pub/sub inside.
+    ``wire`` format (server/runs.py), and it carries its pub/sub inside.
 
     ``heartbeat``: seconds between heartbeats on an idle stream (None: never).
     ``authorize_stream(identity, run_id)``: per-run ownership, one way to set the config's

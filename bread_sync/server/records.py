@@ -1,5 +1,5 @@
-"""The transport-agnostic routes: agents, runs as resources, sessions, loops, tasks, files,
-health and the OpenAPI document. Path params carry the names http-api.md gives ``args``."""
+"""The record routes, the same on every transport: agents, runs as resources, sessions, loops,
+tasks, files, health and the OpenAPI document. Path params carry the names http-api.md gives ``args``."""
 
 from __future__ import annotations
 

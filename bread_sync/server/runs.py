@@ -1,4 +1,4 @@
-"""The streaming routes, shared by both HTTP transports; only the :class:`~bread_sync.wire.Wire`
+"""The run routes (start, resume, follow a run's stream), shared by both HTTP transports; only the :class:`~bread_sync.wire.Wire`
 differs. A view starts or finds the run elsewhere and only tails it; its response generator
 formats frames and nothing more.
 """
@@ -18,8 +18,8 @@ from ..wire import SSE, Wire
 from ..wire.replay import Gap
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import accepts, authorize_run, may_reach_run, valid_body
-from .run_streams import followed_run, start_run_stream, stream_body, stream_position, stream_response
 from .schemas import PipelineRunBody, ResumeBody, RunBody
+from .streams import followed_run, start_run_stream, stream_body, stream_position, stream_response
 
 
 def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:

@@ -11,7 +11,7 @@ this process, the reference). An operation bread has no counterpart for raises `
 from __future__ import annotations
 
 from .contract import AgentClientTransport, RunStream, StoredFile, ThreadState, optional
-from .facade import AgentClient, Outcome, Run, Thread, ThreadEvent, create_agent_client
+from .facade import AgentClient, Outcome, Thread, ThreadEvent, ThreadRun, create_agent_client
 
 __all__ = [
     "AgentClient",
@@ -22,7 +22,11 @@ __all__ = [
     "StoredFile",
     "Thread",
     "ThreadEvent",
+    "ThreadRun",
     "ThreadState",
     "create_agent_client",
     "optional",
 ]
+
+#: ``ThreadRun``'s name before it was told apart from ``bread_sync.Run``; kept for one release.
+Run = ThreadRun

@@ -38,7 +38,7 @@ from ..errors import (
     BreadError,
 )
 from ..wire.replay import Gap
-from .facade import AgentClient, Run, ThreadEvent, create_agent_client
+from .facade import AgentClient, ThreadEvent, ThreadRun, create_agent_client
 
 FIXTURE = "agent_client_transport"
 #: Seconds any one wait of the suite may take.
@@ -147,7 +147,7 @@ def settled(client: AgentClient, run_id: str, status: str) -> dict[str, Any]:
 def raises(code: str, call: Any) -> BreadError:
     with pytest.raises(BreadError) as caught:
         result = call()
-        if isinstance(result, Run):
+        if isinstance(result, ThreadRun):
             result.wait_until_idle()
     assert caught.value.code == code, caught.value
     return caught.value

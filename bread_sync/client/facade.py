@@ -1,7 +1,7 @@
 """The client's app-facing half, the same over every transport: threads, runs, watching.
 
-``client.thread(id).send(agent, input)`` starts a run and returns a :class:`Run`: iterate it for
-its frames as they come, or ``wait_until_idle()`` for how it stopped (ended or paused). A pause
+``client.thread(id).send(agent, input)`` starts a run and returns a :class:`ThreadRun`: iterate
+it for its frames as they come, or ``wait_until_idle()`` for how it stopped (ended or paused). A pause
 is answered with ``run.respond(...)`` (or ``thread.respond(...)``), which returns the
 continuation. ``thread.watch()`` yields a snapshot of the thread, then the crumbs of its active
 run as they come; a gap or a broken stream is repaired from a fresh snapshot, after which the
@@ -38,13 +38,13 @@ class AgentClient:
         """A thread (a bread session) by id; a new id when None. Nothing is sent yet."""
         return Thread(self, thread_id or f"ses_{uuid.uuid4().hex}")
 
-    def run(self, run_id: str, after: int = 0) -> Run:
+    def run(self, run_id: str, after: int = 0) -> ThreadRun:
         """An existing run, followed from ``after`` through its pauses to its end."""
-        return Run(self, self.transport.stream_run(run_id, after), stop_at_pause=False)
+        return ThreadRun(self, self.transport.stream_run(run_id, after), stop_at_pause=False)
 
-    def respond(self, checkpoint_id: str, response: Any) -> Run:
+    def respond(self, checkpoint_id: str, response: Any) -> ThreadRun:
         """Answer the pause of ``checkpoint_id``, whoever started its run; the continuation."""
-        return Run(self, self.transport.respond_to_action(checkpoint_id, response))
+        return ThreadRun(self, self.transport.respond_to_action(checkpoint_id, response))
 
     def manifest(self) -> dict[str, Any]:
         return self.transport.get_manifest()
@@ -75,7 +75,7 @@ class Outcome:
     text: str = ""
 
 
-class Run:
+class ThreadRun:
     """One run as this client follows it. Iterate it once for its frames (durable crumbs once
     each, in order); :meth:`wait_until_idle` reads what is left."""
 
@@ -125,7 +125,7 @@ class Run:
             return Outcome(self.run_id, "paused", pause=dict(last.crumb), text=text)
         return Outcome(self.run_id, "running", text=text)
 
-    def respond(self, response: Any) -> Run:
+    def respond(self, response: Any) -> ThreadRun:
         """Answer the pause this run stopped at; the continuation."""
         pause = self.outcome().pause
         if pause is None:
@@ -169,16 +169,18 @@ class Thread:
         """The thread's snapshot; empty before its first run."""
         return self.transport.get_thread_state(self.id) or ThreadState(self.id)
 
-    def send(self, agent_id: str, input: Any = None, *, run_id: str | None = None, skill: str | None = None) -> Run:
+    def send(
+        self, agent_id: str, input: Any = None, *, run_id: str | None = None, skill: str | None = None
+    ) -> ThreadRun:
         """Start a run of ``agent_id`` in this thread. With your own ``run_id``, sending again
         follows the run the first send started instead of starting another."""
-        return Run(self.client, self.transport.send(self.id, agent_id, input, run_id=run_id, skill=skill))
+        return ThreadRun(self.client, self.transport.send(self.id, agent_id, input, run_id=run_id, skill=skill))
 
-    def regenerate(self, *, run_id: str | None = None) -> Run:
+    def regenerate(self, *, run_id: str | None = None) -> ThreadRun:
         """Run the thread's last run's agent again on the same input."""
-        return Run(self.client, self.transport.regenerate(self.id, run_id=run_id))
+        return ThreadRun(self.client, self.transport.regenerate(self.id, run_id=run_id))
 
-    def respond(self, response: Any, checkpoint_id: str | None = None) -> Run:
+    def respond(self, response: Any, checkpoint_id: str | None = None) -> ThreadRun:
         """Answer the thread's pending pause (or the checkpoint named); the continuation."""
         if checkpoint_id is None:
             active = self.state().active_run

@@ -35,7 +35,7 @@ RECONNECT_ATTEMPTS = 8
 RUN_ID_HEADER = "bread-run-id"
 
 
-class HTTPTransport(Unsupported):
+class HTTPClientTransport(Unsupported):
     """``url`` is the server's base URL (with its prefix, if it has one). ``api_key`` is sent as
     ``Authorization: Bearer``; ``headers`` go on every request. ``heartbeat_timeout``: the
     silence after which a stream is taken for dead and reopened (None: never).
@@ -191,7 +191,7 @@ class HTTPRunStream:
 
     def __init__(
         self,
-        transport: HTTPTransport,
+        transport: HTTPClientTransport,
         run_id: str,
         *,
         after: int = 0,
@@ -365,6 +365,6 @@ def _file_path(file_id: str) -> str:
     return file_id if file_id.startswith("/files/") else f"/files/{_segment(file_id)}"
 
 
-def transport(url: str, **options: Any) -> HTTPTransport:
-    """The HTTP transport to the server at ``url`` (options: see :class:`HTTPTransport`)."""
-    return HTTPTransport(url, **options)
+def transport(url: str, **options: Any) -> HTTPClientTransport:
+    """The HTTP transport to the server at ``url`` (options: see :class:`HTTPClientTransport`)."""
+    return HTTPClientTransport(url, **options)

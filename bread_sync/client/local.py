@@ -31,7 +31,7 @@ class LocalRunStream:
         self._frames.close()
 
 
-class LocalTransport(Unsupported):
+class LocalClientTransport(Unsupported):
     def __init__(self, bread: Any):
         self.bread = bread
 
@@ -112,6 +112,6 @@ def _url(file_id: str) -> str:
     return file_id if file_id.startswith(FILES) else FILES + file_id
 
 
-def transport(bread: Any) -> LocalTransport:
+def transport(bread: Any) -> LocalClientTransport:
     """The in-process transport over ``bread`` (a started :class:`~bread_sync.Bread`)."""
-    return LocalTransport(bread)
+    return LocalClientTransport(bread)

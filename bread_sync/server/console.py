@@ -19,7 +19,7 @@ import click
 from click.core import ParameterSource
 
 from ..cancel import CancelToken
-from ..client import AgentClient, Outcome, Run, create_agent_client, local
+from ..client import AgentClient, Outcome, ThreadRun, create_agent_client, local
 from ..errors import AGENT_NOT_FOUND, BreadError
 from ..runtime import Bread
 from ..transports import stdout
@@ -50,7 +50,7 @@ class Console:
             raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
         return agent_id
 
-    def follow(self, run: Run) -> Outcome:
+    def follow(self, run: ThreadRun) -> Outcome:
         """Render ``run`` to its end or pause; the first Ctrl-C cancels it meanwhile."""
         token = CancelToken()
         token.on_cancel(lambda: threading.Thread(target=run.cancel, daemon=True).start())
@@ -109,7 +109,7 @@ def _server_flags(url: str, api_key: str | None) -> str:
     return flags
 
 
-def drive(console: Console, run: Run, interactive: bool | None = None) -> int:
+def drive(console: Console, run: ThreadRun, interactive: bool | None = None) -> int:
     """Follow ``run`` (the sink renders it) until it ends; answer its pauses at the terminal
     when ``interactive`` (by default: stdin is a terminal), else report the pause. The exit code."""
     sink = console.sink

@@ -1,6 +1,6 @@
-"""The run routes (start, resume, follow a run's stream), shared by both HTTP transports; only the :class:`~bread_sync.wire.Wire`
-differs. A view starts or finds the run elsewhere and only tails it; its response generator
-formats frames and nothing more.
+"""The run routes (start, resume, follow a run's stream), shared by both HTTP transports; only
+the :class:`~bread_sync.wire.Wire` differs. A view starts or finds the run elsewhere and only
+tails it; its response generator formats frames and nothing more.
 """
 
 from __future__ import annotations

@@ -64,8 +64,13 @@ def _runtime(config_name: str | None) -> Runtime:
 
 
 @click.group(cls=Group, epilog=MAIN_EXITS + CONFIG_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-c", "--config", "config_name", metavar="MODULE:ATTR",
-              help="the config to load (default: $BREAD_CONFIG, else the demo)")  # fmt: skip
+@click.option(
+    "-c",
+    "--config",
+    "config_name",
+    metavar="MODULE:ATTR",
+    help="the config to load (default: $BREAD_CONFIG, else the demo)",
+)
 @click.pass_context
 def commands(ctx: click.Context, config_name: str | None) -> None:
     """Run bread_sync agents from a terminal: their text streams live, tool calls are marked,
@@ -79,8 +84,13 @@ for _command in COMMANDS:
 
 
 def _serve(name: str, summary: str, more: str) -> Any:
-    @click.command(name, cls=Command, short_help=summary, help=f"{summary[0].upper()}{summary[1:]}. {more}",
-                   epilog=SERVE_EXITS + CONFIG_HELP)  # fmt: skip
+    @click.command(
+        name,
+        cls=Command,
+        short_help=summary,
+        help=f"{summary[0].upper()}{summary[1:]}. {more}",
+        epilog=SERVE_EXITS + CONFIG_HELP,
+    )
     @click.option("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     @click.option("--port", type=int, default=3000, help="the port (default: 3000)")
     @click.pass_context

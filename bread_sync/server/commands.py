@@ -151,8 +151,13 @@ _api_key = click.option("--api-key", envvar="BREAD_API_KEY", metavar="KEY", help
 
 
 def _command(name: str, exits: str, summary: str, more: str = "") -> Callable[[Callable[..., int]], Command]:
-    return click.command(name, cls=Command, short_help=summary, help=f"{summary[0].upper()}{summary[1:]}. {more}",
-                         epilog=exits + CONFIG_HELP)  # fmt: skip
+    return click.command(
+        name,
+        cls=Command,
+        short_help=summary,
+        help=f"{summary[0].upper()}{summary[1:]}. {more}",
+        epilog=exits + CONFIG_HELP,
+    )
 
 
 def _json_or_text(text: str | None) -> Any:
@@ -164,10 +169,14 @@ def _json_or_text(text: str | None) -> Any:
         return text
 
 
-@_command("invoke", RUN_EXITS, "run an agent once and stream its output",
-          "AGENT is the agent's id, e.g. echo or writer; INPUT is the run's input: JSON when it "
-          "parses, else a plain string (default: null). A pause for a human is asked at the "
-          "terminal, or reported as a JSON line (exit 3).")  # fmt: skip
+@_command(
+    "invoke",
+    RUN_EXITS,
+    "run an agent once and stream its output",
+    "AGENT is the agent's id, e.g. echo or writer; INPUT is the run's input: JSON when it "
+    "parses, else a plain string (default: null). A pause for a human is asked at the "
+    "terminal, or reported as a JSON line (exit 3).",
+)
 @click.argument("agent", metavar="AGENT")
 @click.argument("input", metavar="[INPUT]", required=False)
 @_url
@@ -176,10 +185,14 @@ def invoke(agent: str, input: str | None, url: str | None, api_key: str | None) 
     return _run(url, api_key, lambda console: drive(console, console.client.thread().send(agent, _json_or_text(input))))
 
 
-@_command("resume", RUN_EXITS, "continue a paused run from its checkpoint",
-          "CHECKPOINT is the checkpointId a pause printed; JSON the human's response, e.g. "
-          "'{\"approved\": true}' or '{\"answer\": \"Ada\"}'. Works in any process sharing the "
-          "store (BREAD_DB); a checkpoint resumes once.")  # fmt: skip
+@_command(
+    "resume",
+    RUN_EXITS,
+    "continue a paused run from its checkpoint",
+    "CHECKPOINT is the checkpointId a pause printed; JSON the human's response, e.g. "
+    '\'{"approved": true}\' or \'{"answer": "Ada"}\'. Works in any process sharing the '
+    "store (BREAD_DB); a checkpoint resumes once.",
+)
 @click.argument("checkpoint", metavar="CHECKPOINT")
 @click.argument("response", metavar="JSON")
 @_url
@@ -192,9 +205,13 @@ def resume(checkpoint: str, response: str, url: str | None, api_key: str | None)
     return _run(url, api_key, lambda console: drive(console, console.client.respond(checkpoint, answer)))
 
 
-@_command("chat", CHAT_EXITS, "talk with an agent in one session, line by line",
-          "Each line you type is one run (JSON if it parses, else text), and the session keeps "
-          "the history. /exit or Ctrl-D leaves; Ctrl-C cancels the answer in progress.")  # fmt: skip
+@_command(
+    "chat",
+    CHAT_EXITS,
+    "talk with an agent in one session, line by line",
+    "Each line you type is one run (JSON if it parses, else text), and the session keeps "
+    "the history. /exit or Ctrl-D leaves; Ctrl-C cancels the answer in progress.",
+)
 @click.argument("agent", metavar="AGENT")
 @_url
 @_api_key
@@ -202,8 +219,12 @@ def chat(agent: str, url: str | None, api_key: str | None) -> int:
     return _run(url, api_key, lambda console: _chat(console, agent))
 
 
-@_command("tail", TAIL_EXITS, "follow a run to its end, from any process or a server",
-          "Prints the run's crumbs past --after (its whole log by default) and what comes live.")  # fmt: skip
+@_command(
+    "tail",
+    TAIL_EXITS,
+    "follow a run to its end, from any process or a server",
+    "Prints the run's crumbs past --after (its whole log by default) and what comes live.",
+)
 @click.argument("run_id", metavar="RUN_ID")
 @click.option("--after", metavar="SEQ", type=click.IntRange(min=0), default=0, help="the last seq already seen")
 @_url
@@ -212,11 +233,20 @@ def tail(run_id: str, after: int, url: str | None, api_key: str | None) -> int:
     return _run(url, api_key, lambda console: _tail(console, run_id, after))
 
 
-@_command("gc", GC_EXITS, "delete finished runs and stored files older than some days",
-          "Finished runs go with their crumb logs, checkpoints, loops and task runs; a running or "
-          "paused run is never deleted. Prints what it deleted (or would) as JSON.")  # fmt: skip
-@click.option("--older-than", metavar="DAYS", type=float, default=None,
-              help="their age in days (default: $BREAD_RETENTION_DAYS, else the config's retention_days)")  # fmt: skip
+@_command(
+    "gc",
+    GC_EXITS,
+    "delete finished runs and stored files older than some days",
+    "Finished runs go with their crumb logs, checkpoints, loops and task runs; a running or "
+    "paused run is never deleted. Prints what it deleted (or would) as JSON.",
+)
+@click.option(
+    "--older-than",
+    metavar="DAYS",
+    type=float,
+    default=None,
+    help="their age in days (default: $BREAD_RETENTION_DAYS, else the config's retention_days)",
+)
 @click.option("--dry-run", is_flag=True, help="count what would be deleted; delete nothing")
 def gc(older_than: float | None, dry_run: bool) -> int:
     with _bread() as bread:

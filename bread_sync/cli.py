@@ -19,7 +19,7 @@ import click
 from .config import LOAD_ERRORS, Config, load_config
 from .errors import BreadError
 from .runtime import Bread, create_bread
-from .server.commands import COMMANDS, CONFIG_HELP, Command, Group, Runtime
+from .server.commands import COMMANDS, CONFIG_HELP, BreadOpener, Command, Group
 from .server.console import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .transports import stream
 
@@ -50,7 +50,7 @@ def _load(name: str | None) -> Config:
         raise _ConfigNotLoaded(str(exc)) from None
 
 
-def _runtime(config_name: str | None) -> Runtime:
+def _runtime(config_name: str | None) -> BreadOpener:
     @contextmanager
     def open_bread() -> Iterator[Bread]:
         config = _load(config_name).model_copy(update={"transport": stream.transport()})
@@ -60,7 +60,7 @@ def _runtime(config_name: str | None) -> Runtime:
         finally:
             bread.close()
 
-    return Runtime(open_bread)
+    return BreadOpener(open_bread)
 
 
 @click.group(cls=Group, epilog=MAIN_EXITS + CONFIG_HELP, context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,7 +6,6 @@ run's :class:`~bread_sync.engine.emitter.Emitter` (the choke point) before the c
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -20,14 +19,13 @@ from .engine import owners, recovery
 from .engine.context import RunContext
 from .engine.emitter import fan_out
 from .engine.lease import LeaseKeeper
-from .engine.opening import Opened, new_id, open_continuation, open_run
+from .engine.opening import Opened, check_state, new_id, open_continuation, open_run
 from .engine.pipeline_run import PipelineRun
 from .engine.relay import Relay
 from .engine.sessions import SessionGuard
 from .engine.task_run import run_task
 from .errors import (
     AGENT_NOT_FOUND,
-    INVALID_REQUEST,
     PIPELINE_NOT_FOUND,
     RUN_ID_CONFLICT,
     SKILL_NOT_FOUND,
@@ -38,12 +36,13 @@ from .loading import resolve
 from .models import resolve_provider
 from .pipelines import Pipeline
 from .plugins import hooks
-from .runs import Run
+from .runs import Run, RunResult
 from .tails import LogFollower, tail
 from .tasks import Task
 from .transports import TRANSPORTS
 
-log = logging.getLogger("bread_sync")
+#: ``RunResult`` was declared here before runs.py; its old path is kept for one release.
+__all__ = ["Bread", "Run", "RunResult", "create_bread"]
 
 
 class Bread:
@@ -123,8 +122,7 @@ class Bread:
         state its session kept. ``context`` (``[{description, value}]``) is this run's only:
         ``ctx.context``, ``request.context``. A remote agent's run
         relays the remote run (engine/relay.py); what the remote refuses ends it, logged."""
-        state, context = _check_state(state, context)
-        make_root = self._root_maker(agent_id, input, skill)
+        make_root, state, context = self._root_maker(agent_id, input, skill, state, context)
         opened = open_run(
             self,
             make_root,
@@ -139,16 +137,20 @@ class Bread:
         )
         return self._deliver(self._started(opened, run_id, agent_id), mode)
 
-    def _root_maker(self, agent_id: str, input: Any, skill: str | None) -> Callable[[RunContext], Any]:
-        """What makes the root activity of a run of ``agent_id``, once the input, the skill and
-        the provider are known good (a remote agent's are the remote's to judge)."""
+    def _root_maker(
+        self, agent_id: str, input: Any, skill: str | None, state: Any, context: Any
+    ) -> tuple[Callable[[RunContext], Any], dict[str, Any] | None, list[dict[str, Any]] | None]:
+        """What makes the root activity of a run of ``agent_id``, and the run's state and context,
+        each checked in the order their errors are told. A remote agent's input is the remote's
+        to judge, and its relay keeps no state."""
         if agent_id in self.remote_agents:
-            return partial(_relay, agent_id, input, skill)
+            return partial(_relay, agent_id, input, skill), None, None
         agent = self.agent(agent_id)
         skill = self._skill(agent, skill)
+        state, context = check_state(state, context)
         validated = agent.validate_input(input)
         resolve_provider(agent.model)
-        return partial(RunContext.activity_for, agent=agent, input=validated, skill=skill, record=True)
+        return partial(RunContext.activity_for, agent=agent, input=validated, skill=skill, record=True), state, context
 
     def run_pipeline(
         self,
@@ -189,7 +191,6 @@ class Bread:
 
         The response is validated before the checkpoint is claimed, so a malformed one does
         not burn it; a checkpoint resumes once (``CHECKPOINT_ALREADY_RESUMED``)."""
-        state, context = _check_state(state, context)
         opened = open_continuation(
             self, checkpoint_id, response, signal=signal, may_interrupt=may_interrupt, state=state, context=context
         )
@@ -271,6 +272,9 @@ class Bread:
 
     # -- runs whose process died (engine/recovery.py) ----------------------------------------
 
+    #: Whether a running run's owner is gone (engine/recovery.py); kept here for one release.
+    owner_gone = staticmethod(recovery.owner_gone)
+
     def sweep_interrupted(self) -> int:
         """Mark every running run whose owner is gone as interrupted; how many were."""
         return recovery.sweep(self)
@@ -307,20 +311,6 @@ def create_bread(config: Config | None = None) -> Bread:
 
         config = load_config()
     return Bread(config)
-
-
-def _check_state(
-    state: dict[str, Any] | None, context: list[dict[str, Any]] | None
-) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    if state is not None and not isinstance(state, dict):
-        raise BreadError(INVALID_REQUEST, "state must be a JSON object")
-    if context is None:
-        return state, []
-    if not isinstance(context, list) or not all(
-        isinstance(entry, dict) and isinstance(entry.get("description"), str) for entry in context
-    ):
-        raise BreadError(INVALID_REQUEST, "context must be a list of {description, value} objects")
-    return state, context
 
 
 def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> Relay:

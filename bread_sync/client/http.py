@@ -368,3 +368,7 @@ def _file_path(file_id: str) -> str:
 def transport(url: str, **options: Any) -> HTTPClientTransport:
     """The HTTP transport to the server at ``url`` (options: see :class:`HTTPClientTransport`)."""
     return HTTPClientTransport(url, **options)
+
+
+#: The name before issue 25 told the client's transport apart from the server's; kept for one release.
+HTTPTransport = HTTPClientTransport

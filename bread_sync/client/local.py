@@ -115,3 +115,7 @@ def _url(file_id: str) -> str:
 def transport(bread: Any) -> LocalClientTransport:
     """The in-process transport over ``bread`` (a started :class:`~bread_sync.Bread`)."""
     return LocalClientTransport(bread)
+
+
+#: The name before issue 25; kept for one release.
+LocalTransport = LocalClientTransport

@@ -78,7 +78,8 @@ class Activity(ABC):
     #: Snapshot key -> attribute, for the state a continuation needs.
     saved: ClassVar[dict[str, str]]
     child: Any
-    #: What a continuation does when another run holds the session (see sessions.py).
+    #: What a new run (unless its caller says) or a continuation does when another run holds the
+    #: session (see sessions.py).
     session_policy: str = "reject"
     #: Whether a new run of this kind claims its session (a pipeline's steps keep no history).
     claims_session: ClassVar[bool] = True

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..crumbs import STREAM_END, TEXT_DELTA, Frame, json_string, text_delta_wire_head
 from ..stores import Store, batch, write_batch
+from ..transports import Transport
 
 log = logging.getLogger("bread_sync")
 
@@ -60,7 +61,7 @@ class Emitter:
             delta = crumb["delta"]
             self._text.append(delta)
             # Deltas are most of a run's crumbs: their wire is templated, not encoded as a dict.
-            # (The template's key order is the agent loop's; another order would be the same JSON.)
+            # (The template's key order is the agent run's; another order would be the same JSON.)
             templated = len(crumb) == 3 and crumb.get("runId") == self.run_id
             wire = self._delta_wire(delta) if templated else None
             frame = Frame(self.run_id, self.last_seq, crumb, wire)
@@ -101,7 +102,7 @@ class Emitter:
         return frame
 
 
-def fan_out(listeners: list[Callable[[Frame], None]], transport: Any) -> Callable[[Frame], None]:
+def fan_out(listeners: list[Callable[[Frame], None]], transport: Transport) -> Callable[[Frame], None]:
     """The publish step: local listeners, then the transport. A failing listener or a
     transport that is down is logged and never stops the run; the log already holds the crumb."""
 

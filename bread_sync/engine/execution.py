@@ -1,6 +1,6 @@
 """One run's execution: the driver that takes a run from its first crumb to its end or pause.
 
-The driver pulls crumbs from the run's root activity (an agent, a loop or a pipeline; see
+The driver pulls crumbs from the run's root activity (an agent's run, a loop's, a pipeline's or a relay; see
 :mod:`bread_sync.engine`), passes each through the choke point and on to the caller, checks
 the cancel token between them, turns a :class:`~bread_sync.engine.Pause` into a checkpoint
 and a ``human:required`` crumb, and makes sure the run ends with exactly one terminal crumb.

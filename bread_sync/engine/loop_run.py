@@ -10,6 +10,7 @@ from ..agents import Agent
 from ..clock import now_iso
 from ..errors import BreadError
 from ..loops import Loop
+from ..stores import Store
 from . import RUN_ENDING, Steps
 from .agent_run import AgentActivity, AgentRun
 from .context import RunContext
@@ -123,7 +124,7 @@ class LoopRun(AgentActivity):
         )
 
 
-def close_loops(store: Any, run_id: str, status: str) -> None:
+def close_loops(store: Store, run_id: str, status: str) -> None:
     """End the records of a run's unfinished loops (and their iterations) with ``status``:
     for a run that ended without its loop driving it there (cancelled while paused, or its
     process died)."""
@@ -132,6 +133,7 @@ def close_loops(store: Any, run_id: str, status: str) -> None:
         if record["runId"] != run_id:
             continue
         store.save_loop({**record, "status": status, "updatedAt": now})
-        for iteration in store.get_loop(record["id"])["iterations"]:
+        loop = store.get_loop(record["id"]) or {"iterations": []}  # gone meanwhile: nothing left to end
+        for iteration in loop["iterations"]:
             if iteration["status"] == "running":
                 store.save_loop_iteration(record["id"], {**iteration, "status": status, "endedAt": now})

@@ -1,28 +1,31 @@
 """Opening a run: the one sequence a new run, or a paused run's continuation, goes through before
 its first crumb, whatever its kind (an agent, a loop, a pipeline, a remote agent's relay).
 
-A new run gets its id, its session's claim and its record, in that order, so a retried request
-finds the run it started and a second run of a busy session follows its policy before anything
-is logged; then its root activity opens itself (its start crumb) and the driver takes it from
-there. A continuation claims its checkpoint once, in any process sharing the store.
+A new run gets its id, its context and root activity, its session's claim and its record, in
+that order, so a retried request finds the run it started and a second run of a busy session
+follows its policy before anything is logged; then its root activity opens itself (its start
+crumb) and the driver takes it from there. A continuation claims its checkpoint once, in any
+process sharing the store; a relay taken over from a dead process goes on from its position.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, NamedTuple
 
 from ..agents import Tool, check_response_kind
 from ..cancel import CancelToken
+from ..clock import now_iso
 from ..errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError
-from ..stores import now_iso
 from . import Runtime, Steps
 from .context import RunContext
 from .emitter import Emitter
 from .execution import Execution
 from .kinds import KINDS
 from .lease import lease_end
+from .relay import Relay
 
 Session = dict[str, Any] | str | None
 
@@ -63,8 +66,7 @@ def open_run(
     record = {**run_record(runtime, run_id, definition_id, session_id), **root.record_fields()}
     if not runtime.store.create_run(record):
         return None
-    wait = None if claimed else lambda: runtime.sessions.wait(session_id, run_id, ctx.token)
-    return Opened(run_id, Execution(ctx, root, root.open(tags, wait)).start())
+    return Opened(run_id, Execution(ctx, root, root.open(tags, _session_wait(runtime, ctx, claimed))).start())
 
 
 def open_continuation(
@@ -85,6 +87,7 @@ def open_continuation(
         raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
     if checkpoint["status"] != "pending":
         raise BreadError(CHECKPOINT_ALREADY_RESUMED, f"checkpoint {checkpoint_id} was already used")
+    state, context = check_state(state, context)
     run_id, session_id, next_seq = checkpoint["runId"], checkpoint["sessionId"], checkpoint["nextSeq"]
     ctx = new_context(runtime, run_id, session_id, signal, next_seq, state, context)
     root = ctx.restore(checkpoint["stack"])  # an agent or pipeline no longer configured fails here
@@ -98,8 +101,19 @@ def open_continuation(
     )
     if state is not None:  # kept with the continuation's first crumb
         ctx.touch_session_with_next_crumb(None, state)
-    execution = Execution(ctx, root, None if claimed else _session_wait(runtime, ctx))
+    wait = _session_wait(runtime, ctx, claimed)
+    execution = Execution(ctx, root, None if wait is None else _waiting(wait))
     return Opened(run_id, execution.start(resume=(checkpoint, response)), next_seq)
+
+
+def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:
+    """Go on relaying a remote agent's run another process started, after the position its
+    record holds, under the same run id and seqs (the record is this process's already)."""
+    run_id = record["id"]
+    ctx = new_context(runtime, run_id, record["sessionId"], next_seq=runtime.store.last_seq(run_id) + 1)
+    position = {"remote_run_id": record["remoteRunId"], "remote_seq": record["remoteSeq"] or 0}
+    root = Relay(ctx, record["agentId"], adopted=True, **position)
+    return Opened(run_id, Execution(ctx, root).start())
 
 
 def new_context(
@@ -154,9 +168,29 @@ def session_ref(session: Session) -> tuple[str, dict[str, str]]:
     return session_id, dict(tags)
 
 
-def _session_wait(runtime: Runtime, ctx: RunContext) -> Steps:
-    # A continuation whose session another run holds waits for it before its first crumb.
-    runtime.sessions.wait(ctx.session_id, ctx.run_id, ctx.token)
+def check_state(
+    state: dict[str, Any] | None, context: list[dict[str, Any]] | None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """A run's ``state`` (a JSON object or None) and ``context`` (a list, empty when None), checked."""
+    if state is not None and not isinstance(state, dict):
+        raise BreadError(INVALID_REQUEST, "state must be a JSON object")
+    if context is None:
+        return state, []
+    if not isinstance(context, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("description"), str) for entry in context
+    ):
+        raise BreadError(INVALID_REQUEST, "context must be a list of {description, value} objects")
+    return state, context
+
+
+def _session_wait(runtime: Runtime, ctx: RunContext, claimed: bool) -> Callable[[], None] | None:
+    """None when the run holds its session; else the wait for it, made before its first crumb."""
+    return None if claimed else partial(runtime.sessions.wait, ctx.session_id, ctx.run_id, ctx.token)
+
+
+def _waiting(wait: Callable[[], None]) -> Steps:
+    # A continuation has no opening crumb of its own: only the wait.
+    wait()
     yield from ()
 
 

@@ -18,11 +18,11 @@ from .. import crumbs as c
 from ..errors import RUN_CANCELLED, RUN_INTERRUPTED, SEQ_CONFLICT, BreadError
 from . import Runtime, owners
 from .emitter import Emitter
-from .execution import Execution, drain
+from .execution import drain
 from .lease import lease_end
 from .loop_run import close_loops
-from .opening import new_context
-from .relay import Relay, quietly
+from .opening import open_taken_over
+from .relay import quietly
 
 log = logging.getLogger("bread_sync")
 
@@ -70,11 +70,7 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
         if (claimed := store.get_run(run_id)) is not None:
             interrupt(runtime, claimed)
         return True
-    ctx = new_context(runtime, run_id, record["sessionId"], next_seq=store.last_seq(run_id) + 1)
-    root = Relay(
-        ctx, record["agentId"], remote_run_id=record["remoteRunId"], remote_seq=record["remoteSeq"] or 0, adopted=True
-    )
-    crumbs = Execution(ctx, root).start()
+    crumbs = open_taken_over(runtime, record).crumbs
     threading.Thread(target=drain, args=(run_id, crumbs), name=f"bread-relay-{run_id}", daemon=True).start()
     log.warning("run %s: its owner is gone; this process took over its relay", run_id)
     return True

@@ -12,13 +12,13 @@ from .. import crumbs as c
 from ..cancel import CancelToken
 from ..clock import now_iso
 from ..errors import BreadError, internal_error
-from ..stores import records_task_runs
+from ..stores import Store, records_task_runs
 from ..tasks import Task
 from . import RUN_ENDING, Steps
 from .context import RunContext
 
 
-def run_task(store: Any, task: Task, args: Any, signal: CancelToken | None = None) -> Any:
+def run_task(store: Store, task: Task, args: Any, signal: CancelToken | None = None) -> Any:
     """A task called directly (``bread.run_task``): recorded, no crumbs."""
     record = _Record(store, task, args, run_id=None, session_id=None, agent_id=None)
     try:
@@ -58,7 +58,7 @@ class _Record:
     """The TaskRunRecord of one call, if the store records task runs."""
 
     def __init__(
-        self, store: Any, task: Task, args: Any, run_id: str | None, session_id: str | None, agent_id: str | None
+        self, store: Store, task: Task, args: Any, run_id: str | None, session_id: str | None, agent_id: str | None
     ):
         self.store = store if records_task_runs(store) else None
         self.id = f"task_{uuid.uuid4().hex}"

@@ -122,7 +122,7 @@ class Group(click.Group):
 # -- where runs happen -------------------------------------------------------------------------
 
 
-class Runtime:
+class BreadOpener:
     """What the group puts in ``ctx.obj``: ``open()``, a context manager of the ``Bread`` its
     commands run in-process (the config's, made for the command; or the Flask app's)."""
 
@@ -131,7 +131,7 @@ class Runtime:
 
 
 def _bread() -> AbstractContextManager[Bread]:
-    return click.get_current_context().find_object(Runtime).open()
+    return click.get_current_context().find_object(BreadOpener).open()
 
 
 @contextmanager
@@ -339,7 +339,7 @@ def flask_group() -> click.Group:
     def _exit(code: Any, **_: Any) -> None:
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
-    group.context_settings["obj"] = Runtime(_app_bread)
+    group.context_settings["obj"] = BreadOpener(_app_bread)
     for command in COMMANDS:
         group.add_command(command)
     return group

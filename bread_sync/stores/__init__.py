@@ -101,6 +101,9 @@ class AppendListener(Protocol):
 
 
 class RunStore(Protocol):
+    """The run records: created once, read, listed, and updated only while they still hold what
+    the caller read (``expect``), which is how processes agree on a run's owner and end."""
+
     def create_run(self, record: RunRow) -> bool:
         """Insert a run record; False (and no change) when the id exists."""
 
@@ -132,6 +135,8 @@ class RunStore(Protocol):
 
 
 class CheckpointStore(Protocol):
+    """A paused run's checkpoints: saved with its ``human:required`` crumb, claimed once."""
+
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
 
     def get_checkpoint(self, checkpoint_id: str) -> dict[str, Any] | None: ...
@@ -141,6 +146,8 @@ class CheckpointStore(Protocol):
 
 
 class SessionStore(Protocol):
+    """The sessions: their history, tags and state, written with the crumb that reports them."""
+
     def touch_session(
         self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None
     ) -> None:
@@ -162,6 +169,8 @@ class SessionStore(Protocol):
 
 
 class SessionClaims(Protocol):
+    """One run at a time per session, across processes sharing the store (engine/sessions.py)."""
+
     def claim_session(self, session_id: str, run_id: str, take_from: str | None = None) -> str | None:
         """Atomically make ``run_id`` the session's one running run; None on success, else the
         holder. ``take_from`` replaces that holder (and only that one) when it is stale."""
@@ -171,6 +180,8 @@ class SessionClaims(Protocol):
 
 
 class LoopStore(Protocol):
+    """A loop's record and its iterations, for the loop routes."""
+
     def save_loop(self, record: dict[str, Any]) -> None:
         """Insert or replace a LoopRecord ``{id, agentId, sessionId, runId, status, iterations,
         maxIterations, createdAt, updatedAt}``."""
@@ -187,6 +198,8 @@ class LoopStore(Protocol):
 
 
 class TaskRunStore(Protocol):
+    """The records of task calls, for the task routes (optional: :func:`records_task_runs`)."""
+
     def save_task_run(self, record: dict[str, Any]) -> None:
         """Insert or replace a TaskRunRecord ``{id, taskId, sessionId, agentId, runId, status,
         model, durationMs, usage, error, input, output, createdAt, updatedAt}``."""
@@ -209,6 +222,8 @@ PURGED = ("runs", "crumbs", "checkpoints", "loops", "taskRuns", "mcpSessions")
 
 
 class Retention(Protocol):
+    """What ``gc`` deletes: finished runs and what is theirs, older than a cutoff."""
+
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         """Delete what ended before ``before`` (an ISO timestamp): each finished run last
         updated before it, with its crumb log, checkpoints, loops (and their iterations) and

@@ -77,3 +77,12 @@ def test_a_state_that_is_no_object_or_a_malformed_context_is_refused_before_any_
         bread.run("peek", "go", session="s1", **given)
     assert caught.value.code == "INVALID_REQUEST"
     assert bread.store.list_runs() == [] and bread.store.get_session("s1") is None
+
+
+def test_an_unknown_agent_or_checkpoint_is_told_before_a_malformed_state(bread):
+    with pytest.raises(BreadError) as caught:
+        bread.run("nobody", "go", state="x")
+    assert caught.value.code == "AGENT_NOT_FOUND"
+    with pytest.raises(BreadError) as caught:
+        bread.resume("cp_nothing", {"approved": True}, state="x")
+    assert caught.value.code == "CHECKPOINT_NOT_FOUND"

@@ -1,11 +1,12 @@
 """Log records that say which run they belong to, written as text or as JSON lines.
 
-While a run is driven (each step of its iterator, see :class:`~bread_sync.runtime.Run`),
-:data:`current_run_id` holds its id. It is a context variable, so it belongs to one thread, and
-to one greenlet under gevent: runs driven side by side never see each other's id.
-:class:`RunIdFilter` copies it onto each record as ``run_id``. :func:`configure` gives the
-``bread_sync`` loggers one handler with that filter, in the format ``BREAD_LOG_FORMAT`` names
-(``text``, the default, or ``json``); the server calls it in each worker.
+While a run is driven (each step of its iterator, see :class:`~bread_sync.runs.Run`),
+:data:`current_run` holds its :class:`RunLabels`. It is a context variable, so it belongs to one
+thread, and to one greenlet under gevent: runs driven side by side never see each other's.
+:class:`RunIdFilter` copies them onto each record (``run_id``, ``session_id``, ``agent_id``).
+:func:`configure` gives the ``bread_sync`` loggers one handler with that filter, in the format
+``BREAD_LOG_FORMAT`` names (``text``, the default, or ``json``); the server calls it in each
+worker.
 """
 
 from __future__ import annotations
@@ -18,29 +19,41 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
-current_run_id: ContextVar[str | None] = ContextVar("bread_run_id", default=None)
+
+class RunLabels(NamedTuple):
+    """What a log record made while a run is driven says of the run."""
+
+    run_id: str
+    session_id: str | None = None
+    #: The agent (or pipeline) the run runs.
+    agent_id: str | None = None
+
+
+current_run: ContextVar[RunLabels | None] = ContextVar("bread_run", default=None)
+#: The record attributes a run's labels fill, in the order a JSON line lists them.
+LABELS = RunLabels._fields
 
 TEXT_FORMAT = "%(asctime)s [%(process)d] [%(levelname)s] %(name)s [run %(run_id)s]: %(message)s"
 LOGGERS = ("bread_sync",)
 
 
 @contextmanager
-def run_context(run_id: str) -> Iterator[None]:
-    """Within the block, log records carry ``run_id``."""
-    token = current_run_id.set(run_id)
+def run_context(labels: RunLabels) -> Iterator[None]:
+    """Within the block, log records carry the run's labels."""
+    token = current_run.set(labels)
     try:
         yield
     finally:
-        current_run_id.reset(token)
+        current_run.reset(token)
 
 
 class BoundRun:
-    """An iterator of a run's crumbs that drives each step with the run's id current."""
+    """An iterator of a run's crumbs that drives each step with the run's labels current."""
 
-    def __init__(self, run_id: str, crumbs: Iterator[Any]):
-        self.run_id = run_id
+    def __init__(self, labels: RunLabels, crumbs: Iterator[Any]):
+        self.labels = labels
         self._crumbs = crumbs
 
     def __iter__(self) -> BoundRun:
@@ -48,26 +61,32 @@ class BoundRun:
 
     def __next__(self) -> Any:
         # Set and reset by hand: a context manager per crumb costs more than the crumb's log write.
-        token = current_run_id.set(self.run_id)
+        token = current_run.set(self.labels)
         try:
             return next(self._crumbs)
         finally:
-            current_run_id.reset(token)
+            current_run.reset(token)
 
     def close(self) -> None:
         close = getattr(self._crumbs, "close", None)
         if close is not None:
-            with run_context(self.run_id):  # a closed run still logs how it was abandoned
+            with run_context(self.labels):  # a closed run still logs how it was abandoned
                 close()
 
 
 class RunIdFilter(logging.Filter):
-    """Sets ``record.run_id``: the run being driven when the record was made, or None."""
+    """Sets ``record.run_id``, ``session_id`` and ``agent_id``: those of the run being driven
+    when the record was made, or None (one the record was given is kept)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "run_id", None) is None:
-            record.run_id = current_run_id.get()
+            labels = current_run.get() or _NO_RUN
+            for name, value in zip(LABELS, labels, strict=True):
+                setattr(record, name, value)
         return True
+
+
+_NO_RUN = (None,) * len(LABELS)
 
 
 class TextFormatter(logging.Formatter):
@@ -81,8 +100,8 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, process, run_id (when driving
-    a run) and exception (a formatted traceback, when there is one)."""
+    """One JSON object per line: time, level, logger, message, process, run_id, session_id and
+    agent_id (when driving a run) and exception (a formatted traceback, when there is one)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -92,9 +111,10 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "process": record.process,
         }
-        run_id = getattr(record, "run_id", None) or current_run_id.get()
-        if run_id:
-            entry["run_id"] = run_id
+        labels = current_run.get() or _NO_RUN
+        for name, value in zip(LABELS, labels, strict=True):
+            if found := getattr(record, name, None) or value:
+                entry[name] = found
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False, default=str)

@@ -9,7 +9,7 @@ from typing import Any
 from . import crumbs as c
 from .engine.execution import drain
 from .errors import RUN_CANCELLED, BreadError, internal_error
-from .logs import BoundRun
+from .logs import BoundRun, RunLabels
 
 
 @dataclass
@@ -29,14 +29,24 @@ class RunResult:
 class Run:
     """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb."""
 
-    def __init__(self, run_id: str, crumbs: Iterator[dict[str, Any]], attached: bool = False, first_seq: int = 1):
+    def __init__(
+        self,
+        run_id: str,
+        crumbs: Iterator[dict[str, Any]],
+        attached: bool = False,
+        first_seq: int = 1,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ):
         self.run_id = run_id
         #: True when this follows a run another request started (same ``run_id``).
         self.attached = attached
         #: The seq of this stream's first durable crumb: 1, or where a resumed run continues.
         self.first_seq = first_seq
         self._steps = crumbs
-        self._crumbs = BoundRun(run_id, crumbs)  # its log records carry run_id
+        self._labels = RunLabels(run_id, session_id, agent_id)
+        self._crumbs = BoundRun(self._labels, crumbs)  # its log records carry its labels
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._crumbs
@@ -52,7 +62,7 @@ class Run:
     def drain(self) -> None:
         """Drive the run to its end or pause, for a caller that only needs it to happen (the
         server's runner: its clients read the crumbs from the transport)."""
-        drain(self.run_id, self._steps)
+        drain(self._labels, self._steps)
 
     def result(self) -> RunResult:
         """Drive the run to its end or pause and sum it up."""

@@ -194,7 +194,7 @@ class Bread:
         opened = open_continuation(
             self, checkpoint_id, response, signal=signal, may_interrupt=may_interrupt, state=state, context=context
         )
-        return self._deliver(Run(opened.run_id, opened.crumbs, first_seq=opened.first_seq), mode)
+        return self._deliver(_run_of(opened), mode)
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a run: live here, paused, or running in another process (recorded in the
@@ -229,13 +229,16 @@ class Bread:
         if opened is None:
             assert run_id is not None  # only a runId the caller gave can name a run that exists
             return self._attach(run_id, definition_id)
-        return Run(opened.run_id, opened.crumbs)
+        return _run_of(opened)
 
     def _attach(self, run_id: str, agent_id: str) -> Run:
         # A retried request with the same runId follows the run it started, to its end or pause.
-        if self.store.get_run(run_id)["agentId"] != agent_id:
+        record = self.store.get_run(run_id)
+        if record is None or record["agentId"] != agent_id:
             raise BreadError(RUN_ID_CONFLICT, f"run {run_id} exists and belongs to another agent or pipeline")
-        return Run(run_id, self._follow_to_pause(run_id), attached=True)
+        return Run(
+            run_id, self._follow_to_pause(run_id), attached=True, session_id=record["sessionId"], agent_id=agent_id
+        )
 
     def _follow_to_pause(self, run_id: str) -> Iterator[dict[str, Any]]:
         # A generator, so the tail subscribes only once someone iterates the attached run.
@@ -316,3 +319,8 @@ def create_bread(config: Config | None = None) -> Bread:
 def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> Relay:
     """The root activity of a remote agent's run; the remote run's id is chosen here."""
     return Relay(ctx, agent_id, input, skill, new_id("run"))
+
+
+def _run_of(opened: Opened) -> Run:
+    run_id, session_id, agent_id = opened.labels
+    return Run(run_id, opened.crumbs, first_seq=opened.first_seq, session_id=session_id, agent_id=agent_id)

@@ -1,4 +1,5 @@
-"""Log records carry the id of the run being driven, as text or as JSON lines."""
+"""Log records carry the run being driven (its id; in JSON also its session and agent), as text
+or as JSON lines."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from bread_sync import Agent, Config, ToolContext, tool
-from bread_sync.logs import JsonFormatter, RunIdFilter, configure, log_format, run_context
+from bread_sync.logs import JsonFormatter, RunIdFilter, RunLabels, configure, log_format, run_context
 from bread_sync.models import script
 from bread_sync.models.script import call, say
 
@@ -55,19 +56,29 @@ def lines(buffer: io.StringIO) -> list[str]:
     return buffer.getvalue().splitlines()
 
 
-def test_a_failing_tools_log_record_carries_the_run_id_as_json(make_bread, captured):
+def test_a_failing_tools_log_record_carries_the_run_its_session_and_agent_as_json(make_bread, captured):
     buffer = captured("json")
     bread = make_bread(Config(agents=[BROKEN]))
 
-    result = bread.run("broken", "go", mode="sync")
+    result = bread.run("broken", "go", session="ses_logged", mode="sync")
 
     assert result.status == "completed"
     entries = [json.loads(line) for line in lines(buffer) if line.startswith("{")]
     (failure,) = [e for e in entries if "tool explode failed" in e["message"]]
-    assert failure["run_id"] == result.run_id
+    assert (failure["run_id"], failure["session_id"], failure["agent_id"]) == (result.run_id, "ses_logged", "broken")
     assert (failure["level"], failure["logger"]) == ("ERROR", "bread_sync")
     assert "RuntimeError: the tool broke" in failure["exception"]
-    assert set(failure) == {"time", "level", "logger", "message", "process", "run_id", "exception"}
+    assert set(failure) == {
+        "time",
+        "level",
+        "logger",
+        "message",
+        "process",
+        "run_id",
+        "session_id",
+        "agent_id",
+        "exception",
+    }
 
 
 def test_text_lines_name_the_run_too(make_bread, captured):
@@ -86,8 +97,9 @@ def test_runs_driven_side_by_side_keep_their_own_ids(make_bread, captured):
     buffer = captured("json")
     bread = make_bread(Config(agents=[BROKEN]))
     results = []
-    threads = [threading.Thread(target=lambda: results.append(bread.run("broken", "go", mode="sync")))
-               for _ in range(8)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: results.append(bread.run("broken", "go", mode="sync"))) for _ in range(8)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -103,10 +115,10 @@ def test_a_record_outside_a_run_has_no_run_id():
     RunIdFilter().filter(record)
     assert record.run_id is None
     assert "run_id" not in json.loads(JsonFormatter().format(record))
-    with run_context("run_x"):
+    with run_context(RunLabels("run_x", "ses_x", "echo")):
         inside = logging.LogRecord("bread_sync", logging.INFO, __file__, 1, "hi", None, None)
         RunIdFilter().filter(inside)
-    assert inside.run_id == "run_x"
+    assert (inside.run_id, inside.session_id, inside.agent_id) == ("run_x", "ses_x", "echo")
 
 
 def test_the_format_comes_from_bread_log_format(monkeypatch):
@@ -155,8 +167,9 @@ GEVENT_SCRIPT = textwrap.dedent(
 
 
 def test_under_gevent_each_greenlet_keeps_its_runs_id(tmp_path):
-    out = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT], capture_output=True, text=True, timeout=60,
-                         cwd=tmp_path)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", GEVENT_SCRIPT], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["logged"] == report["runs"] and len(report["runs"]) == 6

@@ -96,6 +96,12 @@ class Activity(ABC):
     def rebuild(cls, ctx: Any, snapshot: dict[str, Any]) -> Any:
         """A new activity for the definition the snapshot's head names."""
 
+    @property
+    def definition_id(self) -> str:
+        """The id of the agent or pipeline this activity runs (what :meth:`head` names)."""
+        (definition_id,) = self.head().values()
+        return definition_id
+
     def snapshot(self) -> dict[str, Any]:
         kept = {key: getattr(self, attribute) for key, attribute in self.saved.items()}
         child = self.child.snapshot() if self.child is not None else None

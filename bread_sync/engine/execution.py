@@ -18,7 +18,7 @@ from .. import crumbs as c
 from ..clock import now_iso
 from ..errors import RUN_CANCELLED, RUN_INTERRUPTED, RUN_TIMEOUT, SEQ_CONFLICT, BreadError, internal_error
 from ..greenlets import Pacer
-from ..logs import run_context
+from ..logs import RunLabels, run_context
 from . import Pause, Steps
 from .context import RunContext
 
@@ -196,14 +196,14 @@ class Execution:
                 log.warning("run %s: could not log its interruption (%s)", self.ctx.run_id, exc.code)
 
 
-def drain(run_id: str, crumbs: Iterator[dict[str, Any]]) -> None:
+def drain(labels: RunLabels, crumbs: Iterator[dict[str, Any]]) -> None:
     """Drive a run to its end or pause, for a caller that only needs it to happen (the server's
-    runner, a relay taken over: their clients read the crumbs from the transport). The run's id
-    is set for its log records once around all the crumbs rather than per crumb.
+    runner, a relay taken over: their clients read the crumbs from the transport). The run's labels
+    are set for its log records once around all the crumbs rather than per crumb.
 
     After each durable crumb other threads get their turn: its commit held this one (under gevent
     a SQLite call does not yield), and whoever streams the crumb should get to send it now."""
-    with run_context(run_id):
+    with run_context(labels):
         for crumb in crumbs:
             if crumb["type"] not in c.NOT_DURABLE:
                 time.sleep(0)

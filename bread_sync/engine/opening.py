@@ -19,6 +19,7 @@ from ..agents import Tool, check_response_kind
 from ..cancel import CancelToken
 from ..clock import now_iso
 from ..errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError
+from ..logs import RunLabels
 from . import Runtime, Steps
 from .context import RunContext
 from .emitter import Emitter
@@ -31,9 +32,9 @@ Session = dict[str, Any] | str | None
 
 
 class Opened(NamedTuple):
-    """A run under way: its id, and its crumbs as the driver yields them (pulling drives it)."""
+    """A run under way: what names it, and its crumbs as the driver yields them (pulling drives it)."""
 
-    run_id: str
+    labels: RunLabels
     crumbs: Iterator[dict[str, Any]]
     #: The seq of its first durable crumb: 1, or where a continuation goes on.
     first_seq: int = 1
@@ -66,7 +67,8 @@ def open_run(
     record = {**run_record(runtime, run_id, definition_id, session_id), **root.record_fields()}
     if not runtime.store.create_run(record):
         return None
-    return Opened(run_id, Execution(ctx, root, root.open(tags, _session_wait(runtime, ctx, claimed))).start())
+    opening = root.open(tags, _session_wait(runtime, ctx, claimed))
+    return Opened(RunLabels(run_id, session_id, definition_id), Execution(ctx, root, opening).start())
 
 
 def open_continuation(
@@ -103,7 +105,8 @@ def open_continuation(
         ctx.touch_session_with_next_crumb(None, state)
     wait = _session_wait(runtime, ctx, claimed)
     execution = Execution(ctx, root, None if wait is None else _waiting(wait))
-    return Opened(run_id, execution.start(resume=(checkpoint, response)), next_seq)
+    labels = RunLabels(run_id, session_id, root.definition_id)
+    return Opened(labels, execution.start(resume=(checkpoint, response)), next_seq)
 
 
 def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:
@@ -113,7 +116,7 @@ def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=runtime.store.last_seq(run_id) + 1)
     position = {"remote_run_id": record["remoteRunId"], "remote_seq": record["remoteSeq"] or 0}
     root = Relay(ctx, record["agentId"], adopted=True, **position)
-    return Opened(run_id, Execution(ctx, root).start())
+    return Opened(RunLabels(run_id, record["sessionId"], record["agentId"]), Execution(ctx, root).start())
 
 
 def new_context(

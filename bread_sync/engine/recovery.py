@@ -70,8 +70,8 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
         if (claimed := store.get_run(run_id)) is not None:
             interrupt(runtime, claimed)
         return True
-    crumbs = open_taken_over(runtime, record).crumbs
-    threading.Thread(target=drain, args=(run_id, crumbs), name=f"bread-relay-{run_id}", daemon=True).start()
+    opened = open_taken_over(runtime, record)
+    threading.Thread(target=drain, args=opened[:2], name=f"bread-relay-{run_id}", daemon=True).start()
     log.warning("run %s: its owner is gone; this process took over its relay", run_id)
     return True
 

@@ -129,10 +129,10 @@ def test_a_server_restarted_within_the_lease_marks_the_dead_ones_runs_at_once_no
     assert http.get(f"{second.url}/runs/{alive.run_id}").json()["status"] == "cancelled"
 
 
-def test_json_log_lines_carry_the_run_id_of_a_failing_tool(http, start_server):
+def test_json_log_lines_carry_the_run_its_session_and_agent_of_a_failing_tool(http, start_server):
     server = start_server("json-logs", env={**FAULT_ENV, "BREAD_LOG_FORMAT": "json"})
 
-    failed = run(http, server.url, "broken", {"input": "go"}, "sse")
+    failed = run(http, server.url, "broken", {"input": "go", "session": {"id": "ses_logged"}}, "sse")
 
     assert failed.last_crumb.type == RUN_END  # a failing tool is a tool:error, not the run's end
     assert "tool:error" in failed.types
@@ -144,7 +144,7 @@ def test_json_log_lines_carry_the_run_id_of_a_failing_tool(http, start_server):
         return None
 
     entry = wait_for(failure_line, 5, "the failure's log line")
-    assert entry["run_id"] == failed.run_id
+    assert (entry["run_id"], entry["session_id"], entry["agent_id"]) == (failed.run_id, "ses_logged", "broken")
     assert entry["level"] == "ERROR" and "RuntimeError: step 1 broke" in entry["exception"]
     assert any(json.loads(line)["message"].startswith("Booting worker") for line in server.log().splitlines()
                if line.startswith("{"))  # fmt: skip

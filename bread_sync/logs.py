@@ -79,14 +79,19 @@ class RunIdFilter(logging.Filter):
     when the record was made, or None (one the record was given is kept)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "run_id", None) is None:
-            labels = current_run.get() or _NO_RUN
-            for name, value in zip(LABELS, labels, strict=True):
-                setattr(record, name, value)
+        for name, value in zip(LABELS, _labels_of(record), strict=True):
+            setattr(record, name, value)
         return True
 
 
 _NO_RUN = (None,) * len(LABELS)
+
+
+def _labels_of(record: logging.LogRecord) -> tuple[str | None, ...]:
+    """The labels a record was given (one with a ``run_id``), else the run being driven's."""
+    if getattr(record, "run_id", None) is not None:
+        return tuple(getattr(record, name, None) for name in LABELS)
+    return current_run.get() or _NO_RUN
 
 
 class TextFormatter(logging.Formatter):
@@ -111,10 +116,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "process": record.process,
         }
-        labels = current_run.get() or _NO_RUN
-        for name, value in zip(LABELS, labels, strict=True):
-            if found := getattr(record, name, None) or value:
-                entry[name] = found
+        entry.update((name, value) for name, value in zip(LABELS, _labels_of(record), strict=True) if value)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False, default=str)

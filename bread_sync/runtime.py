@@ -126,7 +126,6 @@ class Bread:
         opened = open_run(
             self,
             make_root,
-            agent_id,
             session,
             run_id=run_id,
             signal=signal,
@@ -166,7 +165,7 @@ class Bread:
         / ``pipeline:step:end``, ending with ``agent:run:end`` carrying the last step's output."""
         pipeline = self.pipeline(pipeline_id)
         make_root = partial(PipelineRun, pipeline=pipeline, input=input)
-        opened = open_run(self, make_root, pipeline.id, session, run_id=run_id, signal=signal)
+        opened = open_run(self, make_root, session, run_id=run_id, signal=signal)
         return self._deliver(self._started(opened, run_id, pipeline.id), mode)
 
     def run_task(self, task_id: str, args: Any, *, signal: CancelToken | None = None) -> Any:

@@ -1,8 +1,8 @@
 """The client's app-facing half, the same over every transport: threads, runs, watching.
 
 ``client.thread(id).send(agent, input)`` starts a run and returns a :class:`ThreadRun`: iterate
-it for its frames as they come, or ``wait_until_idle()`` for how it stopped (ended or paused). A pause
-is answered with ``run.respond(...)`` (or ``thread.respond(...)``), which returns the
+it for its frames as they come, or ``wait_until_idle()`` for how it stopped (ended or paused).
+A pause is answered with ``run.respond(...)`` (or ``thread.respond(...)``), which returns the
 continuation. ``thread.watch()`` yields a snapshot of the thread, then the crumbs of its active
 run as they come; a gap or a broken stream is repaired from a fresh snapshot, after which the
 active run's stream replays from its start (so a snapshot always resets what a watcher holds).

@@ -43,7 +43,6 @@ class Opened(NamedTuple):
 def open_run(
     runtime: Runtime,
     make_root: Callable[[RunContext], Any],
-    definition_id: str,
     session: Session,
     *,
     run_id: str | None = None,
@@ -53,8 +52,9 @@ def open_run(
     state: dict[str, Any] | None = None,
     context: list[dict[str, Any]] | None = None,
 ) -> Opened | None:
-    """Open a new run of ``definition_id`` whose root activity ``make_root(ctx)`` makes; None
-    when a run ``run_id`` exists already (a retried request: its caller follows that run)."""
+    """Open a new run whose root activity ``make_root(ctx)`` makes (the run is of the agent or
+    pipeline the root runs); None when a run ``run_id`` exists already (a retried request: its
+    caller follows that run)."""
     session_id, tags = session_ref(session)
     if run_id is not None and runtime.store.get_run(run_id) is not None:
         return None
@@ -64,6 +64,7 @@ def open_run(
     claimed = not root.claims_session or runtime.sessions.claim(
         session_id, run_id, session_policy or root.session_policy, may_interrupt
     )
+    definition_id = root.definition_id
     record = {**run_record(runtime, run_id, definition_id, session_id), **root.record_fields()}
     if not runtime.store.create_run(record):
         return None

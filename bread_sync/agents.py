@@ -33,6 +33,10 @@ class ToolContext:
     context: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: What a tool call whose outcome is unknown does when its run is carried on (:class:`Tool`).
+ON_REPEAT = ("run", "ask", "fail")
+
+
 @dataclass
 class Tool:
     """A function the model may call.
@@ -40,6 +44,11 @@ class Tool:
     ``ask=True`` puts an approval gate in front of it: the run pauses with ``human:required``
     (kind ``approval``) before ``fn`` runs. ``kind="input"`` makes it an input tool: it has no
     function, and the human's answer is its result.
+
+    ``on_repeat`` says what a call logged without its result means when the run is carried on by
+    another process (its own died mid-call): ``"run"`` calls it again (an idempotent tool),
+    ``"ask"`` pauses for a human's approval first, ``"fail"`` gives the model a
+    ``TOOL_OUTCOME_UNKNOWN`` tool error. A tool gated by ``ask=True`` always asks again.
     """
 
     name: str
@@ -52,6 +61,7 @@ class Tool:
     target: str | None = None
     #: What an input tool's human may answer: a type pydantic validates (a model, ``str | Model``).
     response_schema: Any = None
+    on_repeat: Literal["run", "ask", "fail"] = "ask"
     _response: TypeAdapter | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -65,6 +75,8 @@ class Tool:
             raise TypeError(f"tool {self.name!r} needs a fn, or kind='input' for an input tool")
         if self.kind in ("subagent", "task") and not self.target:
             raise TypeError(f"tool {self.name!r} delegates to nothing: give it a target")
+        if self.on_repeat not in ON_REPEAT:
+            raise TypeError(f"tool {self.name!r}: on_repeat must be one of {', '.join(ON_REPEAT)}")
         if self.response_schema is not None:  # a schema pydantic cannot read fails here, not at a resume
             self._response = TypeAdapter(self.response_schema)
 
@@ -112,10 +124,16 @@ class Tool:
             raise BreadError(INPUT_INVALID, describe_validation(exc, f"the answer to {self.name!r}")) from None
 
 
-def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, ask: bool = False) -> Any:
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    ask: bool = False,
+    on_repeat: Literal["run", "ask", "fail"] = "ask",
+) -> Any:
     """Make a :class:`Tool` from a function ``fn(input, ctx)``; the docstring describes it and
-    the annotation of ``input`` (a pydantic model) is its schema. Usable as ``@tool`` or
-    ``@tool(ask=True)``."""
+    the annotation of ``input`` (a pydantic model) is its schema. Usable as ``@tool``,
+    ``@tool(ask=True)`` or ``@tool(on_repeat="run")`` (see :class:`Tool`)."""
 
     def build(func: Callable[..., Any]) -> Tool:
         params = list(inspect.signature(func).parameters)
@@ -127,6 +145,7 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, ask: 
             description=inspect.getdoc(func) or "",
             input_schema=schema if is_model else None,
             ask=ask,
+            on_repeat=on_repeat,
         )
 
     return build(fn) if fn is not None else build
@@ -208,6 +227,9 @@ class Agent:
     loop: Any = None
     #: What a second run on a busy session does: ``reject``, ``enqueue`` or ``interrupt``.
     session_policy: Literal["reject", "enqueue", "interrupt"] = "reject"
+    #: Whether a run of this agent whose process died (or shut down) is carried on by another
+    #: process from its last durable crumb; False: it ends ``RUN_INTERRUPTED`` instead.
+    continue_after_crash: bool = True
 
     def __post_init__(self) -> None:
         if self.folder is not None:

@@ -93,6 +93,14 @@ class CancelRegistry:
         token.cancel()
         return True
 
+    def cancel_all(self, reason: BreadError) -> int:
+        """Stop every live run of this process at its next step with ``reason``; how many."""
+        with self._lock:
+            tokens = list(self._tokens.values())
+        for token in tokens:
+            token.cancel(reason)
+        return len(tokens)
+
     def live_run_ids(self) -> list[str]:
         with self._lock:
             return list(self._tokens)

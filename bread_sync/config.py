@@ -87,6 +87,12 @@ class Config(BaseModel):
     instance_path: Path = Field(default_factory=lambda: default_instance_path())
     lease_seconds: float = Field(30.0, ge=0, le=MAX_LEASE_SECONDS)
     cancel_poll_seconds: float = 0.5
+    #: A run whose process died is carried on by another (engine/recovery.py) at most this many
+    #: times in a row with no durable crumb between; the next time it ends ``RUN_INTERRUPTED``.
+    max_continuations: int = Field(3, ge=0)
+    #: How often a server worker looks for runs whose owner is gone (or handed them over), to
+    #: carry them on; 0: only at start-up and when a tail, a cancel or a session notices.
+    sweep_seconds: float = Field(1.0, ge=0)
     #: ``bread-sync gc`` deletes finished runs (logs, checkpoints, loops, task runs) and stored
     #: files older than this many days; None: ``gc`` needs ``--older-than``.
     retention_days: float | None = None

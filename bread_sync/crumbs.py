@@ -12,6 +12,8 @@ from typing import Any
 from .errors import BreadError
 
 AGENT_RUN_START = "agent:run:start"
+#: A run carried on by another process after the one driving it died or shut down (issue 26).
+AGENT_RUN_CONTINUED = "agent:run:continued"
 TEXT_DELTA = "text:delta"
 TOOL_INPUT_START = "tool:input:start"
 TOOL_INPUT_DELTA = "tool:input:delta"
@@ -40,6 +42,7 @@ ALL_TYPES = (
     TOOL_RESULT, TOOL_ERROR, HUMAN_REQUIRED, HUMAN_RESUMED, FILE_GENERATED, PIPELINE_STEP_START,
     PIPELINE_STEP_END, LOOP_START, LOOP_ITERATION_START, LOOP_ITERATION_END, LOOP_END,
     SUBAGENT_RUN_START, SUBAGENT_RUN_END, TASK_START, TASK_END, AGENT_RUN_END, AGENT_ERROR,
+    AGENT_RUN_CONTINUED,
 )  # fmt: skip
 
 #: Every type but ``text:delta`` owns a log position; deltas are aggregated before persisting.

@@ -66,6 +66,9 @@ class Bread:
         self.publish = fan_out(self._listeners, self.transport)
         self.leases = LeaseKeeper(self)
         self.follower = LogFollower(self)
+        #: Whether this instance carries on runs whose owner is gone (engine/recovery.py); a
+        #: server worker that is shutting down hands runs over and takes none.
+        self.carries_on = True
         for on_crumb in hooks(config.plugins, "on_crumb"):
             self.on("crumb", on_crumb)
 
@@ -85,7 +88,8 @@ class Bread:
         return lambda: self._listeners.remove(fn) if fn in self._listeners else None
 
     def start(self) -> Bread:
-        """Mark runs whose owner died as interrupted. Safe to call in every process."""
+        """Recover the runs whose owner is gone (carried on here, or interrupted: see
+        engine/recovery.py). Safe to call in every process."""
         recovery.sweep(self)
         return self
 
@@ -207,11 +211,8 @@ class Bread:
         if record["status"] == "paused":
             return recovery.cancel_paused(self, record)
         if record["status"] == "running":
-            if recovery.owner_gone(record):
-                recovery.interrupt(self, record)
-                record = self.store.get_run(run_id)  # a relay this process took over goes on
-                if record["status"] != "running" or record["owner"] != self.owner:
-                    return False
+            if recovery.orphaned(self, record):
+                return recovery.cancel_orphaned(self, record)
             if not self.store.update_run(run_id, expect={"status": "running"}, cancelRequested=True):
                 return False
             self.leases.announce_cancel(run_id)
@@ -278,12 +279,13 @@ class Bread:
     owner_gone = staticmethod(recovery.owner_gone)
 
     def sweep_interrupted(self) -> int:
-        """Mark every running run whose owner is gone as interrupted; how many were."""
+        """Recover every running run whose owner is gone: carried on here (or its relay taken
+        over), else interrupted; how many this process did."""
         return recovery.sweep(self)
 
     def interrupt(self, record: dict[str, Any]) -> bool:
-        """End a run whose owner died with ``RUN_INTERRUPTED`` (a remote agent's relay is taken
-        over instead); False when the record changed since it was read, or for a relay."""
+        """End a run whose owner died with ``RUN_INTERRUPTED``; False when the record changed
+        since it was read."""
         return recovery.interrupt(self, record)
 
     def adopt(self, record: dict[str, Any]) -> bool:

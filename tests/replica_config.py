@@ -27,7 +27,7 @@ class Note(BaseModel):
     n: int
 
 
-@tool
+@tool(on_repeat="run")  # idempotent: a run carried on after a crash in it calls it again
 def note(step: Note, ctx: ToolContext) -> dict:
     """Note that a step is done."""
     return {"noted": step.n}

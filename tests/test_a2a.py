@@ -20,6 +20,7 @@ RUN = "run_1"
 #: One crumb of every type, as a run writes them.
 EVERY_CRUMB = [
     {"type": c.AGENT_RUN_START, "runId": RUN, "agentId": "a", "sessionId": "s"},
+    {"type": c.AGENT_RUN_CONTINUED, "runId": RUN, "reason": "owner-died", "afterSeq": 1, "attempt": 1},
     {"type": c.TEXT_DELTA, "runId": RUN, "delta": "hi"},
     {"type": c.TOOL_INPUT_START, "runId": RUN, "toolCallId": "t", "toolName": "x"},
     {"type": c.TOOL_INPUT_DELTA, "runId": RUN, "toolCallId": "t", "delta": "{}"},

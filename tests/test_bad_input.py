@@ -114,6 +114,7 @@ def test_every_code_has_a_status_or_is_a_stream_only_code():
         "RUN_TIMEOUT",
         "TOOL_DENIED",
         "TOOL_FAILED",
+        "TOOL_OUTCOME_UNKNOWN",
         "INTERNAL",
         "MODEL_ERROR",
         "OUTPUT_INVALID",

@@ -110,7 +110,17 @@ def test_a_cancel_recorded_by_another_process_is_honoured_by_the_owner(make_brea
     assert crumbs[-1]["error"].code == "RUN_CANCELLED"
 
 
-def test_a_run_whose_owner_died_is_marked_interrupted_at_start_up(make_bread):
+def ended(bread, run_id: str) -> list[str]:
+    """The types of a run's log once it ended (a tail, bounded in time)."""
+    deadline = time.monotonic() + 10
+    for frame in bread.tail(run_id, heartbeat=0.05):
+        assert time.monotonic() < deadline, "the run did not end"
+        if frame is not None and frame.type in ("agent:run:end", "agent:error"):
+            break
+    return [f.type for f in bread.store.get_crumbs(run_id)]
+
+
+def test_a_run_whose_owner_died_is_carried_on_at_start_up(make_bread):
     store = memory.store()
     dead = make_bread(store=store)
     run = dead.run("slow", {"count": 3, "delayMs": 0}, run_id="r3")
@@ -118,12 +128,12 @@ def test_a_run_whose_owner_died_is_marked_interrupted_at_start_up(make_bread):
     store.update_run("r3", leaseUntil=0.0)
     dead.cancels.unregister("r3", dead.cancels._tokens["r3"])  # as if the process vanished
     survivor = make_bread(store=store)
-    assert survivor.start() and store.get_run("r3")["status"] == "interrupted"
-    log = store.get_crumbs("r3")
-    assert [f.type for f in log] == ["agent:run:start", "agent:error"]
-    assert log[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"
+    assert survivor.start()
+    log = ended(survivor, "r3")
+    assert log == ["agent:run:start", "agent:run:continued", "text:delta", "agent:run:end"]
+    assert store.get_run("r3")["status"] == "completed"
     run.close()  # the zombie stops pulling late: the log stays as the survivor left it
-    assert len(store.get_crumbs("r3")) == 2
+    assert len(store.get_crumbs("r3")) == 4
 
 
 def test_an_abandoned_run_ends_interrupted_not_running_forever(bread):
@@ -134,13 +144,16 @@ def test_an_abandoned_run_ends_interrupted_not_running_forever(bread):
     assert bread.store.get_crumbs(run.run_id)[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"
 
 
-def test_a_zombie_owner_stops_once_its_run_was_declared_interrupted(make_bread):
+def test_a_zombie_owner_stops_once_its_run_was_carried_on_elsewhere(make_bread):
     store = memory.store()
     zombie = make_bread(store=store)
     run = zombie.run("slow", {"count": 3, "delayMs": 0}, run_id="r4")
     next(run)
     store.update_run("r4", leaseUntil=0.0)
-    make_bread(store=store).start()
+    survivor = make_bread(store=store).start()
+    carried = ended(survivor, "r4")
     rest = list(run)  # the zombie wakes up: its next durable crumb finds the seq taken
     assert [c["type"] for c in rest].count("agent:run:end") == 0
-    assert [f.type for f in store.get_crumbs("r4")] == ["agent:run:start", "agent:error"]
+    assert [f.type for f in store.get_crumbs("r4")] == carried == [
+        "agent:run:start", "agent:run:continued", "text:delta", "agent:run:end"
+    ]  # fmt: skip

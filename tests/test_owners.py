@@ -217,6 +217,17 @@ def error_code(crumb: dict) -> str:
     return error.code if isinstance(error, BreadError) else error["code"]
 
 
+def carried_on(bread, run_id: str) -> list[str]:
+    """The types of a run's log once it ended, carried on once by some process; fails unless
+    it completed."""
+    crumbs = follow(bread.tail(run_id, heartbeat=0.05))
+    assert crumbs[-1]["type"] == "agent:run:end", crumbs
+    assert bread.store.get_run(run_id)["status"] == "completed"
+    log = [f.type for f in bread.store.get_crumbs(run_id)]
+    assert log.count("agent:run:continued") == 1 and log.count("agent:run:end") == 1, log
+    return log
+
+
 def interrupted(bread, run_id: str) -> bool:
     log = bread.store.get_crumbs(run_id)
     last = log[-1]
@@ -225,7 +236,7 @@ def interrupted(bread, run_id: str) -> bool:
     )
 
 
-def test_start_up_marks_the_runs_of_a_dead_process_of_this_host_and_no_others(bread, sleeper):
+def test_start_up_carries_on_the_runs_of_a_dead_process_of_this_host_and_no_others(bread, sleeper):
     running_run(bread, "dead", owner_of(ended_pid(), start=1), session="s1")
     running_run(bread, "live", owner_of(sleeper.pid), session="s2")
     running_run(bread, "elsewhere", owner_of(ended_pid(), start=1, host="another-host"), session="s3")
@@ -233,11 +244,11 @@ def test_start_up_marks_the_runs_of_a_dead_process_of_this_host_and_no_others(br
 
     bread.start()
 
-    assert interrupted(bread, "dead")
+    carried_on(bread, "dead")
     assert [bread.store.get_run(r)["status"] for r in ("live", "elsewhere", "legacy")] == ["running"] * 3
 
 
-def test_two_processes_starting_at_once_write_one_terminal_crumb(bread, make_bread):
+def test_two_processes_starting_at_once_carry_a_run_on_once(bread, make_bread):
     running_run(bread, "dead", owner_of(ended_pid(), start=1))
     others = [make_bread(store=bread.store, lease_seconds=LEASE_SECONDS) for _ in range(4)]
     together = threading.Barrier(len(others))
@@ -252,36 +263,41 @@ def test_two_processes_starting_at_once_write_one_terminal_crumb(bread, make_bre
     for thread in threads:
         thread.join(10)
 
-    assert interrupted(bread, "dead")
-    assert [f.type for f in bread.store.get_crumbs("dead")] == ["agent:run:start", "agent:error"]
+    log = carried_on(bread, "dead")
+    assert log == ["agent:run:start", "agent:run:continued", "text:delta", "agent:run:end"]
 
 
-def test_a_tail_of_a_run_whose_owner_died_ends_at_once(bread):
+def test_a_tail_of_a_run_whose_owner_died_carries_it_on_at_once(bread):
     running_run(bread, "dead", owner_of(ended_pid(), start=1))
 
     crumbs = follow(bread.tail("dead", heartbeat=0.05))
 
-    assert [c["type"] for c in crumbs] == ["agent:run:start", "agent:error"]
-    assert error_code(crumbs[-1]) == "RUN_INTERRUPTED" and interrupted(bread, "dead")
+    assert [c["type"] for c in crumbs] == ["agent:run:start", "agent:run:continued", "text:delta", "agent:run:end"]
+    assert crumbs[1] == {"type": "agent:run:continued", "runId": "dead", "reason": "owner-died", "afterSeq": 1,
+                         "attempt": 1}  # fmt: skip
+    assert crumbs[-1]["output"] == "hi"
 
 
-def test_a_cancel_of_a_run_whose_owner_died_marks_it_interrupted(bread):
+def test_a_cancel_of_a_run_whose_owner_died_ends_it_cancelled_without_carrying_it_on(bread):
     running_run(bread, "dead", owner_of(ended_pid(), start=1))
 
-    assert not bread.cancel("dead")  # nothing left to cancel
-    assert interrupted(bread, "dead")
-    assert not bread.store.get_run("dead")["cancelRequested"]
+    assert bread.cancel("dead")
+
+    log = bread.store.get_crumbs("dead")
+    assert [f.type for f in log] == ["agent:run:start", "agent:error"]
+    assert error_code(log[-1].crumb) == "RUN_CANCELLED" and bread.store.get_run("dead")["status"] == "cancelled"
 
 
-def test_a_session_held_by_a_dead_process_is_taken_over(bread):
+def test_a_session_held_by_a_dead_process_stays_with_its_run_carried_on(bread):
     running_run(bread, "dead", owner_of(ended_pid(), start=1), session="shared")
 
-    result = bread.run("echo", "hi", session="shared", mode="sync")
+    result = bread.run("echo", "again", session="shared", session_policy="enqueue", mode="sync")
 
-    assert result.output == "hi" and interrupted(bread, "dead")
+    assert result.output == "again"  # once the dead process's run, carried on, let the session go
+    carried_on(bread, "dead")
 
 
-def test_a_siblings_run_is_left_alone_while_it_lives_and_marked_once_it_is_killed(make_bread, tmp_path):
+def test_a_siblings_run_is_left_alone_while_it_lives_and_carried_on_once_it_is_killed(make_bread, tmp_path):
     path = tmp_path / "bread.db"
     sibling = subprocess.Popen([sys.executable, "-c", SIBLING, str(path)], stdout=subprocess.PIPE, text=True)
     try:
@@ -292,11 +308,15 @@ def test_a_siblings_run_is_left_alone_while_it_lives_and_marked_once_it_is_kille
         assert bread.store.get_run("sibling-run")["status"] == "running"
 
         sibling.kill()
+        deadline = time.monotonic() + ENDED_WITHIN_SECONDS
+        while (item := next(tail)) is None or item.type != "agent:run:continued":
+            assert time.monotonic() < deadline, "the run was not carried on"
+        assert bread.cancel("sibling-run")  # its thousand ticks are not this test's to wait for
         crumbs = follow(tail)
     finally:
         sibling.kill()
         sibling.wait(10)
         sibling.stdout.close()
 
-    assert crumbs[-1]["type"] == "agent:error" and error_code(crumbs[-1]) == "RUN_INTERRUPTED"
-    assert interrupted(bread, "sibling-run")
+    assert item.crumb["reason"] == "owner-died" and error_code(crumbs[-1]) == "RUN_CANCELLED"
+    assert [f.type for f in bread.store.get_crumbs("sibling-run")].count("agent:run:continued") == 1

@@ -30,6 +30,8 @@ class Pause:
 
     kind: str
     call: dict[str, Any]
+    #: The call was logged without its result before the run was carried on (it asks again).
+    outcome_unknown: bool = False
 
 
 class Runtime(Protocol):
@@ -50,6 +52,8 @@ class Runtime(Protocol):
     follower: Any
     #: Agents of other servers by local id (relayed by engine/relay.py).
     remote_agents: dict[str, Any]
+    #: Whether it carries on runs whose owner is gone (False while it shuts down).
+    carries_on: bool
 
     @property
     def owner(self) -> str: ...
@@ -72,7 +76,11 @@ class Activity(ABC):
     Snapshot and restore are written once here for every kind. A snapshot holds the kind, what
     names the activity's definition (:meth:`head`), the attributes listed in ``saved`` (by
     their snapshot key) and the child activity under way. A kind gives :meth:`head`,
-    :meth:`rebuild` (its constructor from a snapshot), :meth:`open`, ``run`` and ``resume``."""
+    :meth:`rebuild` (its constructor from a snapshot), :meth:`open`, ``run`` and ``resume``,
+    and :meth:`carry_on` to be continued after its process died.
+
+    The state an activity holds when it yields a durable crumb is its state after that crumb:
+    the snapshot the driver saves with the crumb (execution.py) is where a continuation goes on."""
 
     kind: ClassVar[str]
     #: Snapshot key -> attribute, for the state a continuation needs.
@@ -111,7 +119,8 @@ class Activity(ABC):
     def restore(cls, ctx: Any, snapshot: dict[str, Any]) -> Any:
         activity = cls.rebuild(ctx, snapshot)
         for key, attribute in cls.saved.items():
-            setattr(activity, attribute, snapshot[key])
+            if key in snapshot:  # a key added since the snapshot was taken keeps its initial value
+                setattr(activity, attribute, snapshot[key])
         activity.child = ctx.restore(snapshot["child"]) if snapshot["child"] else None
         return activity
 
@@ -119,6 +128,21 @@ class Activity(ABC):
     def open(self, tags: dict[str, str], wait_for_session: Callable[[], None] | None) -> Steps:
         """A new run's opening, before :meth:`run`: waiting for its session if another run holds
         it, then the ``agent:run:start`` crumb (the session's touch goes with it)."""
+
+    def carry_on(self) -> Steps:
+        """Go on from a snapshot (or, not begun, from the run's start crumb) after the process
+        that drove the run died; returns the output as ``run`` does. A kind without it is not
+        continued: its run ends ``RUN_INTERRUPTED``."""
+        raise NotImplementedError(f"a {self.kind} activity is not carried on")
+
+    def continuable(self) -> bool:
+        """Whether this activity, and the child under way, can be carried on."""
+        own = type(self).carry_on is not Activity.carry_on
+        return own and (self.child is None or self.child.continuable())
+
+    def read_session(self) -> None:  # noqa: B027 - most kinds read nothing: no need to say so
+        """What the activity reads of its session before its first crumb (nothing, but for an
+        agent's turn: its history)."""
 
     def record_fields(self) -> dict[str, Any]:
         """What the run's record holds of this activity, beyond the fields every run has."""

@@ -7,6 +7,7 @@ task as a tool. Each keeps the contract of :mod:`bread_sync.engine`.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import Any, ClassVar
 from .. import crumbs as c
 from ..agents import Agent, Tool, ToolContext
 from ..clock import now_iso
-from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, BreadError
+from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, TOOL_OUTCOME_UNKNOWN, BreadError
 from ..models import (
     FileOutput,
     ModelRequest,
@@ -61,6 +62,9 @@ class AgentActivity(Activity):
     def head(self) -> dict[str, Any]:
         return {"agentId": self.agent.id}
 
+    def continuable(self) -> bool:
+        return self.agent.continue_after_crash and super().continuable()
+
     @classmethod
     def rebuild(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:
         agent = ctx.runtime.agent(snapshot["agentId"])
@@ -82,12 +86,8 @@ class AgentActivity(Activity):
             yield start  # the run exists: its log opens before it records the failure
             raise
         ctx.touch_session_with_next_crumb(tags, ctx.state)  # a state the run was given replaces its session's
-        self._read_session()
+        self.read_session()
         yield start
-
-    def _read_session(self) -> None:
-        """What the activity reads of its session before its first crumb: nothing, but for an
-        agent's turn."""
 
 
 class AgentRun(AgentActivity):
@@ -101,6 +101,10 @@ class AgentRun(AgentActivity):
         "pending": "pending",
         "modelState": "model_state",
         "steps": "steps",
+        "begun": "begun",
+        "calling": "calling",
+        "unknown": "unknown",
+        "returned": "returned",
     }
 
     def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
@@ -109,10 +113,18 @@ class AgentRun(AgentActivity):
         self.pending: list[dict[str, Any]] = []
         self.model_state: dict[str, Any] = {}
         self.steps = 0
+        #: Whether :meth:`run` began (a subagent's snapshot may be taken before).
+        self.begun = False
+        #: The id of the call whose ``tool:call`` is logged and whose result is not yet.
+        self.calling: str | None = None
+        #: The id of that call once its outcome is known to be unknown (asked again, see carry_on).
+        self.unknown: str | None = None
+        #: ``{"output": ...}`` once the agent returned (a subagent's end may be logged before its call's result).
+        self.returned: dict[str, Any] | None = None
         #: History entries waiting for the run's next durable crumb: one write for all of them.
         self._unwritten: list[dict[str, Any]] = []
 
-    def _read_session(self) -> None:
+    def read_session(self) -> None:
         """The session's history is the conversation so far; its state is read with it rather
         than again when first asked for."""
         history = self.ctx.runtime.store.get_session(self.ctx.session_id) or {"messages": []}
@@ -129,8 +141,39 @@ class AgentRun(AgentActivity):
     # -- running -----------------------------------------------------------------------------
 
     def run(self) -> Steps:
+        self.begun = True
         self._remember({"role": "user", "content": _as_text(self.input)})
         return (yield from self._turns())
+
+    def carry_on(self) -> Steps:
+        """Go on from the state after the last durable crumb: the model call that was in flight
+        is made again; a call logged without its result is settled by its tool's ``on_repeat``
+        (a subagent under way carries on itself); then the turn's other calls and the turns."""
+        if not self.begun:
+            return (yield from self.run())
+        if self.returned is not None:
+            return self.returned["output"]
+        if self.calling is not None:
+            yield from self._settle_unknown(self.pending[0])
+        yield from self._run_pending()
+        return (yield from self._turns())
+
+    def _settle_unknown(self, call: dict[str, Any]) -> Steps:
+        if self.child is not None:
+            if self.child.continuable():
+                steps = self.ctx.framed_subagent(self.agent.id, self.child, self.child.carry_on(), resumed=True)
+                yield from self._finish_delegation(call, steps)
+                return
+            self.child = None
+        tool = self.agent.tool(call["name"])
+        on_repeat = _on_repeat(tool)
+        if on_repeat == "run":
+            yield from self._invoke(call)
+        elif on_repeat == "ask" and tool is not None:
+            self.unknown = call["id"]
+            yield Pause(tool.human_kind or "approval", call, outcome_unknown=True)
+        else:
+            yield self._tool_error(call, _outcome_unknown(call))
 
     def resume(self, response: Any) -> Steps:
         """Continue after the pause: the human's answer settles the first pending call."""
@@ -142,9 +185,10 @@ class AgentRun(AgentActivity):
             yield self._tool_result(call, response)
         elif response["approved"]:
             yield from self._invoke(call)
+        elif self.unknown == call["id"]:
+            yield self._tool_error(call, _outcome_unknown(call))
         else:
             yield self._tool_error(call, BreadError(TOOL_DENIED, f"the human denied the call to {call['name']}"))
-        self.pending.pop(0)
         yield from self._run_pending()
         return (yield from self._turns())
 
@@ -153,14 +197,16 @@ class AgentRun(AgentActivity):
             if self.steps >= self.agent.max_steps:
                 limit = self.agent.max_steps
                 raise BreadError(INTERNAL, MAX_STEPS_EXCEEDED.format(agent=self.agent.id, limit=limit))
-            self.steps += 1
             text, calls = yield from self._model_turn()
+            self.steps += 1  # counted once made: a call made again after a crash counts once
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 message["toolCalls"] = calls
             self._remember(message)
             if not calls:
-                return self.agent.parse_output(text)
+                output = self.agent.parse_output(text)
+                self.returned = {"output": output}
+                return output
             self.pending = list(calls)
             yield from self._run_pending()
 
@@ -174,7 +220,9 @@ class AgentRun(AgentActivity):
             signal=self.ctx.token,
             input=self.input,
             output_format=self.agent.output_format,
-            state=self.model_state,
+            # The provider's state as the turn began stays in the progress until the turn ends:
+            # a call made again after a crash starts from it (copy.deepcopy: a provider may nest).
+            state=copy.deepcopy(self.model_state),
             session_state=self.ctx.session_state(),
             context=self.ctx.context,
         )
@@ -205,6 +253,7 @@ class AgentRun(AgentActivity):
             if close is not None:
                 close()
         token.raise_if_cancelled()
+        self.model_state = request.state
         return "".join(text), calls
 
     def _crumb_of(self, event: Any) -> dict[str, Any]:
@@ -221,6 +270,7 @@ class AgentRun(AgentActivity):
         """Run the turn's remaining tool calls in order, pausing at one that needs a human."""
         while self.pending:
             call = self.pending[0]
+            self.calling = call["id"]
             yield {
                 "type": c.TOOL_CALL,
                 "runId": self.ctx.run_id,
@@ -234,7 +284,6 @@ class AgentRun(AgentActivity):
                 return  # never reached: a paused run is rebuilt from its checkpoint
             self.ctx.token.raise_if_cancelled()
             yield from self._invoke(call)
-            self.pending.pop(0)
             self.ctx.token.raise_if_cancelled()
 
     def _human_kind(self, call: dict[str, Any]) -> str | None:
@@ -287,7 +336,13 @@ class AgentRun(AgentActivity):
         self.child = None
         yield self._tool_result(call, _jsonable(output))
 
+    def _settled(self) -> None:
+        """The first pending call has its result (or error): the state its crumb is logged with."""
+        self.pending.pop(0)
+        self.calling = self.unknown = None
+
     def _tool_result(self, call: dict[str, Any], output: Any) -> dict[str, Any]:
+        self._settled()
         self._remember({"role": "tool", "toolCallId": call["id"], "name": call["name"], "content": json.dumps(output)})
         return {
             "type": c.TOOL_RESULT,
@@ -299,6 +354,7 @@ class AgentRun(AgentActivity):
 
     def _tool_error(self, call: dict[str, Any], error: BreadError) -> dict[str, Any]:
         wire = {"code": error.code, "message": error.message}
+        self._settled()
         self._remember(
             {
                 "role": "tool",
@@ -338,6 +394,22 @@ class AgentRun(AgentActivity):
 
     def _context(self) -> ToolContext:
         return self.ctx.tool_context(self.agent.id)
+
+
+def _on_repeat(tool: Tool | None) -> str:
+    """What a call of ``tool`` logged without its result does when its run is carried on: a
+    delegation starts again (its own tools decide for themselves), a gated tool asks again."""
+    if tool is None:
+        return "fail"
+    if tool.kind in ("subagent", "task"):
+        return "run"
+    return "ask" if tool.human_kind is not None else tool.on_repeat
+
+
+def _outcome_unknown(call: dict[str, Any]) -> BreadError:
+    return BreadError(
+        TOOL_OUTCOME_UNKNOWN, f"the call to {call['name']} was cut off by a crash; whether it took effect is unknown"
+    )
 
 
 def for_model(message: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from .. import crumbs as c
@@ -25,6 +26,14 @@ from .context import RunContext
 log = logging.getLogger("bread_sync")
 
 CHECKPOINT_VERSION = 1
+#: Crumbs logged without the run's progress (a run that cannot be carried on logs none): text
+#: (logged later, aggregated, in the next durable crumb's transaction), its start (a
+#: continuation goes on from the start crumb itself), a streamed tool input's deltas (nothing
+#: changed since its start), a continuation's own crumb (nothing changed since the progress it
+#: went on from), and the ends and pauses (nothing goes on from those, or their checkpoint does).
+WITHOUT_PROGRESS = (
+    frozenset({c.AGENT_RUN_START, c.TOOL_INPUT_DELTA, c.AGENT_RUN_CONTINUED}) | c.STREAM_END | c.NOT_DURABLE
+)
 STATUS_OF_ERROR = {RUN_CANCELLED: "cancelled", RUN_TIMEOUT: "cancelled", RUN_INTERRUPTED: "interrupted"}
 
 
@@ -39,16 +48,22 @@ class Execution:
         self.store = ctx.runtime.store
         self.emitter = ctx.emitter
         self._final: str | None = None
+        #: Whether the run's last saved progress can be gone on from (see _note_progress).
+        self._progress_saved = False
 
-    def start(self, resume: tuple[dict[str, Any], Any] | None = None) -> Iterator[dict[str, Any]]:
+    def start(
+        self, resume: tuple[dict[str, Any], Any] | None = None, carry_on: bool = False
+    ) -> Iterator[dict[str, Any]]:
         """The run's crumbs, each yielded once the choke point has logged it; pulling drives the
         run. With ``resume`` (the checkpoint and the human's response) the root continues from
-        its pause. Ends with exactly one terminal crumb (or a pause), and a caller that stops
-        pulling early leaves the run interrupted, so no run is left running without a driver."""
+        its pause; with ``carry_on``, from its progress after its process died. Ends with
+        exactly one terminal crumb (or a pause), and a caller that stops pulling early leaves
+        the run interrupted, so no run is left running without a driver."""
         run_id = self.ctx.run_id
         self.runtime.cancels.register(run_id, self.ctx.token)
         self.runtime.leases.watch(run_id)
-        steps = self._steps(resume)
+        steps = self._steps(resume, carry_on)
+        self._progress_saved = resume is not None or carry_on  # it may have saved some before
         emit, token = self.emitter.emit, self.ctx.token
         # A model that never blocks (echo, a fast provider's buffered stream) would otherwise keep
         # a gevent worker from everyone else until the run ends, whoever pulls the crumbs.
@@ -62,6 +77,8 @@ class Execution:
                     self._end_with_next_crumb(final)
                 else:
                     crumb, final = item, None
+                    if crumb["type"] not in WITHOUT_PROGRESS:
+                        self._note_progress()
                 emit(crumb)
                 if final is not None:
                     self._settled(final)
@@ -88,24 +105,27 @@ class Execution:
                 self._abandon()
 
     def _hands_over(self, exc: BreadError) -> bool:
-        """Work that outlives this process (a remote agent's run), stopped by a shutdown, ends
-        nothing: the run is left running with no owner and a lapsed lease, for the next process
-        that notices to take over (engine/recovery.py) from its recorded position."""
+        """A run stopped by a shutdown that can be carried on (or a remote agent's run, which
+        outlives this process) ends nothing: it is left running with no owner and a lapsed
+        lease, for the next process that notices to carry it on (engine/recovery.py) from its
+        progress (or its relay's recorded position)."""
         token = self.ctx.token
         stopping = token.cancelled and token.reason.code == exc.code == RUN_INTERRUPTED
-        if not (self.root.outlives_process and stopping):
+        if not (stopping and (self.root.outlives_process or self.root.continuable())):
             return False
         self._final = "handed over"
         self._unregister()
         owned = {"status": "running", "owner": self.runtime.owner}
         if self.store.update_run(self.ctx.run_id, expect=owned, owner=None, leaseUntil=0.0):
-            log.warning("run %s: its relay stops here; the next process to notice takes it over", self.ctx.run_id)
+            log.warning("run %s: handed over; the next process to notice carries it on", self.ctx.run_id)
         return True
 
-    def _steps(self, resume: tuple[dict[str, Any], Any] | None) -> Steps:
+    def _steps(self, resume: tuple[dict[str, Any], Any] | None, carry_on: bool) -> Steps:
         if self.opening is not None:
             yield from self.opening
-        if resume is not None:
+        if carry_on:
+            output = yield from self.root.carry_on()
+        elif resume is not None:
             checkpoint, response = resume
             yield {
                 "type": c.HUMAN_RESUMED,
@@ -117,6 +137,31 @@ class Execution:
         else:
             output = yield from self.root.run()
         yield {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
+
+    def _note_progress(self) -> None:
+        """Save the run's progress with the crumb about to be logged: its root's snapshot, or,
+        while the run is where it cannot be carried on (a loop, a remote subagent under way),
+        that it cannot, so a continuation never goes back to an older snapshot. A run that was
+        never where it can be carried on saves nothing."""
+        continuable = self.root.continuable()
+        if continuable or self._progress_saved:
+            self.emitter.defer(partial(self._save_progress, continuable))
+            self._progress_saved = continuable
+
+    def _save_progress(self, continuable: bool) -> None:
+        """The run's progress, in the transaction of the crumb being logged: where a continuation
+        goes on if this process dies (engine/recovery.py); ``stack`` None: it cannot."""
+        ctx = self.ctx
+        progress = {
+            "version": CHECKPOINT_VERSION,
+            "id": progress_id(ctx.run_id),
+            "runId": ctx.run_id,
+            "sessionId": ctx.session_id,
+            "status": "progress",
+            "createdAt": now_iso(),
+            "stack": self.root.snapshot() if continuable else None,
+        }
+        self.store.save_checkpoint(progress)
 
     def _settled(self, status: str) -> None:
         """The crumb that ends (or pauses) the run is in the log: a cancel from now on is for a
@@ -141,6 +186,8 @@ class Execution:
             "toolName": call["name"],
             "input": call["input"],
         }
+        if pause.outcome_unknown:
+            crumb["outcomeUnknown"] = True
         checkpoint = {
             "version": CHECKPOINT_VERSION,
             "id": checkpoint_id,
@@ -194,6 +241,11 @@ class Execution:
                 self.emitter.emit(c.error_crumb(self.ctx.run_id, error))
             except BreadError as exc:
                 log.warning("run %s: could not log its interruption (%s)", self.ctx.run_id, exc.code)
+
+
+def progress_id(run_id: str) -> str:
+    """The id of a run's progress: a checkpoint of status ``progress``, replaced as it goes."""
+    return f"progress_{run_id}"
 
 
 def drain(labels: RunLabels, crumbs: Iterator[dict[str, Any]]) -> None:

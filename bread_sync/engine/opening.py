@@ -5,7 +5,8 @@ A new run gets its id, its context and root activity, its session's claim and it
 that order, so a retried request finds the run it started and a second run of a busy session
 follows its policy before anything is logged; then its root activity opens itself (its start
 crumb) and the driver takes it from there. A continuation claims its checkpoint once, in any
-process sharing the store; a relay taken over from a dead process goes on from its position.
+process sharing the store; a run carried on after its process died goes on from its progress
+(or its start crumb); a relay taken over from a dead process goes on from its position.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, NamedTuple
 
+from .. import crumbs as c
 from ..agents import Tool, check_response_kind
 from ..cancel import CancelToken
 from ..clock import now_iso
@@ -23,7 +25,7 @@ from ..logs import RunLabels
 from . import Runtime, Steps
 from .context import RunContext
 from .emitter import Emitter
-from .execution import Execution
+from .execution import Execution, progress_id
 from .kinds import KINDS
 from .lease import lease_end
 from .relay import Relay
@@ -108,6 +110,55 @@ def open_continuation(
     execution = Execution(ctx, root, None if wait is None else _waiting(wait))
     labels = RunLabels(run_id, session_id, root.definition_id)
     return Opened(labels, execution.start(resume=(checkpoint, response)), next_seq)
+
+
+def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: int) -> Opened | None:
+    """Carry on a run this process claimed from one that is gone, after its last durable crumb:
+    its root restored from its progress, or rebuilt from its start crumb when it saved none.
+    None when it is not to be carried on: nothing logged, its agent opts out, a kind that
+    cannot, or continued ``most`` times already with no durable crumb between."""
+    run_id, session_id, store = record["id"], record["sessionId"], runtime.store
+    last = store.last_seq(run_id)
+    if last == 0:
+        return None
+    (previous,) = store.get_crumbs(run_id, after=last - 1, limit=1)
+    attempt = previous.crumb["attempt"] + 1 if previous.crumb["type"] == c.AGENT_RUN_CONTINUED else 1
+    if attempt > most:
+        return None
+    ctx = new_context(runtime, run_id, session_id, next_seq=last + 1)
+    root = continuation_root(ctx)
+    if root is None:
+        return None
+    continued = {"type": c.AGENT_RUN_CONTINUED, "runId": run_id, "reason": reason, "afterSeq": last, "attempt": attempt}
+    execution = Execution(ctx, root, _yielding(continued))
+    return Opened(RunLabels(run_id, session_id, root.definition_id), execution.start(carry_on=True), last + 1)
+
+
+def continuation_root(ctx: RunContext) -> Any | None:
+    """The root activity a continuation of the run goes on with: restored from its progress, or
+    rebuilt from its start crumb when it saved none; None when it cannot be carried on."""
+    store = ctx.runtime.store
+    progress = store.get_checkpoint(progress_id(ctx.run_id))
+    if progress is not None:  # its stack None: it was where it cannot be carried on
+        root = ctx.restore(progress["stack"]) if progress["stack"] else None
+    else:
+        first = store.get_crumbs(ctx.run_id, after=0, limit=1)
+        root = _root_from_start(ctx, first[0].crumb) if first else None
+    return root if root is not None and root.continuable() else None
+
+
+def _root_from_start(ctx: RunContext, start: dict[str, Any]) -> Any:
+    """The root activity of a run that saved no progress, from its start crumb, not begun."""
+    runtime = ctx.runtime
+    if "pipelineId" in start:
+        return ctx.kinds["pipeline"](ctx, runtime.pipeline(start["pipelineId"]), start["input"])
+    root = ctx.activity_for(runtime.agent(start["agentId"]), start["input"], start.get("skill"), record=True)
+    root.read_session()
+    return root
+
+
+def _yielding(crumb: dict[str, Any]) -> Steps:
+    yield crumb
 
 
 def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:

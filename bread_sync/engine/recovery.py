@@ -1,10 +1,14 @@
-"""What becomes of a run whose process died: it is interrupted, or its relay is taken over.
+"""What becomes of a run whose process died: it is carried on, or its relay taken over, here.
 
 A running run's owner renews its lease (engine/lease.py); when the lease lapses, or the owner is
-a process of this host that no longer exists (engine/owners.py), whoever notices first (the
-start-up sweep, a tail, the session guard, a cancel) ends the run with ``agent:error``
-``RUN_INTERRUPTED``, one conditional update deciding among processes that notice at once. A
-remote agent's relay is not ended but taken over (:func:`adopt`): the remote run goes on.
+a process of this host that no longer exists (engine/owners.py), or the owner handed it over as
+it shut down, whoever notices first (the sweeps, a tail, the session guard, a cancel) claims
+it, one conditional update deciding among processes that notice at once, and :func:`recover`
+s it: the run goes on in this process, under its id, from its last durable crumb (its progress,
+see execution.py), after an ``agent:run:continued`` crumb; a remote agent's relay goes on
+relaying the remote run (:func:`adopt`). A run that cannot be carried on (its agent opts out,
+a kind that cannot, or continued ``max_continuations`` times with no durable crumb between)
+ends with ``agent:error`` ``RUN_INTERRUPTED`` (:func:`interrupt`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from .emitter import Emitter
 from .execution import drain
 from .lease import lease_end
 from .loop_run import close_loops
-from .opening import open_taken_over
+from .opening import continuation_root, new_context, open_continued, open_taken_over
 from .relay import quietly
 
 log = logging.getLogger("bread_sync")
@@ -34,23 +38,73 @@ def owner_gone(record: dict[str, Any]) -> bool:
 
 
 def sweep(runtime: Runtime) -> int:
-    """Mark every running run whose owner is gone as interrupted; how many were."""
+    """Recover every running run whose owner is gone; how many this process did."""
     running = runtime.store.list_runs(status="running")
-    return sum(interrupt(runtime, record) for record in running if owner_gone(record))
+    return sum(recover(runtime, record) for record in running if orphaned(runtime, record))
+
+
+def orphaned(runtime: Runtime, record: dict[str, Any]) -> bool:
+    """Whether a running run's owner is gone, unless the owner is this very runtime driving it
+    still (its lease may have lapsed while it was busy: it is not anybody's to take)."""
+    driving = record["owner"] == runtime.owner and record["id"] in runtime.cancels
+    return owner_gone(record) and not driving
+
+
+def recover(runtime: Runtime, record: dict[str, Any]) -> bool:
+    """Claim a run whose owner is gone and carry it on here, take its relay over, or end it
+    ``RUN_INTERRUPTED`` (see the module's doc); False when the record changed since it was
+    read (another process claimed it, or its owner renewed), or when this process is shutting
+    down (it hands runs over; it takes none)."""
+    if not runtime.carries_on:
+        return False
+    if _relay_of_the_dead(runtime, record):
+        return adopt(runtime, record)
+    run_id, store = record["id"], runtime.store
+    if not store.update_run(run_id, expect=_as_read(record), owner=runtime.owner, leaseUntil=lease_end(runtime.config)):
+        return False
+    claimed = store.get_run(run_id)
+    assert claimed is not None  # claimed this instant; a purge takes finished runs only
+    reason = "shutdown" if record["owner"] is None else "owner-died"
+    try:
+        opened = open_continued(runtime, claimed, reason, runtime.config.max_continuations)
+    except BreadError as exc:  # its agent or pipeline is no longer configured here
+        log.warning("run %s cannot be carried on here (%s); interrupting it", run_id, exc.message)
+        opened = None
+    if opened is None:
+        return interrupt(runtime, claimed)
+    threading.Thread(target=drain, args=opened[:2], name=f"bread-continued-{run_id}", daemon=True).start()
+    log.warning("run %s: its owner is gone (%s); this process carries it on", run_id, reason)
+    return True
+
+
+def can_carry_on(runtime: Runtime, record: dict[str, Any]) -> bool:
+    """Whether a run would be carried on (or its relay taken over) once its owner is gone."""
+    if record["agentId"] in runtime.remote_agents and record.get("remoteRunId"):
+        return True
+    try:
+        return continuation_root(new_context(runtime, record["id"], record["sessionId"])) is not None
+    except BreadError:  # its agent or pipeline is no longer configured here
+        return False
 
 
 def interrupt(runtime: Runtime, record: dict[str, Any]) -> bool:
-    """End a run whose owner died with ``agent:error`` ``RUN_INTERRUPTED``; False when the
-    record changed since it was read (another process marked it, or its owner renewed), or
-    when it was a remote agent's relay, which this process took over instead (:func:`adopt`)."""
-    if _relay_of_the_dead(runtime, record):
-        adopt(runtime, record)
-        return False
+    """End a run whose owner died (or this process, shutting down) with ``agent:error``
+    ``RUN_INTERRUPTED``; False when the record changed since it was read (another process
+    marked or claimed it, or its owner renewed)."""
     if not runtime.store.update_run(record["id"], expect=_as_read(record), status="interrupted", owner=None):
         return False
-    error = BreadError(RUN_INTERRUPTED, "the process running this run stopped")
-    _append_final(runtime, record["id"], c.error_crumb(record["id"], error))
-    close_loops(runtime.store, record["id"], "interrupted")
+    _end(runtime, record["id"], "interrupted", BreadError(RUN_INTERRUPTED, "the process running this run stopped"))
+    return True
+
+
+def cancel_orphaned(runtime: Runtime, record: dict[str, Any]) -> bool:
+    """Cancel a running run whose owner is gone: ended ``RUN_CANCELLED`` here rather than
+    carried on (one process wins), the remote run of a relay cancelled. False when the record
+    changed since it was read."""
+    if not runtime.store.update_run(record["id"], expect=_as_read(record), status="cancelled", owner=None):
+        return False
+    _cancel_remote(runtime, record)
+    _end(runtime, record["id"], "cancelled", BreadError(RUN_CANCELLED, "the run was cancelled after its owner stopped"))
     return True
 
 
@@ -83,12 +137,21 @@ def cancel_paused(runtime: Runtime, record: dict[str, Any]) -> bool:
     if not checkpoint_id or not runtime.store.claim_checkpoint(checkpoint_id, status="void"):
         return False
     runtime.store.update_run(record["id"], status="cancelled", checkpointId=None)
+    _cancel_remote(runtime, record)
+    error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
+    _end(runtime, record["id"], "cancelled", error)
+    return True
+
+
+def _cancel_remote(runtime: Runtime, record: dict[str, Any]) -> None:
     if record["agentId"] in runtime.remote_agents and record.get("remoteRunId"):
         quietly(runtime.remote_agents[record["agentId"]].cancel, record["remoteRunId"])
-    error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
-    _append_final(runtime, record["id"], c.error_crumb(record["id"], error))
-    close_loops(runtime.store, record["id"], "cancelled")
-    return True
+
+
+def _end(runtime: Runtime, run_id: str, status: str, error: BreadError) -> None:
+    """The terminal crumb of a run no process drives, and its unfinished loops' end."""
+    _append_final(runtime, run_id, c.error_crumb(run_id, error))
+    close_loops(runtime.store, run_id, status)
 
 
 def _as_read(record: dict[str, Any]) -> dict[str, Any]:

@@ -62,9 +62,9 @@ class SessionGuard:
         record = self.bread.store.get_run(holder)
         if record is None or record["status"] != "running":
             return True
-        if recovery.owner_gone(record):
-            recovery.interrupt(self.bread, record)
-            # Interrupted now, or else taken over (a remote agent's relay goes on holding it).
+        if recovery.orphaned(self.bread, record):
+            recovery.recover(self.bread, record)
+            # Interrupted now, or else carried on (and then still holding it).
             fresh = self.bread.store.get_run(holder)
             return fresh is None or fresh["status"] != "running"
         return False

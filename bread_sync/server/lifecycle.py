@@ -1,12 +1,14 @@
-"""A server worker's life around its runs: a second sweep once it is up, and a graceful stop.
+"""A server worker's life around its runs: sweeps while it is up, and a graceful stop.
 
 gunicorn calls these from the hooks in gunicorn_conf.py, in the worker process. Runs are driven
 off the request (runner.py), so gunicorn's graceful timeout does not wait for them: told to stop,
 the worker starts no more runs, lets the live ones go on while most of the graceful time is left,
-then ends each with ``RUN_INTERRUPTED`` (a remote agent's relay is left for another process to
-take over), and marks what is still its own just before the master's deadline. The second sweep,
-one lease after start-up, marks the runs of owners the start-up sweep could not judge (another
-host, an older version). docs/reliability.md ("Graceful shutdown") tells the whole story.
+then stops each at its next step and hands it over (its record released, for another process to
+carry on at once: engine/recovery.py); a run that cannot be carried on ends ``RUN_INTERRUPTED``.
+A run still inside a tool call at the master's deadline is left as it is: once this process is
+gone, another carries it on with that call's outcome unknown. Every ``sweep_seconds`` the worker
+looks for runs whose owner is gone (or handed them over), to carry them on.
+docs/reliability.md ("Graceful shutdown") tells the whole story.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import logs
+from ..engine import recovery
 from ..errors import RUN_INTERRUPTED, BreadError
 from ..plugins import hooks
 from ..runtime import Bread
@@ -44,13 +47,20 @@ class Lifecycle:
         self.done = threading.Event()
         self._lock = threading.Lock()
         self._stopping = False
-        self._sweep: threading.Timer | None = None
+        self._stop_sweeping = threading.Event()
 
     def sweep_later(self) -> None:
-        """Sweep once more when a lease (and a second) has passed."""
-        self._sweep = threading.Timer(self.bread.config.lease_seconds + 1.0, self._sweep_now)
-        self._sweep.daemon = True
-        self._sweep.start()
+        """Sweep every ``sweep_seconds`` until the stop (with 0: once, a lease and a second
+        after start-up, for the owners the start-up sweep could not judge)."""
+        every = self.bread.config.sweep_seconds
+        interval = every or self.bread.config.lease_seconds + 1.0
+        threading.Thread(target=self._sweeping, args=(interval, not every), name="bread-sweep", daemon=True).start()
+
+    def _sweeping(self, interval: float, once: bool) -> None:
+        while not self._stop_sweeping.wait(interval):
+            self._sweep_now()
+            if once:
+                return
 
     def watch(self, alive: Callable[[], bool]) -> None:
         """Wait until ``alive()`` is False, then stop within the graceful time."""
@@ -68,19 +78,32 @@ class Lifecycle:
             deadline = time.monotonic() + seconds - min(MARGIN_SECONDS, seconds / 10)
             interrupt_at = deadline - min(INTERRUPT_SECONDS, seconds / 3) if drain else time.monotonic()
             self.runner.close()
-            if not self.runner.wait_idle(interrupt_at - time.monotonic()):
-                count = self.runner.stop_all(SHUTTING_DOWN)
-                log.warning("shutting down: interrupting %d runs at their next step", count)
-                self.runner.wait_idle(deadline - time.monotonic())
+            if not self._idle(interrupt_at):
+                count = self.bread.cancels.cancel_all(SHUTTING_DOWN)
+                log.warning("shutting down: handing %d runs over at their next step", count)
+                self._idle(deadline)
             self.mark_the_rest()
         finally:
             self.done.set()
 
+    def _idle(self, until: float) -> bool:
+        """Wait until no run is live in this process (the runner's, and those it carries on)."""
+        if not self.runner.wait_idle(until - time.monotonic()):
+            return False
+        while self.bread.cancels.live_run_ids():
+            if time.monotonic() >= until:
+                return False
+            time.sleep(WATCH_SECONDS)
+        return True
+
     def mark_the_rest(self) -> int:
-        """Mark each run this process still owns as interrupted; how many."""
+        """Mark each run this process still owns and that cannot be carried on as interrupted
+        (one that can is left for another process once this one is gone); how many."""
         marked = 0
         for record in self.bread.store.list_runs(status="running"):
-            if record["owner"] == self.bread.owner and self._interrupt(record):
+            if record["owner"] != self.bread.owner or recovery.can_carry_on(self.bread, record):
+                continue
+            if self._interrupt(record):
                 log.warning("shutting down: run %s did not reach a step boundary; marked interrupted", record["id"])
                 marked += 1
         return marked
@@ -96,18 +119,21 @@ class Lifecycle:
             if self._stopping:
                 return False
             self._stopping = True
-        if self._sweep is not None:
-            self._sweep.cancel()
+        self._stop_sweeping.set()
+        self.bread.carries_on = False
         return True
 
     def _sweep_now(self) -> None:
         try:
             swept = self.bread.sweep_interrupted()
+        except BreadError as exc:  # the store busy or down a moment: the next sweep looks again
+            log.warning("the sweep of runs whose owner is gone stopped: %s", exc.code)
+            return
         except Exception:
-            log.exception("the sweep of runs whose owner died failed")
+            log.exception("the sweep of runs whose owner is gone failed")
             return
         if swept:
-            log.warning("marked %d runs whose owner died as interrupted", swept)
+            log.warning("recovered %d runs whose owner was gone", swept)
 
 
 # -- gunicorn's hooks, in the worker ------------------------------------------------------------

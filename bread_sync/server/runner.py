@@ -27,7 +27,6 @@ class Runner:
         self.live = live
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._tokens: set[CancelToken] = set()
         self.active = 0
         self.closed = False
 
@@ -39,9 +38,7 @@ class Runner:
             if self.active >= self.max_runs:
                 raise BreadError(TOO_MANY_RUNS, f"this process already runs {self.max_runs} runs; retry later")
             self.active += 1
-            slot = Slot(self)
-            self._tokens.add(slot.token)
-        return slot
+        return Slot(self)
 
     def close(self) -> None:
         """Start no more runs: each later :meth:`slot` is ``TOO_MANY_RUNS``."""
@@ -53,18 +50,9 @@ class Runner:
         with self._idle:
             return self._idle.wait_for(lambda: self.active == 0, max(timeout, 0.0))
 
-    def stop_all(self, reason: BreadError) -> int:
-        """Stop every run at its next step, ending it with ``reason``; how many there were."""
-        with self._lock:
-            tokens = list(self._tokens)
-        for token in tokens:
-            token.cancel(reason)
-        return len(tokens)
-
-    def _release(self, token: CancelToken) -> None:
+    def _release(self) -> None:
         with self._lock:
             self.active -= 1
-            self._tokens.discard(token)
             self._idle.notify_all()
 
 
@@ -81,7 +69,7 @@ class Slot:
 
     def __exit__(self, *exc: Any) -> None:
         if not self._handed_over:
-            self.runner._release(self.token)
+            self.runner._release()
 
     def drive(self, run: Any) -> None:
         if run.attached:
@@ -114,4 +102,4 @@ class Slot:
         finally:
             if timer is not None:
                 timer.cancel()
-            self.runner._release(self.token)
+            self.runner._release()

@@ -160,9 +160,9 @@ class LogFollower:
             entry.position[0] = frames[-1].seq
 
     def _finished(self, run_id: str) -> bool:
-        """Whether the run has ended; a run whose owner is gone is interrupted first."""
+        """Whether the run has ended; a run whose owner is gone is recovered first."""
         record = self.bread.store.get_run(run_id)
-        if record and record["status"] == "running" and recovery.owner_gone(record):
-            recovery.interrupt(self.bread, record)
-            return False  # its RUN_INTERRUPTED crumb reaches the tail with the next poll
+        if record and record["status"] == "running" and recovery.orphaned(self.bread, record):
+            recovery.recover(self.bread, record)
+            return False  # what comes of it (carried on, or RUN_INTERRUPTED) reaches the tail next
         return record is None or record["status"] in FINISHED

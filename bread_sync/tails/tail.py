@@ -176,11 +176,10 @@ class _Follow:
 
 
 def _unfinished(bread: Runtime, run_id: str) -> bool:
-    """Whether the run is still going; one whose owner is gone is interrupted first, so the
-    replay that follows ends with its RUN_INTERRUPTED crumb."""
+    """Whether the run is still going; one whose owner is gone is recovered first (carried on
+    here, or interrupted: the replay that follows then ends with its RUN_INTERRUPTED crumb)."""
     record = bread.store.get_run(run_id)
-    if record is None:
-        return False
-    if record["status"] == "running" and recovery.owner_gone(record) and recovery.interrupt(bread, record):
-        return False
-    return record["status"] not in FINISHED
+    if record is not None and record["status"] == "running" and recovery.orphaned(bread, record):
+        recovery.recover(bread, record)
+        record = bread.store.get_run(run_id)
+    return record is not None and record["status"] not in FINISHED

@@ -17,7 +17,6 @@ from contextlib import ExitStack, contextmanager
 import httpx2 as httpx
 
 from .client import (
-    AGENT_ERROR,
     RUN_END,
     TERMINAL,
     Tail,
@@ -39,8 +38,11 @@ LEASE_SECONDS = 2
 FAULT_ENV = {"BREAD_CONFIG": FAULTS, "BREAD_LEASE_SECONDS": str(LEASE_SECONDS)}
 #: Long enough to be killed in the middle: 60 steps of 100 ms, 1000 ticks of 50 ms.
 STEPPING = {"count": 60, "delayMs": 100}
-TICKING = {"count": 1000, "delayMs": 50}
+TICKING = {"count": 100, "delayMs": 50}
 NOTICED_SECONDS = LEASE_SECONDS + 8.0
+#: Noticed, then the rest of a run made again: 60 steps of 100 ms, or 100 ticks of 50 ms.
+CARRIED_ON_SECONDS = NOTICED_SECONDS + 20.0
+CONTINUED = "agent:run:continued"
 #: Far beyond a test: a dead owner's runs are marked in time only because it is known dead.
 LONG_LEASE = {"BREAD_LEASE_SECONDS": "300"}
 #: Well under that lease, with room for a busy 2-core machine.
@@ -58,15 +60,16 @@ def durables(events) -> list[tuple[int, str]]:
     return [(e.seq, e.type) for e in events if e.durable]
 
 
-def interrupted(events) -> bool:
+def carried_on(events) -> bool:
+    """Whether a run's events end with its end, after one ``agent:run:continued``."""
     crumbs = [e for e in events if e.kind == "crumb"]
-    return bool(crumbs) and crumbs[-1].type == AGENT_ERROR and crumbs[-1].data["error"]["code"] == "RUN_INTERRUPTED"
+    return bool(crumbs) and crumbs[-1].type == RUN_END and [e.type for e in crumbs].count(CONTINUED) == 1
 
 
 # -- a worker killed mid-run ----------------------------------------------------------------------
 
 
-def test_a_worker_killed_mid_run_leaves_whole_logs_interrupted_runs_and_closed_tails(http, start_server):
+def test_a_worker_killed_mid_run_leaves_whole_logs_and_its_runs_carried_on_to_their_end(http, start_server):
     victim = faulty(start_server, "victim")
     witness = faulty(start_server, "witness", db=victim.db)  # another process on the same file
     with ExitStack() as stack:
@@ -107,19 +110,19 @@ def test_a_worker_killed_mid_run_leaves_whole_logs_interrupted_runs_and_closed_t
                 pass  # the connection died with the worker, as it should
             assert not TERMINAL & set(stream.types), stream.types
         for run_id, tail in tails.items():
-            events = tail.finish(NOTICED_SECONDS)
-            assert interrupted(events), tail.types
+            events = tail.finish(CARRIED_ON_SECONDS)
+            assert carried_on(events), tail.types
             log = log_of(http, witness.url, run_id, "sse")
             assert_log(log, run_id)
             assert set(seen[run_id]) <= set(durables(log)), "a durable crumb written before the kill was lost"
-            assert interrupted(log)
+            assert carried_on(log)
             assert durable_seqs(events) == durable_seqs(log), "the tail did not get each durable crumb once"
-            assert http.get(f"{witness.url}/runs/{run_id}").json()["status"] == "interrupted"
+            assert http.get(f"{witness.url}/runs/{run_id}").json()["status"] == "completed"
     assert worker not in wait_for(victim.worker_pids, 10, "gunicorn to respawn the worker")
     assert run(http, victim.url, "echo", {"input": "still serving"}, "sse").last_crumb.type == RUN_END
 
 
-def test_the_respawned_worker_marks_a_run_nobody_touches(http, start_server):
+def test_the_respawned_worker_carries_on_a_run_nobody_touches(http, start_server):
     victim = faulty(start_server, "untouched")
     with new_client() as client, open_stream(client, "POST", f"{victim.url}/agents/stepper/run", "sse",
                                              body={"input": STEPPING}) as stepping:  # fmt: skip
@@ -128,18 +131,18 @@ def test_the_respawned_worker_marks_a_run_nobody_touches(http, start_server):
         os.kill(worker, signal.SIGKILL)
     run_id = stepping.run_id
 
-    # GET /runs/<id> only reads the record: the new worker's start-up sweep marks it (its pid is gone).
+    # GET /runs/<id> only reads the record: the new worker's start-up sweep carries it on (its pid is gone).
     def status():
         answer = http.get(f"{victim.url}/runs/{run_id}")
         return answer.json()["status"] if answer.status_code == 200 and answer.json()["status"] != "running" else None
 
-    assert wait_for(status, NOTICED_SECONDS, "the run to be marked") == "interrupted"
+    assert wait_for(status, CARRIED_ON_SECONDS, "the run to end") == "completed"
     log = log_of(http, victim.url, run_id, "sse")
     assert_log(log, run_id)
-    assert interrupted(log)
+    assert carried_on(log)
 
 
-def test_a_tail_on_another_server_ends_as_soon_as_the_server_running_the_run_is_killed(http, start_server):
+def test_a_tail_on_another_server_sees_the_run_carried_on_once_the_server_running_it_is_killed(http, start_server):
     victim = faulty(start_server, "owner", env=LONG_LEASE)
     witness = faulty(start_server, "witness", db=victim.db, env=LONG_LEASE)  # the same host, the same file
     with new_client() as client, open_stream(client, "POST", f"{victim.url}/agents/stepper/run", "sse",
@@ -150,10 +153,12 @@ def test_a_tail_on_another_server_ends_as_soon_as_the_server_running_the_run_is_
         tail.wait_for(lambda e: e.type == "tool:result", 10, "the replayed first step")
         victim.kill()  # master and worker at once: no sweep of a respawned worker marks it
 
+    continued = tail.wait_for(lambda e: e.type == CONTINUED, AT_ONCE_SECONDS, "the continuation")
+    assert continued.data["reason"] == "owner-died"
+    assert http.post(f"{witness.url}/runs/{stepping.run_id}/cancel").status_code == 200  # a minute of steps
     events = tail.finish(AT_ONCE_SECONDS)
 
-    assert interrupted(events), tail.types
-    assert http.get(f"{witness.url}/runs/{stepping.run_id}").json()["status"] == "interrupted"
+    assert http.get(f"{witness.url}/runs/{stepping.run_id}").json()["status"] == "cancelled"
     log = log_of(http, witness.url, stepping.run_id, "sse")
     assert_log(log, stepping.run_id)
     assert durable_seqs(events) == durable_seqs(log)

@@ -300,7 +300,7 @@ def test_a_dead_relay_whose_remote_run_is_gone_is_interrupted(pair, bread_callin
     bread = bread_calling(remote, wire)
     bread.store.create_run(dead_relay("run_lost", "run_the_remote_never_had"))
 
-    assert bread.sweep_interrupted() == 0  # not marked by the sweep: taken over, then found gone
+    assert bread.sweep_interrupted() == 1  # taken over by the sweep, then found gone
 
     record = bread.store.get_run("run_lost")
     assert record["status"] == "interrupted"

@@ -1,0 +1,92 @@
+"""The config of the continuation tests (``BREAD_CONFIG=tests.continuation_config:config``).
+
+``crashy`` says a few words, calls three tools (one of each ``on_repeat``), streams some more
+text and ends. Each tool writes a line to ``$CALLS_FILE`` per call. A process started with
+``$CRASH_AT`` (one of ``tool-run``, ``tool-ask``, ``tool-fail``, ``model``, ``model-always``)
+SIGKILLs itself at that point: inside that tool, or in the last model turn after some text was
+streamed; once (the marker ``$CRASH_AT_FILE`` is removed first) unless ``-always``. ``boss``
+calls ``crashy`` as a subagent; ``unwilling`` is ``crashy`` opted out of continuation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from bread_sync.agents import Agent, ToolContext, subagent, tool
+from bread_sync.config import Config
+from bread_sync.models import script
+from bread_sync.models.script import call, say
+
+
+class Step(BaseModel):
+    n: int
+
+
+def crash_at(point: str) -> None:
+    """SIGKILL this process here if it was told to (and, unless ``-always``, only once)."""
+    wanted = os.environ.get("CRASH_AT", "")
+    if wanted.removesuffix("-always") != point:
+        return
+    marker = Path(os.environ["CRASH_AT_FILE"])
+    if not wanted.endswith("-always"):
+        if not marker.exists():
+            return
+        marker.unlink()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _called(name: str, n: int) -> dict:
+    with open(os.environ["CALLS_FILE"], "a") as calls:
+        calls.write(f"{name} {n}\n")
+    crash_at(name.replace("_", "-"))
+    return {"done": n}
+
+
+@tool(on_repeat="run")
+def tool_run(step: Step, ctx: ToolContext) -> dict:
+    """An idempotent tool: called again when its outcome is unknown."""
+    return _called("tool_run", step.n)
+
+
+@tool
+def tool_ask(step: Step, ctx: ToolContext) -> dict:
+    """A tool whose repeat a human approves."""
+    return _called("tool_ask", step.n)
+
+
+@tool(on_repeat="fail")
+def tool_fail(step: Step, ctx: ToolContext) -> dict:
+    """A tool never called twice."""
+    return _called("tool_fail", step.n)
+
+
+def _crash_in_model(convo: script.Conversation) -> list:
+    crash_at("model")
+    return [say(["all ", "done."])]
+
+
+STEPS = [
+    say(["Working ", "on ", "it. "]),
+    call("tool_run", {"n": 1}),
+    call("tool_ask", {"n": 2}),
+    call("tool_fail", {"n": 3}),
+    say(["Almost ", "there: "]),
+    _crash_in_model,
+]
+TOOLS = [tool_run, tool_ask, tool_fail]
+
+crashy = Agent(id="crashy", model=script.provider(STEPS), tools=TOOLS)
+unwilling = Agent(id="unwilling", model=script.provider(STEPS), tools=TOOLS, continue_after_crash=False)
+boss = Agent(
+    id="boss",
+    model=script.provider([call("crashy", {"input": "go"}), say("The crew is done.")]),
+    tools=[subagent("crashy")],
+)
+
+
+def config() -> Config:
+    return Config(agents=[crashy, unwilling, boss], blob_store="memory")

@@ -25,7 +25,7 @@ from .emitter import Emitter
 from .execution import drain
 from .lease import lease_end
 from .loop_run import close_loops
-from .opening import continuation_root, new_context, open_continued, open_taken_over
+from .opening import Opened, continuation_root, new_context, open_continued, open_taken_over
 from .relay import quietly
 
 log = logging.getLogger("bread_sync")
@@ -59,11 +59,10 @@ def recover(runtime: Runtime, record: dict[str, Any]) -> bool:
         return False
     if _relay_of_the_dead(runtime, record):
         return adopt(runtime, record)
-    run_id, store = record["id"], runtime.store
-    if not store.update_run(run_id, expect=_as_read(record), owner=runtime.owner, leaseUntil=lease_end(runtime.config)):
+    run_id = record["id"]
+    claimed = _claim(runtime, record)
+    if claimed is None:
         return False
-    claimed = store.get_run(run_id)
-    assert claimed is not None  # claimed this instant; a purge takes finished runs only
     reason = "shutdown" if record["owner"] is None else "owner-died"
     try:
         opened = open_continued(runtime, claimed, reason, runtime.config.max_continuations)
@@ -72,7 +71,7 @@ def recover(runtime: Runtime, record: dict[str, Any]) -> bool:
         opened = None
     if opened is None:
         return interrupt(runtime, claimed)
-    threading.Thread(target=drain, args=opened[:2], name=f"bread-continued-{run_id}", daemon=True).start()
+    _drive(opened, "continued")
     log.warning("run %s: its owner is gone (%s); this process carries it on", run_id, reason)
     return True
 
@@ -113,20 +112,18 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
     wins), and go on relaying the remote run after the position its record holds, under the
     same run id and seqs, in a thread of this process. A remote run that is gone ends the local
     one with ``RUN_INTERRUPTED``. False when another process claimed it first."""
-    run_id, store = record["id"], runtime.store
-    if not store.update_run(run_id, expect=_as_read(record), owner=runtime.owner, leaseUntil=lease_end(runtime.config)):
+    claimed = _claim(runtime, record)
+    if claimed is None:
         return False
     try:
         gone = runtime.remote_agents[record["agentId"]].run_status(record["remoteRunId"]) is None
     except BreadError:
         gone = False  # not answering now: the relay keeps trying for a while
     if gone:
-        if (claimed := store.get_run(run_id)) is not None:
-            interrupt(runtime, claimed)
+        interrupt(runtime, claimed)
         return True
-    opened = open_taken_over(runtime, record)
-    threading.Thread(target=drain, args=opened[:2], name=f"bread-relay-{run_id}", daemon=True).start()
-    log.warning("run %s: its owner is gone; this process took over its relay", run_id)
+    _drive(open_taken_over(runtime, record), "relay")
+    log.warning("run %s: its owner is gone; this process took over its relay", record["id"])
     return True
 
 
@@ -152,6 +149,21 @@ def _end(runtime: Runtime, run_id: str, status: str, error: BreadError) -> None:
     """The terminal crumb of a run no process drives, and its unfinished loops' end."""
     _append_final(runtime, run_id, c.error_crumb(run_id, error))
     close_loops(runtime.store, run_id, status)
+
+
+def _claim(runtime: Runtime, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's record, made this process's under a fresh lease if nobody changed it since it
+    was read (of several processes noticing at once, one wins); None for the others."""
+    lease = lease_end(runtime.config)
+    if not runtime.store.update_run(record["id"], expect=_as_read(record), owner=runtime.owner, leaseUntil=lease):
+        return None
+    return runtime.store.get_run(record["id"])  # a purge takes finished runs only: it is there
+
+
+def _drive(opened: Opened, what: str) -> None:
+    """Drive a run this process took on, in a thread of its own (a greenlet under gevent)."""
+    name = f"bread-{what}-{opened.labels.run_id}"
+    threading.Thread(target=drain, args=(opened.labels, opened.crumbs), name=name, daemon=True).start()
 
 
 def _as_read(record: dict[str, Any]) -> dict[str, Any]:

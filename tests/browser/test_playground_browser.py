@@ -1,5 +1,6 @@
 """The playground page in headless Chromium against real gunicorn servers: runs in either wire,
-pauses answered, a cancel, a dropped connection, a tail by id, sessions, and the auth flow.
+pauses answered, a cancel, a dropped connection, a tail by id, sessions, the auth flow, and the
+text a continuation says was lost taken away.
 
 What the page shows is checked against what the server logged, through the API."""
 
@@ -311,3 +312,28 @@ def test_the_page_sends_its_key_to_no_uri_but_its_own_files(page, tmp_path, uri)
 #: Collects the page's Content-Security-Policy violations in ``window.violations``.
 VIOLATIONS_RECORDED = """window.violations = [];
 document.addEventListener("securitypolicyviolation", (e) => window.violations.push(e.blockedURI));"""
+
+
+def test_the_text_a_continuation_says_was_lost_is_dropped_from_the_page(page, servers):
+    """The page fed, as its stream would, a run whose process died while the model streamed
+    "Lost" after seq 4: the continuation's crumb takes that text away, the new call's stays."""
+    open_page(page, f"{servers('sse').url}/_bread/")
+    run = "run_carried_on"
+    frames = [
+        (1, {"type": "agent:run:start", "runId": run, "agentId": "a", "sessionId": "s", "input": "hi"}),
+        (1, {"type": "text:delta", "runId": run, "delta": "Hello. "}),
+        (3, {"type": "tool:call", "runId": run, "toolCallId": "c1", "toolName": "t", "input": {}}),
+        (4, {"type": "tool:result", "runId": run, "toolCallId": "c1", "toolName": "t", "output": 1}),
+        (4, {"type": "text:delta", "runId": run, "delta": "Lo"}),
+        (4, {"type": "text:delta", "runId": run, "delta": "st"}),
+        (5, {"type": "agent:run:continued", "runId": run, "reason": "owner-died", "afterSeq": 4, "attempt": 1}),
+        (5, {"type": "text:delta", "runId": run, "delta": "Found."}),
+        (7, {"type": "agent:run:end", "runId": run, "output": "Found."}),
+    ]
+    page.evaluate(
+        "frames => { const v = new RunView('a'); for (const [seq, crumb] of frames) v.apply({ seq, crumb }); }",
+        [list(frame) for frame in frames],
+    )
+    assert page.locator("#transcript .text").all_text_contents() == ["Hello. ", "Found."]
+    assert "carried on after seq 4 (owner-died)" in page.inner_text("#transcript")
+    assert page.get_attribute("#status", "data-status") == "completed"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from pathlib import Path
 
 import httpx2 as httpx
 import pytest
@@ -314,26 +315,16 @@ VIOLATIONS_RECORDED = """window.violations = [];
 document.addEventListener("securitypolicyviolation", (e) => window.violations.push(e.blockedURI));"""
 
 
-def test_the_text_a_continuation_says_was_lost_is_dropped_from_the_page(page, servers):
-    """The page fed, as its stream would, a run whose process died while the model streamed
-    "Lost" after seq 4: the continuation's crumb takes that text away, the new call's stays."""
-    open_page(page, f"{servers('sse').url}/_bread/")
-    run = "run_carried_on"
-    frames = [
-        (1, {"type": "agent:run:start", "runId": run, "agentId": "a", "sessionId": "s", "input": "hi"}),
-        (1, {"type": "text:delta", "runId": run, "delta": "Hello. "}),
-        (3, {"type": "tool:call", "runId": run, "toolCallId": "c1", "toolName": "t", "input": {}}),
-        (4, {"type": "tool:result", "runId": run, "toolCallId": "c1", "toolName": "t", "output": 1}),
-        (4, {"type": "text:delta", "runId": run, "delta": "Lo"}),
-        (4, {"type": "text:delta", "runId": run, "delta": "st"}),
-        (5, {"type": "agent:run:continued", "runId": run, "reason": "owner-died", "afterSeq": 4, "attempt": 1}),
-        (5, {"type": "text:delta", "runId": run, "delta": "Found."}),
-        (7, {"type": "agent:run:end", "runId": run, "output": "Found."}),
-    ]
-    page.evaluate(
-        "frames => { const v = new RunView('a'); for (const [seq, crumb] of frames) v.apply({ seq, crumb }); }",
-        [list(frame) for frame in frames],
-    )
-    assert page.locator("#transcript .text").all_text_contents() == ["Hello. ", "Found."]
-    assert "carried on after seq 4 (owner-died)" in page.inner_text("#transcript")
-    assert page.get_attribute("#status", "data-status") == "completed"
+def test_a_run_whose_worker_is_killed_mid_text_ends_showing_the_log_s_text(page, servers):
+    """The page reads "Lost", the worker is SIGKILLed, the page tails the run from its last seq
+    and the respawned worker carries it on: the lost text's segment goes."""
+    server = servers("lost-text")
+    marker, seen = Path(server.env["KILL_MARKER"]), Path(server.env["TEXT_SEEN"])
+    marker.write_text("")
+    start(page, server, "teller", text="go")
+    page.wait_for_function("() => document.getElementById('transcript').textContent.includes('Lost')")
+    seen.write_text("")  # the worker may die now
+    completed(page)
+    assert not marker.exists(), "the worker was never killed"
+    assert page.locator("#transcript .text").all_text_contents() == ["Hello. ", "Lost Found again."]
+    assert "carried on after seq" in page.inner_text("#transcript")

@@ -41,6 +41,7 @@ def _killed_once_read(convo: script.Conversation) -> list:
 
 teller = Agent(
     id="teller",
+    description="Says a few words, calls a tool, then says more; its worker dies once mid-text.",
     model=script.provider([say("Hello. "), call("noted", {}), say(["Lo", "st "]), _killed_once_read]),
     tools=[noted],
 )

@@ -66,8 +66,9 @@ class AgentClient:
 @dataclass
 class Outcome:
     """How a run stopped: ``completed``, ``failed``, ``cancelled`` or ``paused`` (``pause`` is
-    the ``human:required`` crumb), with its output or error and the text it streamed (as the
-    log has it: not the text of a model call a continuation made again)."""
+    the ``human:required`` crumb), with its output or error and the text it streamed as the log
+    has it (without the text a model call streamed before its process died: a continuation made
+    that call again)."""
 
     run_id: str
     status: str

@@ -83,6 +83,23 @@ def test_artifact_ids_come_from_the_task_and_the_log():
     assert echoed == [Status("completed", final=True)]  # that file was announced already
 
 
+def test_a_continuation_s_text_goes_to_a_new_artifact_and_the_lost_text_s_is_not_appended_to():
+    continued = {"type": c.AGENT_RUN_CONTINUED, "runId": RUN, "reason": "owner-died", "afterSeq": 4, "attempt": 1}
+    translate = A2ATranslator(RUN)
+    assert [translate.text("Hello. "), translate.text("Lost")] == [
+        TextChunk(f"{RUN}-text-1", False, "Hello. "),
+        TextChunk(f"{RUN}-text-1", True, "Lost"),
+    ]
+    assert translate(continued) == []
+    found = [translate({"type": c.TEXT_DELTA, "runId": RUN, "delta": d})[0] for d in ("Fou", "nd.")]
+    assert found == [TextChunk(f"{RUN}-text-1-after4", False, "Fou"), TextChunk(f"{RUN}-text-1-after4", True, "nd.")]
+    # A resubscribe brought to a position past the continuation by the log names it the same.
+    resubscribed = A2ATranslator(RUN)
+    for crumb in ({"type": c.TEXT_DELTA, "runId": RUN, "delta": "Hello. "}, continued):
+        resubscribed(crumb)
+    assert resubscribed.text_key() == (f"{RUN}-text-1-after4", False)
+
+
 @pytest.mark.parametrize("dialect", [v03, v10])
 @pytest.mark.parametrize("text", ["plain", 'quote " and \\', "é 漢字 \U0001f35e", "line\nbreak\u2028", ""])
 def test_a_text_chunk_from_its_template_is_what_the_models_write(dialect, text):

@@ -283,3 +283,38 @@ def test_emitted_event_surface_is_pinned():
 def test_events_encode_as_bare_sse_frames():
     (event,) = create_ag_ui_transformer()({"type": "agent:error", "runId": "r", "error": BreadError("X", "y")})
     assert encode(event) == 'data: {"type":"RUN_ERROR","message":"y","code":"X"}\n\n'
+
+
+CARRIED_ON = [
+    {"type": "agent:run:start", "runId": "r", "sessionId": "s", "agentId": "a", "input": "x"},
+    {"type": "tool:result", "runId": "r", "toolCallId": "t1", "toolName": "x", "output": 1},
+    {"type": "text:delta", "runId": "r", "delta": "Lost"},
+    {"type": "agent:run:continued", "runId": "r", "reason": "owner-died", "afterSeq": 2, "attempt": 1},
+    {"type": "text:delta", "runId": "r", "delta": "Found"},
+    {"type": "agent:run:end", "runId": "r", "output": "Found"},
+]
+
+
+def test_a_continuation_closes_the_message_of_the_lost_text_and_the_new_call_s_text_is_another():
+    events = translate(CARRIED_ON)
+    check_stream(events)
+    messages = [e for e in events if e["type"].startswith("TEXT_MESSAGE")]
+    lost, found = messages[0]["messageId"], messages[3]["messageId"]
+    assert [(e["type"], e["messageId"], e.get("delta")) for e in messages] == [
+        ("TEXT_MESSAGE_START", lost, None),
+        ("TEXT_MESSAGE_CONTENT", lost, "Lost"),
+        ("TEXT_MESSAGE_END", lost, None),
+        ("TEXT_MESSAGE_START", found, None),
+        ("TEXT_MESSAGE_CONTENT", found, "Found"),
+        ("TEXT_MESSAGE_END", found, None),
+    ]
+    assert lost != found
+
+
+def test_a_stream_resumed_after_a_continuation_names_the_new_message_as_the_live_one_did():
+    live = [e for e in translate(CARRIED_ON) if e["type"] == "TEXT_MESSAGE_START"][-1]["messageId"]
+    resumed = create_ag_ui_transformer()
+    for crumb in [CARRIED_ON[0], CARRIED_ON[1], CARRIED_ON[3]]:  # the log: it never had the lost text
+        resumed(crumb)
+    events = translate(CARRIED_ON[4:], resumed)
+    assert events[0] == {"type": "TEXT_MESSAGE_START", "messageId": live, "role": "assistant"}

@@ -37,7 +37,7 @@ from ..errors import (
     RUN_NOT_FOUND,
     BreadError,
 )
-from ..wire.replay import Gap
+from ..wire.replay import Gap, LiveText
 from .facade import AgentClient, ThreadEvent, ThreadRun, create_agent_client
 
 FIXTURE = "agent_client_transport"
@@ -84,7 +84,11 @@ def shape(frames: list[Frame]) -> list[tuple[str, int | None]]:
 
 
 def text_of(frames: list[Frame]) -> str:
-    return "".join(f.crumb["delta"] for f in frames if f.type == TEXT_DELTA)
+    """The text a client shows of ``frames``: a continuation's lost text dropped."""
+    held = LiveText()
+    for frame in frames:
+        held.take(frame)
+    return held.text
 
 
 def log_of(client: AgentClient, run_id: str) -> list[Frame]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..crumbs import AGENT_ERROR, AGENT_RUN_END, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame
 from ..errors import CHECKPOINT_NOT_FOUND, BreadError
+from ..wire.replay import LiveText
 from .contract import ACTIVE, AgentClientTransport, RunStream, ThreadState, optional
 
 #: Seconds between looks for a thread's next run while none is active.
@@ -65,7 +66,9 @@ class AgentClient:
 @dataclass
 class Outcome:
     """How a run stopped: ``completed``, ``failed``, ``cancelled`` or ``paused`` (``pause`` is
-    the ``human:required`` crumb), with its output or error and the text it streamed."""
+    the ``human:required`` crumb), with its output or error and the text it streamed as the log
+    has it (without the text a model call streamed before its process died: a continuation made
+    that call again)."""
 
     run_id: str
     status: str
@@ -85,7 +88,7 @@ class ThreadRun:
         self._stream = stream
         self._stop_at_pause = stop_at_pause
         self._frames = self._read()
-        self._text: list[str] = []
+        self._text = LiveText()  # what a continuation says was lost is dropped from it
         self.last: Frame | None = None  # the last durable crumb read
 
     def __iter__(self) -> Iterator[Frame]:
@@ -96,9 +99,8 @@ class ThreadRun:
             for item in self._stream:
                 if item.__class__ is not Frame:
                     continue  # a gap: the durable crumbs it lost are in the log, not here
-                if item.crumb["type"] == TEXT_DELTA:
-                    self._text.append(item.crumb["delta"])
-                else:
+                self._text.take(item)
+                if item.crumb["type"] != TEXT_DELTA:
                     self.last = item
                 yield item
                 if item.crumb["type"] in TERMINAL or self._stop_at_pause and item.crumb["type"] == HUMAN_REQUIRED:
@@ -113,7 +115,7 @@ class ThreadRun:
         return self.outcome()
 
     def outcome(self) -> Outcome:
-        text, last = "".join(self._text), self.last
+        text, last = self._text.text, self.last
         kind = last.crumb["type"] if last is not None else None
         if kind == AGENT_RUN_END:
             return Outcome(self.run_id, "completed", output=last.crumb.get("output"), text=text)

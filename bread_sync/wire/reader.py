@@ -8,6 +8,8 @@ When the body ends or stalls past the heartbeat timeout before the run has ended
 
 Across any number of reconnects the caller gets every durable crumb once and in order, never
 one the server lacks, and each text segment's text once, under the dedup rule of ``replay.py``.
+A caller that holds the run's text keeps it in a :class:`~bread_sync.wire.replay.LiveText`,
+which drops the text a continuation (``agent:run:continued``) says was lost.
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 a reader delivers, given where it started) and the gap it says once when it cannot serve some.
 
 No durable crumb lost, none twice, and a text segment that arrives both live (deltas) and from
-the log (their aggregate) is shown once.
+the log (their aggregate) is shown once. The text a reader holds drops what a run carried on
+after its process died says was lost (:class:`LiveText`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..crumbs import TEXT_DELTA, Frame
+from ..crumbs import AGENT_RUN_CONTINUED, TEXT_DELTA, Frame
 
 #: Where a frame came from: the transport, or the store's log.
 LIVE, LOG = "live", "log"
@@ -69,3 +70,31 @@ class Dedup:
             rest = text[len(shown) :]
             return Frame(frame.run_id, frame.seq, {**frame.crumb, "delta": rest}) if rest else None
         return frame
+
+
+class LiveText:
+    """The text a reader of a run holds, each part under the seq it came with: at an
+    ``agent:run:continued`` crumb, the parts whose seq (a live delta's watermark) is its
+    ``afterSeq`` or more are dropped, so the text held is the log's.
+
+    Those deltas were streamed by the model call that was in flight when the run's process
+    died; they were never logged, and the continuation makes that call again. A log's
+    aggregate always lies before the last durable crumb, so only lost live text is dropped.
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[int, str]] = []  # in the order delivered: seqs never go down
+
+    @property
+    def text(self) -> str:
+        return "".join(text for _, text in self._parts)
+
+    def take(self, frame: Frame) -> None:
+        """Hold the text of a delivered ``text:delta``; drop the lost text at ``agent:run:continued``."""
+        kind = frame.crumb["type"]
+        if kind == TEXT_DELTA:
+            self._parts.append((frame.seq, frame.crumb["delta"]))
+        elif kind == AGENT_RUN_CONTINUED:
+            after = frame.crumb["afterSeq"]
+            while self._parts and self._parts[-1][0] >= after:
+                self._parts.pop()

@@ -69,14 +69,19 @@ def page(browser):
 @pytest.fixture(scope="package")
 def servers(tmp_path_factory):
     """Gunicorn servers with the playground on, started on first use and kept for these tests:
-    ``servers("sse")``, ``servers("ndjson")``, ``servers("auth")`` (auth on, SSE)."""
+    ``servers("sse")``, ``servers("ndjson")``, ``servers("auth")`` (auth on, SSE),
+    ``servers("lost-text")`` (tests/integration/lost_text_config.py)."""
     root = tmp_path_factory.mktemp("playground-servers")
     started: dict[str, Server] = {}
     settings = {
         "sse": ("http-sse", {}),
         "ndjson": ("http-chunked", {}),
         "auth": ("http-chunked", {"BREAD_CONFIG": "tests.browser.auth_config:config"}),
-    }
+        # Its worker is killed once while it streams text: the test makes KILL_MARKER first.
+        "lost-text": ("http-sse", {"BREAD_CONFIG": "tests.integration.lost_text_config:config",
+                                   "BREAD_LEASE_SECONDS": "2", "KILL_MARKER": str(root / "kill-once"),
+                                   "TEXT_SEEN": str(root / "text-seen")}),
+    }  # fmt: skip
 
     def get(name: str) -> Server:
         if name not in started:

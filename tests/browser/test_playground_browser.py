@@ -1,5 +1,6 @@
 """The playground page in headless Chromium against real gunicorn servers: runs in either wire,
-pauses answered, a cancel, a dropped connection, a tail by id, sessions, and the auth flow.
+pauses answered, a cancel, a dropped connection, a tail by id, sessions, the auth flow, and the
+text a continuation says was lost taken away.
 
 What the page shows is checked against what the server logged, through the API."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from pathlib import Path
 
 import httpx2 as httpx
 import pytest
@@ -311,3 +313,18 @@ def test_the_page_sends_its_key_to_no_uri_but_its_own_files(page, tmp_path, uri)
 #: Collects the page's Content-Security-Policy violations in ``window.violations``.
 VIOLATIONS_RECORDED = """window.violations = [];
 document.addEventListener("securitypolicyviolation", (e) => window.violations.push(e.blockedURI));"""
+
+
+def test_a_run_whose_worker_is_killed_mid_text_ends_showing_the_log_s_text(page, servers):
+    """The page reads "Lost", the worker is SIGKILLed, the page tails the run from its last seq
+    and the respawned worker carries it on: the lost text's segment goes."""
+    server = servers("lost-text")
+    marker, seen = Path(server.env["KILL_MARKER"]), Path(server.env["TEXT_SEEN"])
+    marker.write_text("")
+    start(page, server, "teller", text="go")
+    page.wait_for_function("() => document.getElementById('transcript').textContent.includes('Lost')")
+    seen.write_text("")  # the worker may die now
+    completed(page)
+    assert not marker.exists(), "the worker was never killed"
+    assert page.locator("#transcript .text").all_text_contents() == ["Hello. ", "Lost Found again."]
+    assert "carried on after seq" in page.inner_text("#transcript")

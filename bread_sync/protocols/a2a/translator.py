@@ -8,7 +8,10 @@ too, one key each: ``{"text": str}``, ``{"data": value}``, ``{"file": {"uri", "m
 Artifact ids are made from the task id and the run's log, never at random, so a stream resumed
 after a dropped connection names the same artifacts as the stream it continues: the run's text
 is the artifact ``<taskId>-text-<turn>`` (a turn ends at each pause for a human), its n-th file
-``<taskId>-file-<n>``, a structured output ``<taskId>-output``.
+``<taskId>-file-<n>``, a structured output ``<taskId>-output``. After a run was carried on
+(``agent:run:continued``), the turn's text goes on in ``<taskId>-text-<turn>-after<afterSeq>``:
+the text streamed after ``afterSeq`` was lost with its process, so it is left where it is and the
+call made again writes a new artifact.
 """
 
 from __future__ import annotations
@@ -109,6 +112,7 @@ class A2ATranslator:
         self._uris: set[str] = set()
         self._table: dict[str, Callable[[dict[str, Any]], list[Event]]] = {
             c.TEXT_DELTA: self._text,
+            c.AGENT_RUN_CONTINUED: self._continued,
             c.FILE_GENERATED: self._file,
             c.HUMAN_REQUIRED: self._paused,
             c.HUMAN_RESUMED: self._resumed,
@@ -143,11 +147,17 @@ class A2ATranslator:
     def _paused(self, crumb: dict[str, Any]) -> list[Event]:
         return [Status(INPUT_REQUIRED, [pause_part(crumb)], crumb["checkpointId"], final=True)]
 
+    def _continued(self, crumb: dict[str, Any]) -> list[Event]:
+        self._new_text_artifact(f"{self.task_id}-text-{self._turn}-after{crumb['afterSeq']}")
+        return []
+
     def _resumed(self, crumb: dict[str, Any]) -> list[Event]:
         self._turn += 1
-        self._text_id = f"{self.task_id}-text-{self._turn}"
-        self._text_open = False
+        self._new_text_artifact(f"{self.task_id}-text-{self._turn}")
         return [Status(WORKING)]
+
+    def _new_text_artifact(self, artifact_id: str) -> None:
+        self._text_id, self._text_open = artifact_id, False
 
     def _completed(self, crumb: dict[str, Any]) -> list[Event]:
         output = crumb.get("output")

@@ -109,6 +109,7 @@ class AgUiTransformer:
         self._message: str | None = None  # the open text message
         self._content: tuple[str, str] | None = None  # its TEXT_MESSAGE_CONTENT frame, around the delta
         self._messages = 0  # messages opened: their ids are the run's id and this count
+        self._lineage = ""  # after a continuation, messages are counted afresh under its afterSeq
         self._tool_calls: dict[str, str] = {}  # tool calls open (their input still streaming), to their names
         self._streamed: set[str] = set()  # tool calls whose input was streamed: tool:call adds nothing
         self._steps: list[str] = []  # open steps, innermost last
@@ -120,6 +121,7 @@ class AgUiTransformer:
             c.AGENT_RUN_START: self._run_start,
             c.HUMAN_RESUMED: self._resumed,
             c.TEXT_DELTA: self._text_delta,
+            c.AGENT_RUN_CONTINUED: self._continued,
             c.FILE_GENERATED: self._file,
             c.TOOL_INPUT_START: self._tool_input_start,
             c.TOOL_INPUT_DELTA: self._tool_input_delta,
@@ -252,10 +254,18 @@ class AgUiTransformer:
             # The same ids in a replay of the run as in its live stream: a resumed stream
             # re-opens the message the client holds, under its id.
             self._messages += 1
-            self._message = f"msg_{crumb['runId']}_{self._messages}"
+            self._message = f"msg_{crumb['runId']}_{self._lineage}{self._messages}"
             events.append(TextMessageStartEvent(message_id=self._message, role="assistant"))
         events.append(TextMessageContentEvent(message_id=self._message, delta=crumb["delta"]))
         return events
+
+    def _continued(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        # The open message's text after afterSeq was lost with the process that streamed it,
+        # and the call is made again: its text goes to a new message. Their ids start afresh
+        # from the crumb, so a stream resumed from the log (which never had the lost text)
+        # names them as the live stream did.
+        self._lineage, self._messages = f"after{crumb['afterSeq']}_", 0
+        return self._close_message()
 
     def _close_message(self) -> list[BaseEvent]:
         if self._message is None:

@@ -161,6 +161,7 @@ class RunView {
     const { seq, crumb } = event;
     if (crumb.type === "text:delta") return this.text(seq, crumb.delta);
     if (seq !== 0 && seq <= this.lastSeq) return; // already shown (a reconnect's replay)
+    if (crumb.type === "agent:run:continued") this.dropLostText(crumb.afterSeq);
     this.lastSeq = Math.max(this.lastSeq, seq);
     this.segment = null;
     $("seq").textContent = String(this.lastSeq);
@@ -176,7 +177,7 @@ class RunView {
   text(seq, delta) {
     if (seq < this.lastSeq) return;
     if (seq === this.lastSeq) {
-      if (!this.segment) this.segment = { el: this.add("div", "text"), connection: this.connection };
+      if (!this.segment) this.segment = { el: this.add("div", "text"), connection: this.connection, seq };
       this.segment.el.textContent += delta;
       return;
     }
@@ -187,6 +188,12 @@ class RunView {
     this.lastSeq = seq;
     this.segment = null;
     $("seq").textContent = String(seq);
+  }
+
+  // A run carried on after its process died: the text streamed live after afterSeq was never
+  // logged, and the model call that streamed it is made again, so the segment showing it goes.
+  dropLostText(afterSeq) {
+    if (this.segment && this.segment.seq >= afterSeq) this.segment.el.remove();
   }
 
   add(tag, className, text) {
@@ -289,6 +296,7 @@ const RENDER = {
     if (typeof c.output !== "string") v.line(`output: ${json(c.output)}`);
     v.finish("completed");
   },
+  "agent:run:continued": (v, c) => v.line(`carried on after seq ${c.afterSeq} (${c.reason}): the text after it is made again`),
   "agent:error": (v, c) => v.fail(c.error),
   "tool:input:start": (v, c) => v.tool(c.toolCallId, c.toolName),
   "tool:input:delta": (v, c) => v.tools.get(c.toolCallId)?.querySelector(".call").append(c.delta),

@@ -52,6 +52,11 @@ class Emitter:
         crumb that reports it, or not at all, and costs no transaction of its own."""
         self._deferred.append(write)
 
+    def drop_text(self) -> None:
+        """Forget the text not logged yet: what a remote run carried on after its process died
+        had streamed and lost (engine/relay.py), which the local log must not keep either."""
+        self._text.clear()
+
     def emit(self, crumb: dict[str, Any]) -> Frame:
         """Pass ``crumb`` through: a durable crumb is committed (with the text aggregated before
         it and the deferred writes) before it is published; a ``text:delta`` is published at

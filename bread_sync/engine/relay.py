@@ -130,6 +130,12 @@ class Relay(Activity):
                     raise _error_of(crumb)
                 if not self.nested:
                     emitter.defer(partial(store.update_run, run_id, remoteSeq=frame.seq))
+                if kind == c.AGENT_RUN_CONTINUED:
+                    # The remote lost the text it streamed after its afterSeq, and so does this log:
+                    # the same crumb here says so in this log's seqs.
+                    emitter.drop_text()
+                    yield {**crumb, "runId": run_id, "afterSeq": emitter.last_seq}
+                    continue
                 if kind == c.HUMAN_REQUIRED:
                     self.remote_checkpoint_id = crumb["checkpointId"]
                     call = {"id": crumb["toolCallId"], "name": crumb["toolName"], "input": crumb["input"]}

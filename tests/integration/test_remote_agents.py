@@ -498,3 +498,25 @@ def test_a_remote_whose_line_never_ends_fails_the_relay_with_a_decode_error(http
     assert described["model"] == "remote:slow", described  # its description, past the bound, is not read
     wait_for(lambda: len(hostile.sent) == len(hostile.requests), 10, "the hostile remote's connections over")
     assert max(hostile.sent) < CAP_BYTES, hostile.sent  # the caller hung up on each
+
+
+def test_a_remote_run_carried_on_after_its_worker_died_is_relayed_without_the_text_it_lost(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": {"count": 40, "delayMs": 100}, "session": {"id": session_id}}
+    with new_client() as client, open_stream(client, "POST", f"{caller.url}/agents/far-stepper/run", wire,
+                                             body=body, seconds=60) as stream:  # fmt: skip
+        stream.until(lambda e: e.type == "text:delta" and "step 6" in e.data["delta"], "the sixth step's text")
+        (worker,) = remote.worker_pids()
+
+        os.kill(worker, signal.SIGKILL)  # its respawned worker carries the remote run on
+
+        stream.rest()
+    assert stream.types[-1] == RUN_END and stream.types.count("agent:run:continued") == 1, stream.types
+    local = log_of(http, caller.url, stream.run_id, wire)
+    assert_log(local, stream.run_id)
+    far = log_of(http, remote.url, remote_run_of(http, remote, session_id)["id"], wire)
+    # The remote's lost text is not in the local log either: the two stay the same crumbs at the same seqs.
+    assert without_ids(local[1:]) == without_ids(far[1:]), "the relay logged text the remote lost"
+    (continued,) = [e for e in local if e.type == "agent:run:continued"]
+    assert continued.data["afterSeq"] == continued.seq - 1

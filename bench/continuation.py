@@ -1,0 +1,338 @@
+"""Runs carried on (issue 26): how soon a run goes on after its worker is killed, and what being
+ready to carry a run on costs a run that never needs it.
+
+(1) Continuation latency. Two gunicorn servers on loopback (gevent, one worker each) share one
+SQLite file, no Redis. The ``victim`` runs the ``stepper`` agent of tests/replica_config.py
+(``--steps`` steps, each two text chunks ``--step-ms`` apart and a tool call); the ``witness``
+serves a passive tail of it (``GET /runs/<id>/stream``, NDJSON). Once the run has noted a few
+steps, the worker its record names as ``owner`` (``host:pid:...``) is SIGKILLed. The figures,
+per repetition: the time from the kill to the tail's ``agent:run:continued``, and to the first
+crumb after it. Whoever notices first carries the run on: the witness's sweep (every
+``Config.sweep_seconds``, 1 s) or the victim's respawned worker's start-up sweep; both know the
+owner is dead at once, on one host (engine/owners.py), so the lease (600 s in that config) plays
+no part. Each run is then waited for to its end (``completed``, one continuation). Aim: under
+2 s. Across hosts an owner cannot be known dead: a run goes on once its lease lapses
+(``BREAD_LEASE_SECONDS``, 30 s by default) plus up to one sweep interval.
+
+(2) Hot-path cost. Events/s of one run driven in-process (``bread.run(..., mode="sync")``, a
+SQLite file), on this checkout and on the code before issue 26 (``--before``, commit 8b4958a,
+taken out with ``git archive`` into a temporary folder), each in a child process of its own
+(one warm-up run, then ``--runs`` timed, their median), the two in alternating order per
+repetition. The workload is a ``script`` agent that streams ``--deltas`` text deltas a turn and
+calls a trivial tool at the end of each, ``--calls`` times: the progress of a run (its
+snapshot) is saved with each durable crumb but text. Aim: at least 0.95x; a tool-heavy run
+(``--busy-calls`` calls of ``--busy-deltas`` deltas) is measured beside it for context::
+
+    .venv/bin/python bench/continuation.py --repeat 5 --write docs/performance.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import harness
+from harness import Figure, Gunicorn, ratios
+
+SCRIPT = "continuation.py"
+TITLE = "## Runs carried on: latency and hot-path cost"
+BEFORE = "8b4958a"
+AIM_SECONDS = 2.0
+AIM_RATIO = 0.95
+CONTINUED = "agent:run:continued"
+TERMINAL = frozenset({"agent:run:end", "agent:error"})
+#: Steps noted before the kill: the run is well under way, most of it still ahead.
+KILL_AFTER_STEP = 3
+#: A bound on every wait of a repetition: a run that is not carried on fails the benchmark.
+WAIT_SECONDS = 60.0
+SERVER_ENV = {"BREAD_CONFIG": "tests.replica_config:config", "BREAD_TRANSPORT": "http-chunked"}
+
+
+# -- (1) continuation latency ---------------------------------------------------------------
+
+
+class Tail(threading.Thread):
+    """A passive NDJSON stream of one run, each crumb's type and arrival (``time.monotonic()``)."""
+
+    def __init__(self, client: Any, url: str):
+        super().__init__(daemon=True)
+        self.client, self.url = client, url
+        self.crumbs: list[tuple[float, str, Any]] = []
+        self.changed = threading.Condition()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with self.client.stream("GET", self.url, timeout=WAIT_SECONDS) as response:
+                for line in response.iter_lines():
+                    if line.strip():
+                        self._seen(json.loads(line)["crumb"])
+        except BaseException as exc:  # told to the waiter, not lost in this thread
+            self.error = exc
+        with self.changed:
+            self.changed.notify_all()
+
+    def _seen(self, crumb: dict[str, Any]) -> None:
+        with self.changed:
+            self.crumbs.append((time.monotonic(), crumb["type"], crumb.get("output")))
+            self.changed.notify_all()
+
+    def wait_for(self, found: Any, what: str) -> int:
+        """The index of the first crumb ``found(type, output)`` holds for, waiting for it."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        with self.changed:
+            while True:
+                for i, (_, kind, output) in enumerate(self.crumbs):
+                    if found(kind, output):
+                        return i
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.is_alive():
+                    raise RuntimeError(f"the tail saw no {what} ({[k for _, k, _ in self.crumbs]}, {self.error!r})")
+                self.changed.wait(left)
+
+
+def owner_pid(client: Any, url: str, run_id: str) -> int:
+    """The pid in the run record's ``owner`` (``host:pid:start:kernel:tag``)."""
+    return int(client.get(f"{url}/runs/{run_id}").json()["owner"].split(":")[1])
+
+
+def start_run(client: Any, url: str, steps: int, step_ms: int) -> str:
+    """Start a ``stepper`` run on ``url``, its response read in the background; its run id."""
+    body = {"input": {"count": steps, "delayMs": step_ms}}
+    request = client.build_request("POST", f"{url}/agents/stepper/run", json=body, timeout=WAIT_SECONDS)
+    response = client.send(request, stream=True)
+    if response.status_code != 200:
+        raise RuntimeError(f"{url}: {response.status_code} {response.read()[:300]!r}")
+
+    def drain() -> None:
+        try:
+            for _ in response.iter_raw():
+                pass
+        except Exception:  # noqa: BLE001 - the connection dies with the worker, as it should
+            pass
+        finally:
+            response.close()
+
+    threading.Thread(target=drain, daemon=True).start()
+    return response.headers["Bread-Run-Id"]
+
+
+def one_kill(client: Any, victim: Gunicorn, witness: Gunicorn, args: argparse.Namespace) -> dict[str, Any]:
+    """One run killed with its worker and carried on: the latencies, and who carried it on."""
+    run_id = start_run(client, f"http://127.0.0.1:{victim.port}", args.steps, args.step_ms)
+    witness_url = f"http://127.0.0.1:{witness.port}"
+    tail = Tail(client, f"{witness_url}/runs/{run_id}/stream")
+    tail.start()
+    tail.wait_for(lambda kind, output: output == {"noted": KILL_AFTER_STEP}, f"step {KILL_AFTER_STEP} noted")
+    pid = owner_pid(client, witness_url, run_id)
+    if pid not in victim.worker_pids():
+        raise RuntimeError(f"run {run_id} is owned by {pid}, not by the victim's worker {victim.worker_pids()}")
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    continued = tail.wait_for(lambda kind, output: kind == CONTINUED, CONTINUED)
+    carrier = owner_pid(client, witness_url, run_id)
+    tail.wait_for(lambda kind, output: kind in TERMINAL, "terminal crumb")
+    tail.join(WAIT_SECONDS)
+    kinds = [kind for _, kind, _ in tail.crumbs]
+    record = client.get(f"{witness_url}/runs/{run_id}").json()
+    if record["status"] != "completed" or kinds.count(CONTINUED) != 1 or len(kinds) <= continued + 1:
+        raise RuntimeError(f"run {run_id} was not carried on to its end: {record['status']}, {kinds}")
+    return {"continued": tail.crumbs[continued][0] - killed, "first": tail.crumbs[continued + 1][0] - killed,
+            "after": kinds[continued + 1], "by_witness": carrier in witness.worker_pids(), "killed": pid}  # fmt: skip
+
+
+def wait_respawned(server: Gunicorn, killed: int) -> None:
+    """Wait for the master to have replaced the worker killed, for the next run to start there."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        pids = server.worker_pids()
+        if len(pids) == server.workers and killed not in pids and server.get("/health")[0] == 200:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"{server.name}: no new worker within {WAIT_SECONDS:g} s:\n{server.log()}")
+
+
+def latency(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    import httpx2 as httpx
+
+    env = {**SERVER_ENV, "BREAD_DB": str(folder / "shared.db")}
+    kills: list[dict[str, Any]] = []
+    with Gunicorn("victim", "wsgi:app", folder, env=env) as victim:
+        with Gunicorn("witness", "wsgi:app", folder, env=env) as witness:
+            with httpx.Client(timeout=httpx.Timeout(WAIT_SECONDS, connect=5.0)) as client:
+                for _ in range(args.kills):
+                    kills.append(one_kill(client, victim, witness, args))
+                    wait_respawned(victim, kills[-1]["killed"])
+    return {"kills": kills}
+
+
+# -- (2) hot-path cost --------------------------------------------------------------------
+
+
+def child_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path) -> None:
+    """In a child process: print the events/s and the CPU time per event (medians of ``runs``)
+    of the workload's run driven by the bread_sync in ``tree``, after one warm-up run."""
+    sys.path.insert(0, str(tree))
+    import bread_sync
+    from bread_sync import Agent, Config, create_bread, tool
+    from bread_sync.models import script
+    from bread_sync.stores import sqlite
+
+    if not Path(bread_sync.__file__).resolve().is_relative_to(tree.resolve()):
+        raise RuntimeError(f"measured {bread_sync.__file__}, not the code in {tree}")
+
+    @tool
+    def noop(input: Any, ctx: Any) -> dict[str, bool]:
+        """Does nothing."""
+        return {"ok": True}
+
+    steps: list[Any] = []
+    for i in range(calls):
+        steps += [script.say([f"word{i}.{k} " for k in range(deltas)]), script.call("noop", {"i": i})]
+    agent = Agent(id="bench", model=script.provider(steps), tools=[noop], max_steps=calls + 1)
+    rates, cpu = [], []
+    for n in range(runs + 1):
+        store = sqlite.store(path=folder / f"rate-{n}.db")
+        bread = create_bread(Config(agents=[agent], store=store, instance_path=folder))
+        try:
+            gc.collect()
+            start, used = time.perf_counter(), time.process_time()
+            result = bread.run("bench", "go", mode="sync")
+            seconds, used = time.perf_counter() - start, time.process_time() - used
+        finally:
+            bread.close()
+        if result.status != "completed":
+            raise RuntimeError(f"the run ended {result.status}: {result.error}")
+        if n:  # the first run warms the imports and caches up
+            rates.append(len(result.crumbs) / seconds)
+            cpu.append(used / len(result.crumbs))
+    print(json.dumps({"rate": statistics.median(rates), "cpu": statistics.median(cpu), "crumbs": len(result.crumbs)}))
+
+
+def measure_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path) -> dict[str, Any]:
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, __file__, "--child", str(tree), "--child-folder", str(folder),
+           "--calls", str(calls), "--deltas", str(deltas), "--runs", str(runs)]  # fmt: skip
+    done = subprocess.run(cmd, cwd=harness.ROOT, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def code_before(commit: str, folder: Path) -> Path:
+    """bread_sync as it was at ``commit``, taken out of git (read-only) into ``folder``."""
+    archive = folder / "before.tar"
+    with open(archive, "wb") as out:
+        subprocess.run(["git", "archive", commit, "bread_sync"], cwd=harness.ROOT, stdout=out, check=True)
+    tree = folder / "before"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
+def hot_path(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    trees = {"now": harness.ROOT, "before": code_before(args.before, folder)}
+    workloads = {"text": (args.calls, args.deltas), "tools": (args.busy_calls, args.busy_deltas)}
+    rates: dict[str, dict[str, list[float]]] = {w: {t: [] for t in trees} for w in workloads}
+    cpu: dict[str, dict[str, list[float]]] = {w: {t: [] for t in trees} for w in workloads}
+    crumbs: dict[str, int] = {}
+    for r in range(args.repeat):
+        for workload, (calls, deltas) in workloads.items():
+            for name in ("now", "before") if r % 2 == 0 else ("before", "now"):
+                got = measure_rate(trees[name], calls, deltas, args.runs, folder / f"{workload}-{name}-{r}")
+                rates[workload][name].append(got["rate"])
+                cpu[workload][name].append(got["cpu"])
+                crumbs[workload] = got["crumbs"]
+    return {"rates": rates, "cpu": cpu, "crumbs": crumbs}
+
+
+# -- the report ---------------------------------------------------------------------------
+
+
+def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    load = [harness.load_average()]
+    result = {**latency(args, folder), **hot_path(args, folder)}
+    load.append(harness.load_average())
+    return {**result, "load": load}
+
+
+def figures(result: dict[str, Any], args: argparse.Namespace) -> list[Figure]:
+    kills = result["kills"]
+    first = [k["first"] for k in kills]
+    out = [
+        Figure("SIGKILL of the run's worker -> `agent:run:continued` on the other server's tail",
+               [k["continued"] for k in kills], "ms"),
+        Figure("SIGKILL of the run's worker -> the first crumb after it", first, "ms",
+               aim=f"< {AIM_SECONDS:g} s", met=max(first) < AIM_SECONDS),
+    ]  # fmt: skip
+    names = {"text": f"{args.calls} turns of {args.deltas:,} deltas and a tool call",
+             "tools": f"{args.busy_calls} turns of {args.busy_deltas} deltas and a tool call"}  # fmt: skip
+    for workload, rates in result["rates"].items():
+        share = ratios(rates["now"], rates["before"])
+        aim = workload == "text"
+        out.append(
+            Figure(f"one run in-process, {names[workload]}: events/s", rates["now"], "ev/s",
+                   f"the code before issue 26 ({args.before})", rates["before"], "now / before", share,
+                   f">= {AIM_RATIO}x" if aim else "", statistics.median(share) >= AIM_RATIO if aim else None)
+        )  # fmt: skip
+        cpu = result["cpu"][workload]
+        out.append(Figure("the same: CPU per event", cpu["now"], "us", f"before ({args.before})", cpu["before"],
+                          "now / before", ratios(cpu["now"], cpu["before"])))  # fmt: skip
+    return out
+
+
+def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> str:
+    kills = result["kills"]
+    witnessed = sum(k["by_witness"] for k in kills)
+    after = sorted({k["after"] for k in kills})
+    each = ", ".join(f"{k['first']:.2f} s ({'witness' if k['by_witness'] else 'respawned'})" for k in kills)
+    lines = harness.header(command, args.repeat, result["load"])
+    lines += [
+        f"Latency: {len(kills)} runs of `stepper` ({args.steps} steps of {args.step_ms} ms), each killed with its "
+        f"worker after step {KILL_AFTER_STEP}; two servers, one worker each, one SQLite file, no Redis; the "
+        f"max is the aim's figure. Carried on by the witness {witnessed} times, by the victim's respawned worker "
+        f"{len(kills) - witnessed} times; the crumb after the continuation: {', '.join(after)}. Each run, "
+        f"kill to that crumb (and who carried it on): {each}. Events/s: "
+        f"{args.repeat} repetitions, each the median of {args.runs} runs in a child process per code, "
+        f"{result['crumbs']['text']:,} and {result['crumbs']['tools']:,} events a run.",
+        "",
+        *harness.table(figures(result, args)),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions of the events/s pair (default 5)")
+    parser.add_argument("--kills", type=int, default=7, help="runs killed and carried on (default 7)")
+    parser.add_argument("--steps", type=int, default=30, help="steps of the killed run (default 30)")
+    parser.add_argument("--step-ms", type=int, default=20, help="ms between a step's two chunks (default 20)")
+    parser.add_argument("--before", default=BEFORE, help=f"the commit to compare with (default {BEFORE})")
+    parser.add_argument("--calls", type=int, default=20, help="tool calls of the events/s run (default 20)")
+    parser.add_argument("--deltas", type=int, default=1000, help="deltas a turn of the events/s run (default 1000)")
+    parser.add_argument("--busy-calls", type=int, default=200, help="tool calls of the tool-heavy run (default 200)")
+    parser.add_argument("--busy-deltas", type=int, default=5, help="deltas a turn of the tool-heavy run (default 5)")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per child process (default 5)")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child-folder", type=Path, help=argparse.SUPPRESS)
+    harness.add_output_options(parser)
+    args = parser.parse_args(argv)
+    if args.child:
+        child_rate(args.child, args.calls, args.deltas, args.runs, args.child_folder)
+        return
+    harness.run(args, argv, SCRIPT, TITLE, "bread-bench-continuation-", bench, report, figures)
+
+
+if __name__ == "__main__":
+    main()

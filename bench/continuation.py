@@ -29,6 +29,7 @@ snapshot) is saved with each durable crumb but text. Aim: at least 0.95x; a tool
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -180,17 +181,11 @@ def latency(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
 # -- (2) hot-path cost --------------------------------------------------------------------
 
 
-def child_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path) -> None:
-    """In a child process: print the events/s and the CPU time per event (medians of ``runs``)
-    of the workload's run driven by the bread_sync in ``tree``, after one warm-up run."""
-    sys.path.insert(0, str(tree))
-    import bread_sync
-    from bread_sync import Agent, Config, create_bread, tool
+def workload_agent(calls: int, deltas: int) -> Any:
+    """The ``bench`` agent: ``calls`` turns of ``deltas`` text deltas, each ending in a tool call
+    (then one more turn ends the run), made by whichever bread_sync is imported."""
+    from bread_sync import Agent, tool
     from bread_sync.models import script
-    from bread_sync.stores import sqlite
-
-    if not Path(bread_sync.__file__).resolve().is_relative_to(tree.resolve()):
-        raise RuntimeError(f"measured {bread_sync.__file__}, not the code in {tree}")
 
     @tool
     def noop(input: Any, ctx: Any) -> dict[str, bool]:
@@ -200,10 +195,39 @@ def child_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path) -> 
     steps: list[Any] = []
     for i in range(calls):
         steps += [script.say([f"word{i}.{k} " for k in range(deltas)]), script.call("noop", {"i": i})]
-    agent = Agent(id="bench", model=script.provider(steps), tools=[noop], max_steps=calls + 1)
+    return Agent(id="bench", model=script.provider(steps), tools=[noop], max_steps=calls + 1)
+
+
+def measured_code(tree: Path) -> None:
+    """Fail unless the bread_sync imported is the one in ``tree``."""
+    import bread_sync
+
+    if not Path(bread_sync.__file__).resolve().is_relative_to(tree.resolve()):
+        raise RuntimeError(f"measured {bread_sync.__file__}, not the code in {tree}")
+
+
+def http_config() -> Any:
+    """The servers' config for the HTTP figures (``BREAD_CONFIG=continuation:http_config``)."""
+    from bread_sync.config import Config
+
+    measured_code(Path(os.environ["BENCH_TREE"]))
+    agent = workload_agent(int(os.environ["BENCH_CALLS"]), int(os.environ["BENCH_DELTAS"]))
+    return Config(agents=[agent], blob_store=None)
+
+
+def child_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path) -> None:
+    """In a child process: print the events/s and the CPU time per event (medians of ``runs``)
+    of the workload's run driven by the bread_sync in ``tree``, after one warm-up run."""
+    sys.path.insert(0, str(tree))
+    from bread_sync import Config, create_bread
+    from bread_sync.stores import sqlite
+
+    measured_code(tree)
+    agent = workload_agent(calls, deltas)
     rates, cpu = [], []
-    for n in range(runs + 1):
+    for n in range(runs + 2):
         store = sqlite.store(path=folder / f"rate-{n}.db")
+        progress = watch_progress(store) if n == runs + 1 else None
         bread = create_bread(Config(agents=[agent], store=store, instance_path=folder))
         try:
             gc.collect()
@@ -214,10 +238,32 @@ def child_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path) -> 
             bread.close()
         if result.status != "completed":
             raise RuntimeError(f"the run ended {result.status}: {result.error}")
-        if n:  # the first run warms the imports and caches up
+        if 0 < n <= runs:  # the first run warms the imports and caches up; the last is watched
             rates.append(len(result.crumbs) / seconds)
             cpu.append(used / len(result.crumbs))
-    print(json.dumps({"rate": statistics.median(rates), "cpu": statistics.median(cpu), "crumbs": len(result.crumbs)}))
+    figures = {"rate": statistics.median(rates), "cpu": statistics.median(cpu), "crumbs": len(result.crumbs)}
+    print(json.dumps({**figures, "progress": {**progress, "run_cpu": used}}))
+
+
+def watch_progress(store: Any) -> dict[str, Any]:
+    """Count what saving a run's progress costs (the store encoding and writing each progress
+    checkpoint, in CPU time, and its bytes): filled in as ``store`` is used, in a run apart from
+    the timed ones (the counting is not free)."""
+    from bread_sync.crumbs import dumps
+
+    seen = {"saves": 0, "cpu": 0.0, "bytes": 0}
+    save = store.save_checkpoint
+
+    def counted(checkpoint: dict[str, Any]) -> None:
+        used = time.process_time()
+        save(checkpoint)
+        if checkpoint["status"] == "progress":
+            seen["cpu"] += time.process_time() - used
+            seen["saves"] += 1
+            seen["bytes"] += len(dumps(checkpoint))
+
+    store.save_checkpoint = counted
+    return seen
 
 
 def measure_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path) -> dict[str, Any]:
@@ -231,14 +277,43 @@ def measure_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path) -
 
 
 def code_before(commit: str, folder: Path) -> Path:
-    """bread_sync as it was at ``commit``, taken out of git (read-only) into ``folder``."""
+    """bread_sync and its server's entry points as they were at ``commit``, taken out of git
+    (read-only) into ``folder``."""
     archive = folder / "before.tar"
     with open(archive, "wb") as out:
-        subprocess.run(["git", "archive", commit, "bread_sync"], cwd=harness.ROOT, stdout=out, check=True)
+        paths = ["bread_sync", "wsgi.py", "gunicorn.conf.py"]
+        subprocess.run(["git", "archive", commit, *paths], cwd=harness.ROOT, stdout=out, check=True)
     tree = folder / "before"
     with tarfile.open(archive) as tar:
         tar.extractall(tree, filter="data")
     return tree
+
+
+def over_http(trees: dict[str, Path], workloads: dict[str, tuple[int, int]], args: argparse.Namespace,
+              folder: Path) -> dict[str, dict[str, list[float]]]:  # fmt: skip
+    """Events/s of one run read over HTTP (NDJSON, one gevent worker per code), each repetition
+    the median of ``--runs`` runs, the two codes in alternating order."""
+    import httpx2 as httpx
+    from remote_relay import one_run
+
+    rates: dict[str, dict[str, list[float]]] = {w: {t: [] for t in trees} for w in workloads}
+    for workload, (calls, deltas) in workloads.items():
+        with contextlib.ExitStack() as stack:
+            urls = {}
+            for name, tree in trees.items():
+                env = {"BREAD_CONFIG": "continuation:http_config", "BREAD_TRANSPORT": "http-chunked",
+                       "BREAD_DB": str(folder / f"http-{workload}-{name}.db"), "BENCH_TREE": str(tree),
+                       "BENCH_CALLS": str(calls), "BENCH_DELTAS": str(deltas)}  # fmt: skip
+                server = stack.enter_context(Gunicorn(f"{workload}-{name}", "wsgi:app", folder, env=env, root=tree))
+                urls[name] = f"http://127.0.0.1:{server.port}"
+            client = stack.enter_context(httpx.Client(timeout=httpx.Timeout(WAIT_SECONDS, connect=5.0)))
+            for url in urls.values():  # warm both once, unmeasured
+                one_run(client, url, "bench")
+            for r in range(args.repeat):
+                for name in ("now", "before") if r % 2 == 0 else ("before", "now"):
+                    runs = [one_run(client, urls[name], "bench") for _ in range(args.runs)]
+                    rates[workload][name].append(statistics.median(events / seconds for seconds, events in runs))
+    return rates
 
 
 def hot_path(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
@@ -246,6 +321,7 @@ def hot_path(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     workloads = {"text": (args.calls, args.deltas), "tools": (args.busy_calls, args.busy_deltas)}
     rates: dict[str, dict[str, list[float]]] = {w: {t: [] for t in trees} for w in workloads}
     cpu: dict[str, dict[str, list[float]]] = {w: {t: [] for t in trees} for w in workloads}
+    progress: dict[str, dict[str, dict[str, Any]]] = {w: {} for w in workloads}
     crumbs: dict[str, int] = {}
     for r in range(args.repeat):
         for workload, (calls, deltas) in workloads.items():
@@ -253,8 +329,10 @@ def hot_path(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                 got = measure_rate(trees[name], calls, deltas, args.runs, folder / f"{workload}-{name}-{r}")
                 rates[workload][name].append(got["rate"])
                 cpu[workload][name].append(got["cpu"])
+                progress[workload][name] = got["progress"]
                 crumbs[workload] = got["crumbs"]
-    return {"rates": rates, "cpu": cpu, "crumbs": crumbs}
+    http = over_http(trees, workloads, args, folder)
+    return {"rates": rates, "cpu": cpu, "crumbs": crumbs, "progress": progress, "http": http}
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -289,6 +367,13 @@ def figures(result: dict[str, Any], args: argparse.Namespace) -> list[Figure]:
         cpu = result["cpu"][workload]
         out.append(Figure("the same: CPU per event", cpu["now"], "us", f"before ({args.before})", cpu["before"],
                           "now / before", ratios(cpu["now"], cpu["before"])))  # fmt: skip
+        http = result["http"][workload]
+        share = ratios(http["now"], http["before"])
+        out.append(
+            Figure("the same read over HTTP (NDJSON, one gevent worker): events/s", http["now"], "ev/s",
+                   f"before ({args.before})", http["before"], "now / before", share,
+                   f">= {AIM_RATIO}x" if aim else "", statistics.median(share) >= AIM_RATIO if aim else None)
+        )  # fmt: skip
     return out
 
 
@@ -308,8 +393,20 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
         f"{result['crumbs']['text']:,} and {result['crumbs']['tools']:,} events a run.",
         "",
         *harness.table(figures(result, args)),
+        "",
+        "Saving the progress, in one more run of each workload on this code, watched apart from the timed ones: "
+        + "; ".join(
+            progress_line(name, result["progress"][workload]["now"])
+            for workload, name in (("text", "the text-heavy run"), ("tools", "the tool-heavy run"))
+        )  # fmt: skip
+        + ". The code before saves none.",
     ]
     return "\n".join(lines)
+
+
+def progress_line(name: str, seen: dict[str, Any]) -> str:
+    return (f"{name} saved it {seen['saves']} times, {seen['bytes'] / 1e6:.1f} MB in all, its store encoding and "
+            f"writing it {seen['cpu'] * 1e3:.0f} ms of the run's {seen['run_cpu'] * 1e3:.0f} ms of CPU")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -127,13 +127,10 @@ def start_run(client: Any, url: str, steps: int, step_ms: int) -> str:
         raise RuntimeError(f"{url}: {response.status_code} {response.read()[:300]!r}")
 
     def drain() -> None:
-        try:
+        # The connection dies with the worker, as it should.
+        with contextlib.suppress(Exception), contextlib.closing(response):
             for _ in response.iter_raw():
                 pass
-        except Exception:  # noqa: BLE001 - the connection dies with the worker, as it should
-            pass
-        finally:
-            response.close()
 
     threading.Thread(target=drain, daemon=True).start()
     return response.headers["Bread-Run-Id"]

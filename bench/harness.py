@@ -59,7 +59,8 @@ def free_port() -> int:
 @dataclass(eq=False)
 class Gunicorn:
     """One gunicorn master and its gevent worker(s) serving ``app`` on a free loopback port,
-    with the project's gunicorn.conf.py (or ``config``) so both apps get the same settings."""
+    with the project's gunicorn.conf.py (or ``config``) so both apps get the same settings;
+    ``root``: the checkout it serves (another one's code, e.g. an older commit's, taken out)."""
 
     name: str
     app: str
@@ -70,6 +71,7 @@ class Gunicorn:
     extra: tuple[str, ...] = ()
     port: int = 0
     proc: subprocess.Popen | None = None
+    root: Path = ROOT
 
     @property
     def log_path(self) -> Path:
@@ -80,7 +82,7 @@ class Gunicorn:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BREAD_") and k not in _SCRUBBED}
         env.update(
             PYTHONUNBUFFERED="1",
-            PYTHONPATH=f"{ROOT}{os.pathsep}{BENCH}",
+            PYTHONPATH=f"{self.root}{os.pathsep}{BENCH}",
             BREAD_INSTANCE=str(self.home / f"{self.name}-instance"),
         )
         env.update(self.env)
@@ -91,7 +93,7 @@ class Gunicorn:
         with open(self.log_path, "ab") as log:
             # A group of its own (stop() kills it whole), in the script's session: bench/run
             # finds it there if the script dies without stopping it.
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+            self.proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, process_group=0)  # fmt: skip
         try:
             self._wait_ready()

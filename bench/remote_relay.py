@@ -48,11 +48,11 @@ def caller_config() -> Config:
     return Config(remote_agents={"burst": remote}, blob_store=None)
 
 
-def one_run(client: Any, url: str) -> tuple[float, int]:
+def one_run(client: Any, url: str, agent: str = "burst") -> tuple[float, int]:
     """(seconds from the request to ``agent:run:end``, events in the response)."""
     start = time.perf_counter()
     events, ended = 0, False
-    with client.stream("POST", f"{url}/agents/burst/run", json={"input": "go"}) as response:
+    with client.stream("POST", f"{url}/agents/{agent}/run", json={"input": "go"}) as response:
         if response.status_code != 200:
             raise RuntimeError(f"{url}: {response.status_code} {response.read()[:300]!r}")
         for chunk in response.iter_raw():  # the server ends the response after the terminal crumb

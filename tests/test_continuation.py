@@ -209,3 +209,5 @@ def test_progress_is_saved_once_per_durable_crumb_and_never_for_live_text(place,
         len(saves) == sum(t not in WITHOUT_PROGRESS for t in logged) == 12
     )  # per call: its input's start and end, the call, its result
     assert set(saves) == {progress_id("run_2")}
+    # the run's own turn leaves its conversation to the session's history, written with the same crumbs
+    assert bread.store.get_checkpoint(progress_id("run_2"))["stack"]["messages"] is None

@@ -110,9 +110,11 @@ class Activity(ABC):
         (definition_id,) = self.head().values()
         return definition_id
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, progress: bool = False) -> dict[str, Any]:
+        """The activity's state; ``progress``: for the run's progress, saved while the run holds
+        its session, where a kind may leave out what the store keeps already (see execution.py)."""
         kept = {key: getattr(self, attribute) for key, attribute in self.saved.items()}
-        child = self.child.snapshot() if self.child is not None else None
+        child = self.child.snapshot(progress) if self.child is not None else None
         return {"kind": self.kind, **self.head(), **kept, "child": child}
 
     @classmethod

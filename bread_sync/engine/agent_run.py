@@ -121,6 +121,9 @@ class AgentRun(AgentActivity):
         self.unknown: str | None = None
         #: ``{"output": ...}`` once the agent returned (a subagent's end may be logged before its call's result).
         self.returned: dict[str, Any] | None = None
+        #: Whether ``messages`` are its session's history, as the run's own turn has them (read
+        #: at its start, written with its crumbs): its progress then leaves them to the session.
+        self.in_session = False
         #: History entries waiting for the run's next durable crumb: one write for all of them.
         self._unwritten: list[dict[str, Any]] = []
 
@@ -129,8 +132,25 @@ class AgentRun(AgentActivity):
         than again when first asked for."""
         history = self.ctx.runtime.store.get_session(self.ctx.session_id) or {"messages": []}
         self.messages = [for_model(m) for m in history["messages"]]
+        self.in_session = True
         if self.ctx.state is None:
             self.ctx.state = history.get("state") or {}
+
+    def snapshot(self, progress: bool = False) -> dict[str, Any]:
+        """As every kind's; the progress of the run's own turn leaves its messages out: the
+        session's history written with the same crumbs holds them (a pause's checkpoint keeps
+        them: the session is free while the run waits, and another run may write it)."""
+        kept = super().snapshot(progress)
+        if progress and self.in_session:
+            kept["messages"] = None
+        return kept
+
+    @classmethod
+    def restore(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:
+        run = super().restore(ctx, snapshot)
+        if run.messages is None:  # a progress that left them to the session
+            run.read_session()
+        return run
 
     def pending_tool(self) -> Tool | None:
         """The tool whose call the run paused on (None if the agent no longer has it)."""

@@ -159,7 +159,7 @@ class Execution:
             "sessionId": ctx.session_id,
             "status": "progress",
             "createdAt": now_iso(),
-            "stack": self.root.snapshot() if continuable else None,
+            "stack": self.root.snapshot(progress=True) if continuable else None,
         }
         self.store.save_checkpoint(progress)
 

@@ -195,7 +195,7 @@ def test_an_agent_that_opts_out_is_interrupted_as_before(place, bread):
     assert calls(place) == ["tool_run 1"]
 
 
-def test_progress_is_saved_once_per_durable_crumb_and_never_for_live_text(place, bread, monkeypatch):
+def test_progress_is_saved_with_the_crumbs_that_change_it_and_never_with_live_text(place, bread, monkeypatch):
     saves = []
     save_checkpoint = bread.store.save_checkpoint
     monkeypatch.setattr(
@@ -205,9 +205,12 @@ def test_progress_is_saved_once_per_durable_crumb_and_never_for_live_text(place,
     bread.run("crashy", "go", run_id="run_2", mode="sync")
 
     logged = [f.type for f in bread.store.get_crumbs("run_2")]
-    assert (
-        len(saves) == sum(t not in WITHOUT_PROGRESS for t in logged) == 12
-    )  # per call: its input's start and end, the call, its result
+    # Of the 12 crumbs that could carry it (per call: its input's start and end, the call, its
+    # result), those where the run's state changed: the first input's start (the turn begun), then
+    # each call and each result; the turn's other tool inputs changed nothing.
+    assert sum(t not in WITHOUT_PROGRESS for t in logged) == 12 and len(saves) == 7
     assert set(saves) == {progress_id("run_2")}
     # the run's own turn leaves its conversation to the session's history, written with the same crumbs
-    assert bread.store.get_checkpoint(progress_id("run_2"))["stack"]["messages"] is None
+    assert (
+        bread.store.get_checkpoint(progress_id("run_2"))["stack"]["messages"] == 5
+    )  # its count as of the last tool result

@@ -142,14 +142,16 @@ class AgentRun(AgentActivity):
         them: the session is free while the run waits, and another run may write it)."""
         kept = super().snapshot(progress)
         if progress and self.in_session:
-            kept["messages"] = None
+            kept["messages"] = len(self.messages)  # how many: a change is a change of progress
         return kept
 
     @classmethod
     def restore(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:
         run = super().restore(ctx, snapshot)
-        if run.messages is None:  # a progress that left them to the session
+        if isinstance(run.messages, int):  # a progress that left them to the session
+            count = run.messages
             run.read_session()
+            run.messages = run.messages[:count]
         return run
 
     def pending_tool(self) -> Tool | None:

@@ -48,8 +48,8 @@ class Execution:
         self.store = ctx.runtime.store
         self.emitter = ctx.emitter
         self._final: str | None = None
-        #: Whether the run's last saved progress can be gone on from (see _note_progress).
-        self._progress_saved = False
+        #: The run's progress as last saved, encoded ("null": none, or it cannot be gone on from).
+        self._progress = "null"
 
     def start(
         self, resume: tuple[dict[str, Any], Any] | None = None, carry_on: bool = False
@@ -63,7 +63,8 @@ class Execution:
         self.runtime.cancels.register(run_id, self.ctx.token)
         self.runtime.leases.watch(run_id)
         steps = self._steps(resume, carry_on)
-        self._progress_saved = resume is not None or carry_on  # it may have saved some before
+        if resume is not None or carry_on:
+            self._progress = ""  # it may have saved some before: the first crumb saves what holds now
         emit, token = self.emitter.emit, self.ctx.token
         # A model that never blocks (echo, a fast provider's buffered stream) would otherwise keep
         # a gevent worker from everyone else until the run ends, whoever pulls the crumbs.
@@ -142,13 +143,16 @@ class Execution:
         """Save the run's progress with the crumb about to be logged: its root's snapshot, or,
         while the run is where it cannot be carried on (a loop, a remote subagent under way),
         that it cannot, so a continuation never goes back to an older snapshot. A run that was
-        never where it can be carried on saves nothing."""
-        continuable = self.root.continuable()
-        if continuable or self._progress_saved:
-            self.emitter.defer(partial(self._save_progress, continuable))
-            self._progress_saved = continuable
+        never where it can be carried on saves nothing, and a progress already saved is not
+        saved again."""
+        stack = self.root.snapshot(progress=True) if self.root.continuable() else None
+        encoded = c.dumps(stack)
+        if encoded == self._progress:
+            return  # the same as saved with an earlier crumb (a tool input streamed, say)
+        self._progress = encoded
+        self.emitter.defer(partial(self._save_progress, stack))
 
-    def _save_progress(self, continuable: bool) -> None:
+    def _save_progress(self, stack: dict[str, Any] | None) -> None:
         """The run's progress, in the transaction of the crumb being logged: where a continuation
         goes on if this process dies (engine/recovery.py); ``stack`` None: it cannot."""
         ctx = self.ctx
@@ -159,7 +163,7 @@ class Execution:
             "sessionId": ctx.session_id,
             "status": "progress",
             "createdAt": now_iso(),
-            "stack": self.root.snapshot(progress=True) if continuable else None,
+            "stack": stack,
         }
         self.store.save_checkpoint(progress)
 

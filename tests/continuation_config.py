@@ -3,8 +3,9 @@
 ``crashy`` says a few words, calls three tools (one of each ``on_repeat``), streams some more
 text and ends. Each tool writes a line to ``$CALLS_FILE`` per call. A process started with
 ``$CRASH_AT`` (one of ``tool-run``, ``tool-ask``, ``tool-fail``, ``model``, ``model-always``,
-``task``, or a tool's name and its call's ``n``: ``tool-run-2``) SIGKILLs itself at that point:
-inside that tool or task, or in the last model turn after some text was streamed; once (the
+``task``, a tool's name and its call's ``n``: ``tool-run-2``, or ``after-`` and a crumb type when
+the test's child process says so) SIGKILLs itself at that point: inside that tool or task, in the
+last model turn after some text was streamed, or once that crumb is logged; once (the
 marker ``$CRASH_AT_FILE`` is removed first) unless ``-always``. ``boss`` calls ``crashy`` as a
 subagent; ``unwilling`` is ``crashy`` opted out of continuation. ``looper`` loops three
 iterations, each calling ``tool_run`` with its number; the pipeline ``line`` runs the task

@@ -31,8 +31,10 @@ ENDED_SECONDS = 30
 CHILD = """
 import sys, threading
 from bread_sync.runtime import Bread
-from tests.continuation_config import config
-bread = Bread(config()).start()
+from tests.continuation_config import config, crash_at
+bread = Bread(config())
+bread.on("crumb", lambda frame: crash_at("after-" + frame.crumb["type"]))
+bread.start()
 if sys.argv[1] == "line":
     for crumb in bread.run_pipeline("line", {"n": 1}, run_id=sys.argv[2]):
         pass
@@ -256,3 +258,24 @@ def test_a_pipeline_killed_inside_a_task_step_calls_the_task_again_in_the_frame_
     (record,) = bread.store.list_task_runs()
     assert record["id"] == start["taskRunId"] and record["status"] == "completed"
     assert [c["output"] for c in log if c["type"] == "pipeline:step:end"][0] == {"n": 2}
+
+
+@pytest.mark.parametrize(
+    ("agent", "crash_at", "counts"),
+    [
+        ("boss", "after-subagent:run:end", {"subagent:run:start": 1, "subagent:run:end": 1, "tool:result": 4}),
+        ("looper", "after-loop:iteration:end", {"loop:start": 1, "loop:iteration:start": 3, "loop:iteration:end": 3}),
+        ("looper", "after-loop:end", {"loop:iteration:end": 3, "loop:end": 1}),
+        ("line", "after-task:end", {"task:start": 1, "task:end": 1, "pipeline:step:start": 2}),
+        ("line", "after-pipeline:step:end", {"pipeline:step:start": 2, "pipeline:step:end": 2, "task:end": 1}),
+    ],
+)
+def test_a_run_killed_right_after_a_frame_crumb_logs_it_once_and_calls_nothing_again(
+    place, bread, agent, crash_at, counts
+):
+    crashed(place, crash_at, agent=agent)
+    log = carried_on(bread)
+
+    assert len(continued(log)) == 1 and log[-1]["type"] == "agent:run:end"
+    assert {kind: types(log).count(kind) for kind in counts} == counts
+    assert len(set(calls(place))) == len(calls(place)), calls(place)

@@ -131,6 +131,7 @@ class AgentRun(AgentActivity):
         "steps": "steps",
         "calling": "calling",
         "unknown": "unknown",
+        "delegated": "delegated",
     }
 
     def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
@@ -143,6 +144,8 @@ class AgentRun(AgentActivity):
         self.calling: str | None = None
         #: The id of that call once its outcome is known to be unknown (asked again, see carry_on).
         self.unknown: str | None = None
+        #: ``{"output": ...}`` of the subagent that call ran, once its end is logged.
+        self.delegated: dict[str, Any] | None = None
         #: History entries waiting for the run's next durable crumb: one write for all of them.
         self._unwritten: list[dict[str, Any]] = []
 
@@ -177,6 +180,9 @@ class AgentRun(AgentActivity):
         return (yield from self._turns())
 
     def _settle_unknown(self, call: dict[str, Any]) -> Steps:
+        if self.delegated is not None:  # its subagent's end is logged, its result not yet
+            yield self._tool_result(call, _jsonable(self.delegated["output"]))
+            return
         if self.child is not None:
             if self.child.continuable():
                 yield from self._finish_delegation(call, self._carry_child_on())
@@ -196,15 +202,13 @@ class AgentRun(AgentActivity):
         """The subagent or task under way, carried on in the frame it opened."""
         if self.child.kind == "task":  # a task frames itself
             return (yield from self.child.carry_on())
-        steps = self.ctx.framed_subagent(self.agent.id, self.child, self.child.carry_on(), resumed=True)
-        return (yield from steps)
+        return (yield from self._framed(self.child.carry_on(), resumed=True))
 
     def resume(self, response: Any) -> Steps:
         """Continue after the pause: the human's answer settles the first pending call."""
         call = self.pending[0]
         if self.child is not None:  # the pause was inside the subagent this call started
-            steps = self.ctx.framed_subagent(self.agent.id, self.child, self.child.resume(response), resumed=True)
-            yield from self._finish_delegation(call, steps)
+            yield from self._finish_delegation(call, self._framed(self.child.resume(response), resumed=True))
         elif self._human_kind(call) == "input":
             yield self._tool_result(call, response)
         elif response["approved"]:
@@ -342,11 +346,20 @@ class AgentRun(AgentActivity):
             return (yield from self.child.run())
         if tool.delegate in self.ctx.runtime.remote_agents:
             self.child = Relay.nested_in(self.ctx, tool.delegate, call["input"])
-            return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
+            return (yield from self._framed(self.child.run()))
         child_agent = self.ctx.runtime.agent(tool.delegate)
         child_input = child_agent.validate_input(tool.child_input(call["input"], child_agent))
         self.child = self.ctx.activity_for(child_agent, child_input)
-        return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
+        return (yield from self._framed(self.child.run()))
+
+    def _framed(self, steps: Steps, resumed: bool = False) -> Steps:
+        """The subagent's steps in its frame, the subagent dropped and its output kept before its
+        end is logged: a continuation after that crumb gives the call its result, not the end again."""
+        return self.ctx.framed_subagent(self.agent.id, self.child, steps, self._subagent_ended, resumed)
+
+    def _subagent_ended(self, output: Any) -> None:
+        self.child = None
+        self.delegated = {"output": output}
 
     def _finish_delegation(self, call: dict[str, Any], steps: Steps) -> Steps:
         try:
@@ -363,7 +376,7 @@ class AgentRun(AgentActivity):
     def _settled(self) -> None:
         """The first pending call has its result (or error): the state its crumb is logged with."""
         self.pending.pop(0)
-        self.calling = self.unknown = None
+        self.calling = self.unknown = self.delegated = None
 
     def _tool_result(self, call: dict[str, Any], output: Any) -> dict[str, Any]:
         self._settled()

@@ -9,7 +9,7 @@ last model turn after some text was streamed, or once that crumb is logged; once
 marker ``$CRASH_AT_FILE`` is removed first) unless ``-always``. ``boss`` calls ``crashy`` as a
 subagent; ``unwilling`` is ``crashy`` opted out of continuation. ``looper`` loops three
 iterations, each calling ``tool_run`` with its number; the pipeline ``line`` runs the task
-``tally`` then ``crashy``.
+``tally`` then ``crashy``; ``counter`` calls ``tally`` as a tool.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from bread_sync.agents import Agent, ToolContext, subagent, tool
+from bread_sync.agents import Agent, ToolContext, subagent, task_tool, tool
 from bread_sync.config import Config
 from bread_sync.loops import Loop
 from bread_sync.models import script
@@ -113,7 +113,13 @@ def _tally(convo: script.Conversation) -> list:
 
 tally = Task(id="tally", input_schema=Step, output_schema=Step, model=script.provider([_tally]))
 line = Pipeline(id="line", steps=[PipelineStep(task="tally"), PipelineStep(agent="crashy")])
+counter = Agent(
+    id="counter",
+    model=script.provider([call("tally", {"n": 7}), lambda convo: say(f"Counted {convo.last_tool_output['n']}.")]),
+    tools=[task_tool("tally")],
+)
 
 
 def config() -> Config:
-    return Config(agents=[crashy, unwilling, boss, looper], tasks=[tally], pipelines=[line], blob_store="memory")
+    agents = [crashy, unwilling, boss, looper, counter]
+    return Config(agents=agents, tasks=[tally], pipelines=[line], blob_store="memory")

@@ -260,6 +260,16 @@ def test_a_pipeline_killed_inside_a_task_step_calls_the_task_again_in_the_frame_
     assert [c["output"] for c in log if c["type"] == "pipeline:step:end"][0] == {"n": 2}
 
 
+def test_a_run_killed_inside_a_task_called_as_a_tool_calls_it_again_in_its_frame(place, bread):
+    crashed(place, "task", agent="counter")
+    log = carried_on(bread)
+
+    assert len(continued(log)) == 1 and log[-1]["output"] == "Counted 8."
+    assert [types(log).count(kind) for kind in ("tool:call", "task:start", "task:end", "tool:result")] == [1, 1, 1, 1]
+    assert types(log).index("task:start") < types(log).index("agent:run:continued") < types(log).index("task:end")
+    assert calls(place) == ["task 7", "task 7"]
+
+
 @pytest.mark.parametrize(
     ("agent", "crash_at", "counts"),
     [
@@ -267,6 +277,7 @@ def test_a_pipeline_killed_inside_a_task_step_calls_the_task_again_in_the_frame_
         ("looper", "after-loop:iteration:end", {"loop:start": 1, "loop:iteration:start": 3, "loop:iteration:end": 3}),
         ("looper", "after-loop:end", {"loop:iteration:end": 3, "loop:end": 1}),
         ("line", "after-task:end", {"task:start": 1, "task:end": 1, "pipeline:step:start": 2}),
+        ("counter", "after-task:end", {"task:start": 1, "task:end": 1, "tool:result": 1}),
         ("line", "after-pipeline:step:end", {"pipeline:step:start": 2, "pipeline:step:end": 2, "task:end": 1}),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any, ClassVar
 
 from .. import crumbs as c
@@ -44,7 +45,9 @@ class LoopRun(AgentActivity):
 
     def run(self) -> Steps:
         self.begun = True
-        self._save("running")
+        # With the start crumb: a loop carried on before that crumb is logged is a new one (a
+        # new id), and leaves no record behind that nothing would end.
+        self.ctx.emitter.defer(partial(self._save, "running"))
         yield self._crumb(c.LOOP_START, "start", maxIterations=self.settings.max_iterations)
         return (yield from self._iterations())
 

@@ -2,24 +2,33 @@
 
 ``crashy`` says a few words, calls three tools (one of each ``on_repeat``), streams some more
 text and ends. Each tool writes a line to ``$CALLS_FILE`` per call. A process started with
-``$CRASH_AT`` (one of ``tool-run``, ``tool-ask``, ``tool-fail``, ``model``, ``model-always``)
-SIGKILLs itself at that point: inside that tool, or in the last model turn after some text was
-streamed; once (the marker ``$CRASH_AT_FILE`` is removed first) unless ``-always``. ``boss``
-calls ``crashy`` as a subagent; ``unwilling`` is ``crashy`` opted out of continuation.
+``$CRASH_AT`` (one of ``tool-run``, ``tool-ask``, ``tool-fail``, ``model``, ``model-always``,
+``task``, a tool's name and its call's ``n``: ``tool-run-2``, or ``after-`` and a crumb type when
+the test's child process says so) SIGKILLs itself at that point: inside that tool or task, in the
+last model turn after some text was streamed, or once that crumb is logged; once (the
+marker ``$CRASH_AT_FILE`` is removed first) unless ``-always``. ``boss`` calls ``crashy`` as a
+subagent; ``unwilling`` is ``crashy`` opted out of continuation. ``looper`` loops three
+iterations, each calling ``tool_run`` with its number; the pipeline ``line`` runs the task
+``tally`` then ``crashy``; ``counter`` calls ``tally`` as a tool.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from bread_sync.agents import Agent, ToolContext, subagent, tool
+from bread_sync.agents import Agent, ToolContext, subagent, task_tool, tool
 from bread_sync.config import Config
+from bread_sync.loops import Loop
 from bread_sync.models import script
 from bread_sync.models.script import call, say
+from bread_sync.pipelines import Pipeline
+from bread_sync.pipelines import Step as PipelineStep
+from bread_sync.tasks import Task
 
 
 class Step(BaseModel):
@@ -43,6 +52,7 @@ def _called(name: str, n: int) -> dict:
     with open(os.environ["CALLS_FILE"], "a") as calls:
         calls.write(f"{name} {n}\n")
     crash_at(name.replace("_", "-"))
+    crash_at(f"{name}-{n}".replace("_", "-"))
     return {"done": n}
 
 
@@ -88,5 +98,28 @@ boss = Agent(
 )
 
 
+looper = Agent(
+    id="looper",
+    model=script.provider([lambda convo: call("tool_run", {"n": convo.input["iteration"]}), say("Round done.")]),
+    tools=[tool_run],
+    loop=Loop(max_iterations=3),
+)
+
+
+def _tally(convo: script.Conversation) -> list:
+    n = _called("task", convo.input["n"])["done"]
+    return [say(json.dumps({"n": n + 1}))]
+
+
+tally = Task(id="tally", input_schema=Step, output_schema=Step, model=script.provider([_tally]))
+line = Pipeline(id="line", steps=[PipelineStep(task="tally"), PipelineStep(agent="crashy")])
+counter = Agent(
+    id="counter",
+    model=script.provider([call("tally", {"n": 7}), lambda convo: say(f"Counted {convo.last_tool_output['n']}.")]),
+    tools=[task_tool("tally")],
+)
+
+
 def config() -> Config:
-    return Config(agents=[crashy, unwilling, boss], blob_store="memory")
+    agents = [crashy, unwilling, boss, looper, counter]
+    return Config(agents=agents, tasks=[tally], pipelines=[line], blob_store="memory")

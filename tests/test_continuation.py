@@ -31,9 +31,14 @@ ENDED_SECONDS = 30
 CHILD = """
 import sys, threading
 from bread_sync.runtime import Bread
-from tests.continuation_config import config
-bread = Bread(config()).start()
-if sys.argv[1] != "-":
+from tests.continuation_config import config, crash_at
+bread = Bread(config())
+bread.on("crumb", lambda frame: crash_at("after-" + frame.crumb["type"]))
+bread.start()
+if sys.argv[1] == "line":
+    for crumb in bread.run_pipeline("line", {"n": 1}, run_id=sys.argv[2]):
+        pass
+elif sys.argv[1] != "-":
     for crumb in bread.run(sys.argv[1], "go", run_id=sys.argv[2]):
         pass
 threading.Event().wait(120)
@@ -50,8 +55,8 @@ def place(tmp_path, monkeypatch):
 
 
 def crashed(place: Path, crash_at: str, agent: str = "crashy", run_id: str = "run_1") -> None:
-    """A child process that runs ``agent`` (or, with ``-``, only sweeps) and SIGKILLs itself
-    at ``crash_at``."""
+    """A child process that runs ``agent`` (or the pipeline ``line``; with ``-``, it only sweeps)
+    and SIGKILLs itself at ``crash_at``."""
     (place / "crash").write_text("")
     env = {**os.environ, "CRASH_AT": crash_at, "PYTHONPATH": str(ROOT)}
     child = subprocess.run(
@@ -214,3 +219,79 @@ def test_progress_is_saved_with_the_crumbs_that_change_it_and_never_with_live_te
     assert (
         bread.store.get_checkpoint(progress_id("run_2"))["stack"]["messages"] == 5
     )  # its count as of the last tool result
+
+
+def test_a_loop_killed_inside_an_iteration_carries_that_iteration_on(place, bread):
+    crashed(place, "tool-run-2", agent="looper")
+    log = carried_on(bread)
+
+    assert len(continued(log)) == 1 and log[-1]["type"] == "agent:run:end"
+    starts = [c["iteration"] for c in log if c["type"] == "loop:iteration:start"]
+    assert starts == [1, 2, 3] and types(log).count("loop:start") == 1
+    assert [c["iteration"] for c in log if c["type"] == "loop:iteration:end"] == [1, 2, 3]
+    assert log[-2]["type"] == "loop:end" and log[-2]["reason"] == "max_iterations"
+    assert calls(place) == ["tool_run 1", "tool_run 2", "tool_run 2", "tool_run 3"]
+    (record,) = bread.store.list_loops()
+    assert record["status"] == "completed" and record["iterations"] == 3
+    iterations = bread.store.get_loop(record["id"])["iterations"]
+    assert [(i["index"], i["status"]) for i in iterations] == [(1, "completed"), (2, "completed"), (3, "completed")]
+
+
+def test_a_pipeline_killed_inside_an_agent_step_carries_the_step_on(place, bread):
+    crashed(place, "tool-run", agent="line")
+    log = carried_on(bread)
+
+    assert len(continued(log)) == 1 and log[-1]["type"] == "agent:run:end"
+    assert log[-1]["output"] == "Almost there: all done."
+    assert [c["index"] for c in log if c["type"] == "pipeline:step:start"] == [0, 1]
+    assert [c["index"] for c in log if c["type"] == "pipeline:step:end"] == [0, 1]
+    assert types(log).index("pipeline:step:start", 2) < types(log).index("agent:run:continued")
+    assert calls(place) == ["task 1", "tool_run 1", "tool_run 1", "tool_ask 2", "tool_fail 3"]
+
+
+def test_a_pipeline_killed_inside_a_task_step_calls_the_task_again_in_the_frame_it_opened(place, bread):
+    crashed(place, "task", agent="line")
+    log = carried_on(bread)
+
+    assert len(continued(log)) == 1 and log[-1]["output"] == "Almost there: all done."
+    assert [c["index"] for c in log if c["type"] == "pipeline:step:start"] == [0, 1]
+    (start,) = [c for c in log if c["type"] == "task:start"]
+    (end,) = [c for c in log if c["type"] == "task:end"]
+    assert start["taskRunId"] == end["taskRunId"] and end["status"] == "completed"
+    assert log.index(start) < types(log).index("agent:run:continued") < log.index(end)
+    assert calls(place)[:2] == ["task 1", "task 1"]
+    (record,) = bread.store.list_task_runs()
+    assert record["id"] == start["taskRunId"] and record["status"] == "completed"
+    assert [c["output"] for c in log if c["type"] == "pipeline:step:end"][0] == {"n": 2}
+
+
+def test_a_run_killed_inside_a_task_called_as_a_tool_calls_it_again_in_its_frame(place, bread):
+    crashed(place, "task", agent="counter")
+    log = carried_on(bread)
+
+    assert len(continued(log)) == 1 and log[-1]["output"] == "Counted 8."
+    assert [types(log).count(kind) for kind in ("tool:call", "task:start", "task:end", "tool:result")] == [1, 1, 1, 1]
+    assert types(log).index("task:start") < types(log).index("agent:run:continued") < types(log).index("task:end")
+    assert calls(place) == ["task 7", "task 7"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "crash_at", "counts"),
+    [
+        ("boss", "after-subagent:run:end", {"subagent:run:start": 1, "subagent:run:end": 1, "tool:result": 4}),
+        ("looper", "after-loop:iteration:end", {"loop:start": 1, "loop:iteration:start": 3, "loop:iteration:end": 3}),
+        ("looper", "after-loop:end", {"loop:iteration:end": 3, "loop:end": 1}),
+        ("line", "after-task:end", {"task:start": 1, "task:end": 1, "pipeline:step:start": 2}),
+        ("counter", "after-task:end", {"task:start": 1, "task:end": 1, "tool:result": 1}),
+        ("line", "after-pipeline:step:end", {"pipeline:step:start": 2, "pipeline:step:end": 2, "task:end": 1}),
+    ],
+)
+def test_a_run_killed_right_after_a_frame_crumb_logs_it_once_and_calls_nothing_again(
+    place, bread, agent, crash_at, counts
+):
+    crashed(place, crash_at, agent=agent)
+    log = carried_on(bread)
+
+    assert len(continued(log)) == 1 and log[-1]["type"] == "agent:run:end"
+    assert {kind: types(log).count(kind) for kind in counts} == counts
+    assert len(set(calls(place))) == len(calls(place)), calls(place)

@@ -20,6 +20,7 @@ import pytest
 from bread_sync import Agent, Config
 from bread_sync.agents import subagent
 from bread_sync.errors import TOO_MANY_RUNS, BreadError
+from bread_sync.loops import Loop
 from bread_sync.models import script
 from bread_sync.models.script import call, say
 from bread_sync.server.lifecycle import Lifecycle
@@ -202,3 +203,31 @@ def test_a_server_stops_without_a_traceback(serve, command, signum):
     text = log.read_text()
     assert "Worker exiting" in text  # gunicorn waits for its workers: what they printed is in
     assert "Exception ignored" not in text and "Traceback" not in text, text
+
+
+def test_a_loop_handed_over_mid_iteration_goes_on_with_that_iteration_and_its_records_end_right(make_bread):
+    lingering = Agent(id="lingering", model=script.provider([say(["tick "] * 50, delay=0.02)]),
+                      loop=Loop(max_iterations=2))  # fmt: skip
+    config = Config(agents=[lingering])
+    bread = make_bread(config)
+    runner = Runner(max_runs=10, timeout=None)
+    run_id = drive(bread, runner, "lingering", "go")
+    deadline = time.monotonic() + DEADLINE
+    while "loop:iteration:start" not in [f.type for f in bread.store.get_crumbs(run_id)]:
+        assert time.monotonic() < deadline, "the loop's first iteration did not start"
+        time.sleep(0.01)
+
+    Lifecycle(bread, runner, graceful_timeout=30.0).stop(1.5, drain=False)
+    assert handed_over(bread, run_id)
+
+    successor = make_bread(config, store=bread.store).start()  # its sweep carries the loop on
+    for frame in successor.tail(run_id, heartbeat=0.05):
+        assert time.monotonic() < deadline, "the loop was not carried on to its end"
+        if frame is not None and frame.type == "agent:run:end":
+            break
+    types = [f.type for f in successor.store.get_crumbs(run_id)]
+    assert types.count("agent:run:continued") == 1 and types.count("loop:iteration:start") == 2, types
+    (record,) = successor.store.list_loops()
+    assert (record["status"], record["iterations"]) == ("completed", 2)
+    iterations = successor.store.get_loop(record["id"])["iterations"]
+    assert [(i["index"], i["status"]) for i in iterations] == [(1, "completed"), (2, "completed")]

@@ -76,8 +76,8 @@ class Activity(ABC):
     Snapshot and restore are written once here for every kind. A snapshot holds the kind, what
     names the activity's definition (:meth:`head`), the attributes listed in ``saved`` (by
     their snapshot key) and the child activity under way. A kind gives :meth:`head`,
-    :meth:`rebuild` (its constructor from a snapshot), :meth:`open`, ``run`` and ``resume``,
-    and :meth:`carry_on` to be continued after its process died.
+    :meth:`rebuild` (its constructor from a snapshot), ``run`` and ``resume``, :meth:`open` to be
+    a run's root, and :meth:`carry_on` to be continued after its process died.
 
     The state an activity holds when it yields a durable crumb is its state after that crumb:
     the snapshot the driver saves with the crumb (execution.py) is where a continuation goes on."""
@@ -126,10 +126,11 @@ class Activity(ABC):
         activity.child = ctx.restore(snapshot["child"]) if snapshot["child"] else None
         return activity
 
-    @abstractmethod
     def open(self, tags: dict[str, str], wait_for_session: Callable[[], None] | None) -> Steps:
         """A new run's opening, before :meth:`run`: waiting for its session if another run holds
-        it, then the ``agent:run:start`` crumb (the session's touch goes with it)."""
+        it, then the ``agent:run:start`` crumb (the session's touch goes with it). A kind that
+        only runs inside a run (a task) has none."""
+        raise NotImplementedError(f"a {self.kind} activity is never a run's root")
 
     def carry_on(self) -> Steps:
         """Go on from a snapshot (or, not begun, from the run's start crumb) after the process

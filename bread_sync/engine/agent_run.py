@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -30,7 +31,7 @@ from ..models import (
 from . import RUN_ENDING, Activity, Pause, Steps
 from .context import RunContext
 from .relay import Relay
-from .task_run import framed_task
+from .task_run import TaskRun
 
 log = logging.getLogger("bread_sync")
 
@@ -41,7 +42,13 @@ class AgentActivity(Activity):
     """An activity that runs an agent (its turn, or its loop): the agent, the input, the skill,
     and whether it writes the session's history (only the run's own agent does)."""
 
-    saved: ClassVar[dict[str, str]] = {"input": "input", "skill": "skill", "record": "record"}
+    saved: ClassVar[dict[str, str]] = {
+        "input": "input",
+        "skill": "skill",
+        "record": "record",
+        "begun": "begun",
+        "returned": "returned",
+    }
 
     def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
         self.ctx = ctx
@@ -50,6 +57,10 @@ class AgentActivity(Activity):
         self.skill = skill
         self.record = record
         self.child: Any = None
+        #: Whether :meth:`run` began (a subagent's snapshot may be taken before).
+        self.begun = False
+        #: ``{"output": ...}`` once it returned (its caller's crumb may be logged after).
+        self.returned: dict[str, Any] | None = None
 
     @property
     def session_policy(self) -> str:  # type: ignore[override]
@@ -69,6 +80,23 @@ class AgentActivity(Activity):
     def rebuild(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:
         agent = ctx.runtime.agent(snapshot["agentId"])
         return cls(ctx, agent, snapshot["input"], snapshot["skill"], snapshot["record"])
+
+    def carry_on(self) -> Steps:
+        """Go on from the state after the last durable crumb (:meth:`_go_on`): from its start
+        when it had not begun, with its output when it had returned."""
+        if not self.begun:
+            return (yield from self.run())
+        if self.returned is not None:
+            return self.returned["output"]
+        return (yield from self._go_on())
+
+    @abstractmethod
+    def run(self) -> Steps:
+        """From the run's start (or the delegation's) to the agent's output."""
+
+    @abstractmethod
+    def _go_on(self) -> Steps:
+        """Go on from where it stands, begun and not returned."""
 
     def open(self, tags: dict[str, str], wait_for_session: Callable[[], None] | None) -> Steps:
         """Waiting for the session, ``before_run`` (which may rewrite the input), then the start
@@ -101,10 +129,9 @@ class AgentRun(AgentActivity):
         "pending": "pending",
         "modelState": "model_state",
         "steps": "steps",
-        "begun": "begun",
         "calling": "calling",
         "unknown": "unknown",
-        "returned": "returned",
+        "delegated": "delegated",
     }
 
     def __init__(self, ctx: RunContext, agent: Agent, input: Any, skill: str | None = None, record: bool = False):
@@ -113,17 +140,15 @@ class AgentRun(AgentActivity):
         self.pending: list[dict[str, Any]] = []
         self.model_state: dict[str, Any] = {}
         self.steps = 0
-        #: Whether :meth:`run` began (a subagent's snapshot may be taken before).
-        self.begun = False
         #: The id of the call whose ``tool:call`` is logged and whose result is not yet.
         self.calling: str | None = None
         #: The id of that call once its outcome is known to be unknown (asked again, see carry_on).
         self.unknown: str | None = None
-        #: ``{"output": ...}`` once the agent returned (a subagent's end may be logged before its call's result).
-        self.returned: dict[str, Any] | None = None
         #: Whether ``messages`` are its session's history, as the run's own turn has them (read
         #: at its start, written with its crumbs): its progress then leaves them to the session.
         self.in_session = False
+        #: ``{"output": ...}`` of the subagent that call ran, once its end is logged.
+        self.delegated: dict[str, Any] | None = None
         #: History entries waiting for the run's next durable crumb: one write for all of them.
         self._unwritten: list[dict[str, Any]] = []
 
@@ -148,10 +173,10 @@ class AgentRun(AgentActivity):
     @classmethod
     def restore(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:
         run = super().restore(ctx, snapshot)
-        if isinstance(run.messages, int):  # a progress that left them to the session
-            count = run.messages
+        count = snapshot.get("messages")
+        if isinstance(count, int):  # a progress that left them to the session: its first ones
             run.read_session()
-            run.messages = run.messages[:count]
+            del run.messages[count:]
         return run
 
     def pending_tool(self) -> Tool | None:
@@ -167,24 +192,22 @@ class AgentRun(AgentActivity):
         self._remember({"role": "user", "content": _as_text(self.input)})
         return (yield from self._turns())
 
-    def carry_on(self) -> Steps:
-        """Go on from the state after the last durable crumb: the model call that was in flight
-        is made again; a call logged without its result is settled by its tool's ``on_repeat``
-        (a subagent under way carries on itself); then the turn's other calls and the turns."""
-        if not self.begun:
-            return (yield from self.run())
-        if self.returned is not None:
-            return self.returned["output"]
+    def _go_on(self) -> Steps:
+        """The model call that was in flight is made again; a call logged without its result is
+        settled by its tool's ``on_repeat`` (a subagent or task under way carries on itself);
+        then the turn's other calls and the turns."""
         if self.calling is not None:
             yield from self._settle_unknown(self.pending[0])
         yield from self._run_pending()
         return (yield from self._turns())
 
     def _settle_unknown(self, call: dict[str, Any]) -> Steps:
+        if self.delegated is not None:  # its subagent's end is logged, its result not yet
+            yield self._tool_result(call, _jsonable(self.delegated["output"]))
+            return
         if self.child is not None:
             if self.child.continuable():
-                steps = self.ctx.framed_subagent(self.agent.id, self.child, self.child.carry_on(), resumed=True)
-                yield from self._finish_delegation(call, steps)
+                yield from self._finish_delegation(call, self._carry_child_on())
                 return
             self.child = None
         tool = self.agent.tool(call["name"])
@@ -197,12 +220,17 @@ class AgentRun(AgentActivity):
         else:
             yield self._tool_error(call, _outcome_unknown(call))
 
+    def _carry_child_on(self) -> Steps:
+        """The subagent or task under way, carried on in the frame it opened."""
+        if self.child.kind == "task":  # a task frames itself
+            return (yield from self.child.carry_on())
+        return (yield from self._framed(self.child.carry_on(), resumed=True))
+
     def resume(self, response: Any) -> Steps:
         """Continue after the pause: the human's answer settles the first pending call."""
         call = self.pending[0]
         if self.child is not None:  # the pause was inside the subagent this call started
-            steps = self.ctx.framed_subagent(self.agent.id, self.child, self.child.resume(response), resumed=True)
-            yield from self._finish_delegation(call, steps)
+            yield from self._finish_delegation(call, self._framed(self.child.resume(response), resumed=True))
         elif self._human_kind(call) == "input":
             yield self._tool_result(call, response)
         elif response["approved"]:
@@ -336,15 +364,24 @@ class AgentRun(AgentActivity):
     def _delegate(self, tool: Tool, call: dict[str, Any]) -> Steps:
         """A subagent or a task called as a tool: its crumbs join this stream, framed."""
         if tool.kind == "task":
-            task = self.ctx.runtime.task(tool.delegate)
-            return (yield from framed_task(self.ctx, task, call["input"], agent_id=self.agent.id))
+            self.child = TaskRun(self.ctx, self.ctx.runtime.task(tool.delegate), call["input"], self.agent.id)
+            return (yield from self.child.run())
         if tool.delegate in self.ctx.runtime.remote_agents:
             self.child = Relay.nested_in(self.ctx, tool.delegate, call["input"])
-            return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
+            return (yield from self._framed(self.child.run()))
         child_agent = self.ctx.runtime.agent(tool.delegate)
         child_input = child_agent.validate_input(tool.child_input(call["input"], child_agent))
         self.child = self.ctx.activity_for(child_agent, child_input)
-        return (yield from self.ctx.framed_subagent(self.agent.id, self.child, self.child.run()))
+        return (yield from self._framed(self.child.run()))
+
+    def _framed(self, steps: Steps, resumed: bool = False) -> Steps:
+        """The subagent's steps in its frame, the subagent dropped and its output kept before its
+        end is logged: a continuation after that crumb gives the call its result, not the end again."""
+        return self.ctx.framed_subagent(self.agent.id, self.child, steps, self._subagent_ended, resumed)
+
+    def _subagent_ended(self, output: Any) -> None:
+        self.child = None
+        self.delegated = {"output": output}
 
     def _finish_delegation(self, call: dict[str, Any], steps: Steps) -> Steps:
         try:
@@ -361,7 +398,7 @@ class AgentRun(AgentActivity):
     def _settled(self) -> None:
         """The first pending call has its result (or error): the state its crumb is logged with."""
         self.pending.pop(0)
-        self.calling = self.unknown = None
+        self.calling = self.unknown = self.delegated = None
 
     def _tool_result(self, call: dict[str, Any], output: Any) -> dict[str, Any]:
         self._settled()

@@ -4,6 +4,7 @@ token, its choke point, and the table of activity kinds."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,8 +107,11 @@ class RunContext:
             crumb["name"] = event.name
         return crumb
 
-    def framed_subagent(self, parent_id: str, child: Any, steps: Steps, resumed: bool = False) -> Steps:
-        """A child agent's crumbs between ``subagent:run:start`` and ``subagent:run:end``."""
+    def framed_subagent(
+        self, parent_id: str, child: Any, steps: Steps, ended: Callable[[Any], None], resumed: bool = False
+    ) -> Steps:
+        """A child agent's crumbs between ``subagent:run:start`` and ``subagent:run:end``;
+        ``ended(output)`` is called before that end is yielded (the parent's state it goes with)."""
         frame = {"runId": self.run_id, "parentAgentId": parent_id, "subagentId": child.agent_id}
         if not resumed:
             yield {"type": c.SUBAGENT_RUN_START, **frame, "status": "running"}
@@ -118,6 +122,7 @@ class RunContext:
                 error = {"code": exc.code, "message": exc.message}
                 yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "failed", "error": error}
             raise
+        ended(output)
         yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "completed", "output": output}
         return output
 

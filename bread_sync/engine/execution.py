@@ -141,7 +141,7 @@ class Execution:
 
     def _note_progress(self) -> None:
         """Save the run's progress with the crumb about to be logged: its root's snapshot, or,
-        while the run is where it cannot be carried on (a loop, a remote subagent under way),
+        while the run is where it cannot be carried on (a remote subagent under way),
         that it cannot, so a continuation never goes back to an older snapshot. A run that was
         never where it can be carried on saves nothing, and a progress already saved is not
         saved again."""

@@ -8,5 +8,6 @@ from .agent_run import AgentRun
 from .loop_run import LoopRun
 from .pipeline_run import PipelineRun
 from .relay import Relay
+from .task_run import TaskRun
 
-KINDS: dict[str, Any] = {kind.kind: kind for kind in (AgentRun, LoopRun, PipelineRun, Relay)}
+KINDS: dict[str, Any] = {kind.kind: kind for kind in (AgentRun, LoopRun, PipelineRun, Relay, TaskRun)}

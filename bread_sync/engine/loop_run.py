@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any, ClassVar
 
 from .. import crumbs as c
@@ -43,44 +44,71 @@ class LoopRun(AgentActivity):
         return self.agent.loop
 
     def run(self) -> Steps:
-        self._save("running")
+        self.begun = True
+        # With the start crumb: a loop carried on before that crumb is logged is a new one (a
+        # new id), and leaves no record behind that nothing would end.
+        self.ctx.emitter.defer(partial(self._save, "running"))
         yield self._crumb(c.LOOP_START, "start", maxIterations=self.settings.max_iterations)
         return (yield from self._iterations())
+
+    def _go_on(self) -> Steps:
+        """The iteration under way carries on itself (or the next one starts), the loop's records
+        running again: a shutdown that handed the run over closed them."""
+        self._save("running")
+        if self.child is None:
+            return (yield from self._iterations())
+        self._save_iteration("running", None)
+        return (yield from self._iterations(self.child.carry_on()))
 
     def resume(self, response: Any) -> Steps:
         self._save("running")
         return (yield from self._iterations(self.child.resume(response)))
 
-    def _iterations(self, resumed: Steps | None = None) -> Steps:
+    def _iterations(self, under_way: Steps | None = None) -> Steps:
         try:
             while True:
-                steps = resumed if resumed is not None else self._start_iteration()
-                resumed = None
-                self.output = yield from steps
-                self._save_iteration("completed", self.output)
-                yield self._crumb(c.LOOP_ITERATION_END, "iteration:end", status="completed", output=self.output)
-                self.child = None
-                if self.settings.done(self.output, self.iteration, self.input):
-                    return (yield from self._end("completed", "condition"))
-                if self.iteration >= self.settings.max_iterations:
-                    return (yield from self._end("completed", "max_iterations"))
+                if under_way is None:
+                    reason = self._stop_reason()
+                    if reason is not None:
+                        return (yield from self._end("completed", reason))
+                    under_way = self._start_iteration()
+                output = yield from under_way
+                under_way = None
+                yield from self._iteration_done(output)
         except BreadError as exc:
             status = "cancelled" if exc.code in RUN_ENDING else "failed"
             self._save_iteration(status, None)
             self._save(status)
             raise
 
+    def _stop_reason(self) -> str | None:
+        """Why the loop stops after the iteration that ended last (None: it goes on)."""
+        if self.iteration == 0:
+            return None
+        if self.settings.done(self.output, self.iteration, self.input):
+            return "condition"
+        return "max_iterations" if self.iteration >= self.settings.max_iterations else None
+
     def _start_iteration(self) -> Steps:
+        """The next iteration: its agent's run is made before its start crumb, so a
+        continuation after that crumb carries the iteration on rather than starting another."""
         self.iteration += 1
         self.iteration_started_at = now_iso()
         self._save("running")  # the record counts the iteration under way
         self._save_iteration("running", None)
-        yield self._crumb(c.LOOP_ITERATION_START, "iteration:start")
         body = {"input": self.input, "iteration": self.iteration, "previous": self.output}
         self.child = AgentRun(self.ctx, self.agent, body, self.skill, self.record)
+        yield self._crumb(c.LOOP_ITERATION_START, "iteration:start")
         return (yield from self.child.run())
 
+    def _iteration_done(self, output: Any) -> Steps:
+        self.output = output
+        self.child = None
+        self._save_iteration("completed", output)
+        yield self._crumb(c.LOOP_ITERATION_END, "iteration:end", status="completed", output=output)
+
     def _end(self, status: str, reason: str) -> Steps:
+        self.returned = {"output": self.output}
         self._save(status)
         yield self._crumb(c.LOOP_END, "end", status=status, reason=reason, output=self.output)
         return self.output

@@ -9,7 +9,7 @@ from .. import crumbs as c
 from ..pipelines import Pipeline
 from . import Activity, Steps
 from .context import RunContext
-from .task_run import framed_task
+from .task_run import TaskRun
 
 
 class PipelineRun(Activity):
@@ -17,7 +17,7 @@ class PipelineRun(Activity):
     A step that pauses for a human pauses the pipeline; the resume continues that step."""
 
     kind = "pipeline"
-    saved: ClassVar[dict[str, str]] = {"input": "input", "index": "index", "outputs": "outputs"}
+    saved: ClassVar[dict[str, str]] = {"input": "input", "index": "index", "outputs": "outputs", "started": "started"}
     claims_session = False
 
     def __init__(self, ctx: RunContext, pipeline: Pipeline, input: Any):
@@ -26,6 +26,8 @@ class PipelineRun(Activity):
         self.input = input
         self.index = 0
         self.outputs: list[Any] = []
+        #: Whether the step at ``index`` logged its start.
+        self.started = False
         self.child: Any = None
 
     def head(self) -> dict[str, Any]:
@@ -43,6 +45,14 @@ class PipelineRun(Activity):
     def run(self) -> Steps:
         return (yield from self._steps())
 
+    def carry_on(self) -> Steps:
+        """Go on from the step under way (it carries on itself) or, its start logged, the step's
+        first crumb, then the steps after it."""
+        if self.child is not None:
+            output = yield from self.child.carry_on()
+            yield from self._step_done(output)
+        return (yield from self._steps())
+
     def resume(self, response: Any) -> Steps:
         output = yield from self.child.resume(response)
         yield from self._step_done(output)
@@ -50,25 +60,32 @@ class PipelineRun(Activity):
 
     def _steps(self) -> Steps:
         while self.index < len(self.pipeline.steps):
-            step = self.pipeline.steps[self.index]
-            yield self._frame(c.PIPELINE_STEP_START)
-            step_input = self.outputs[-1] if self.outputs else self.input
-            if step.task is not None:
-                output = yield from framed_task(
-                    self.ctx, self.ctx.runtime.task(step.definition), step_input, agent_id=None
-                )
-            else:
-                agent = self.ctx.runtime.agent(step.definition)
-                self.child = self.ctx.activity_for(agent, agent.validate_input(step_input))
-                output = yield from self.child.run()
+            if not self.started:
+                self.started = True
+                yield self._frame(c.PIPELINE_STEP_START)
+            self.child = self._step_activity()
+            output = yield from self.child.run()
             yield from self._step_done(output)
         return self.outputs[-1]
 
+    def _step_activity(self) -> Any:
+        """What runs the step: its task, or its agent (its loop if it has one)."""
+        step = self.pipeline.steps[self.index]
+        step_input = self.outputs[-1] if self.outputs else self.input
+        if step.task is not None:
+            return TaskRun(self.ctx, self.ctx.runtime.task(step.definition), step_input, agent_id=None)
+        agent = self.ctx.runtime.agent(step.definition)
+        return self.ctx.activity_for(agent, agent.validate_input(step_input))
+
     def _step_done(self, output: Any) -> Steps:
+        """The step's end crumb, yielded once the pipeline moved on to the next step: the state
+        that crumb is logged with."""
+        end = {**self._frame(c.PIPELINE_STEP_END), "output": output}
         self.child = None
-        yield {**self._frame(c.PIPELINE_STEP_END), "output": output}
+        self.started = False
         self.outputs.append(output)
         self.index += 1
+        yield end
 
     def _frame(self, kind: str) -> dict[str, Any]:
         step = self.pipeline.steps[self.index]

@@ -108,6 +108,19 @@ class Relay(Activity):
             frames = self.remote.start(self.remote_run_id, self.input, self.ctx.session_id, self.skill)
         return (yield from self._relay(frames))
 
+    def carry_on(self) -> Steps:
+        """A subagent relayed goes on relaying the remote run after the position its progress
+        holds; with nothing relayed yet it starts it again (a start under the run's id attaches
+        to the run if the remote has it)."""
+        if self.remote_seq == 0:
+            return (yield from self.run())
+        return (yield from self._relay(self.remote.follow(self.remote_run_id, self.remote_seq)))
+
+    def continuable(self) -> bool:
+        """Only a subagent's relay is carried on from the run's progress: a remote agent's own
+        run is taken over from its record (engine/recovery.py's ``adopt``), with no progress."""
+        return self.nested
+
     def resume(self, response: Any) -> Steps:
         checkpoint_id, self.remote_checkpoint_id = self.remote_checkpoint_id, None
         frames = self.remote.resume(self.remote_run_id, checkpoint_id, response, self.remote_seq)
@@ -155,10 +168,10 @@ class Relay(Activity):
 
     def _on_cancel(self, frames: Any) -> None:
         """Stop reading the remote now (it may have stopped answering), and cancel the remote
-        run, unless this process is stopping (a shutdown): then the relay is handed over and
-        the remote run goes on."""
+        run, unless this process is stopping (a shutdown): then the run is handed over, and the
+        remote run goes on for the process that takes the relay over or carries the run on."""
         frames.close()
-        if not self.nested and self.ctx.token.reason.code == RUN_INTERRUPTED:
+        if self.ctx.token.reason.code == RUN_INTERRUPTED:
             return
         # The token is cancelled on the canceller's thread: the remote call waits on its own.
         remote, run_id = self.remote, self.remote_run_id

@@ -1,12 +1,12 @@
 """Running tasks: called directly (recorded, no crumbs), or inside a run as a tool or a pipeline
-step, framed by ``task:start`` / ``task:end``. Each call is recorded as a TaskRunRecord when the
-store records task runs."""
+step (a :class:`TaskRun`), framed by ``task:start`` / ``task:end``. Each call is recorded as a
+TaskRunRecord when the store records task runs."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import crumbs as c
 from ..cancel import CancelToken
@@ -14,7 +14,7 @@ from ..clock import now_iso
 from ..errors import BreadError, internal_error
 from ..stores import Store, records_task_runs
 from ..tasks import Task
-from . import RUN_ENDING, Steps
+from . import RUN_ENDING, Activity, Steps
 from .context import RunContext
 
 
@@ -30,38 +30,97 @@ def run_task(store: Store, task: Task, args: Any, signal: CancelToken | None = N
     return output
 
 
-def framed_task(ctx: RunContext, task: Task, args: Any, agent_id: str | None) -> Steps:
-    """A task inside a run, as a tool or a pipeline step: ``task:start`` ... ``task:end``."""
-    record = _Record(ctx.runtime.store, task, args, ctx.run_id, ctx.session_id, agent_id)
-    frame = {"runId": ctx.run_id, "taskRunId": record.id, "taskId": task.id}
-    yield {"type": c.TASK_START, **frame, "model": task.model_name, "status": "running"}
-    try:
-        output = task.call(task.validate_args(args), ctx.token)
-    except Exception as exc:
-        error = internal_error(exc)
-        status = record.close(error)
-        if error.code not in RUN_ENDING:
-            yield {
-                "type": c.TASK_END,
-                **frame,
-                "status": status,
-                "durationMs": record.duration_ms,
-                "error": {"code": error.code, "message": error.message},
-            }
-        raise error from exc
-    record.close(None, output)
-    yield {"type": c.TASK_END, **frame, "status": "completed", "durationMs": record.duration_ms}
-    return output
+class TaskRun(Activity):
+    """A task inside a run, as a tool or a pipeline step: ``task:start`` ... ``task:end``.
+
+    Carried on after its process died by calling the task again under the same task run, its
+    frame already open (a task is one model call: nothing of it can be gone on from), or, its
+    end logged, by returning its output."""
+
+    kind = "task"
+    saved: ClassVar[dict[str, str]] = {
+        "args": "args",
+        "agentId": "agent_id",
+        "taskRunId": "task_run_id",
+        "begun": "begun",
+        "returned": "returned",
+    }
+    child = None
+
+    def __init__(self, ctx: RunContext, task: Task, args: Any, agent_id: str | None):
+        self.ctx = ctx
+        self.task = task
+        self.args = args
+        self.agent_id = agent_id
+        self.task_run_id = f"task_{uuid.uuid4().hex}"
+        #: Whether its ``task:start`` is logged.
+        self.begun = False
+        #: ``{"output": ...}`` once its ``task:end`` is logged.
+        self.returned: dict[str, Any] | None = None
+
+    def head(self) -> dict[str, Any]:
+        return {"taskId": self.task.id}
+
+    @classmethod
+    def rebuild(cls, ctx: RunContext, snapshot: dict[str, Any]) -> TaskRun:
+        return cls(ctx, ctx.runtime.task(snapshot["taskId"]), snapshot["args"], snapshot["agentId"])
+
+    def run(self) -> Steps:
+        record = self._record()
+        self.begun = True
+        yield {"type": c.TASK_START, **self._frame(), "model": self.task.model_name, "status": "running"}
+        return (yield from self._call(record))
+
+    def carry_on(self) -> Steps:
+        if not self.begun:
+            return (yield from self.run())
+        if self.returned is not None:
+            return self.returned["output"]
+        return (yield from self._call(self._record()))
+
+    def _call(self, record: _Record) -> Steps:
+        try:
+            output = self.task.call(self.task.validate_args(self.args), self.ctx.token)
+        except Exception as exc:
+            error = internal_error(exc)
+            status = record.close(error)
+            if error.code not in RUN_ENDING:
+                yield {
+                    "type": c.TASK_END,
+                    **self._frame(),
+                    "status": status,
+                    "durationMs": record.duration_ms,
+                    "error": {"code": error.code, "message": error.message},
+                }
+            raise error from exc
+        record.close(None, output)
+        self.returned = {"output": output}
+        yield {"type": c.TASK_END, **self._frame(), "status": "completed", "durationMs": record.duration_ms}
+        return output
+
+    def _record(self) -> _Record:
+        ctx, task_run_id = self.ctx, self.task_run_id
+        return _Record(ctx.runtime.store, self.task, self.args, ctx.run_id, ctx.session_id, self.agent_id, task_run_id)
+
+    def _frame(self) -> dict[str, Any]:
+        return {"runId": self.ctx.run_id, "taskRunId": self.task_run_id, "taskId": self.task.id}
 
 
 class _Record:
     """The TaskRunRecord of one call, if the store records task runs."""
 
     def __init__(
-        self, store: Store, task: Task, args: Any, run_id: str | None, session_id: str | None, agent_id: str | None
+        self,
+        store: Store,
+        task: Task,
+        args: Any,
+        run_id: str | None,
+        session_id: str | None,
+        agent_id: str | None,
+        record_id: str | None = None,
     ):
         self.store = store if records_task_runs(store) else None
-        self.id = f"task_{uuid.uuid4().hex}"
+        self.id = record_id or f"task_{uuid.uuid4().hex}"
         self.started = time.monotonic()
         self.duration_ms = 0
         now = now_iso()

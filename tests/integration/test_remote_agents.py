@@ -343,16 +343,27 @@ def test_a_remote_subagent_relays_inside_its_callers_run_and_pauses_there(http, 
     assert there[0]["status"] == "completed"
 
 
-def test_a_local_agents_run_with_a_remote_subagent_is_interrupted_when_its_owner_dies(http, pair):
-    _, caller, wire = pair
-    body = {"input": "go", "session": {"id": f"ses_{uuid.uuid4().hex}"}}
+def test_a_local_agents_run_with_a_remote_subagent_is_carried_on_when_its_owner_dies(http, pair):
+    remote, caller, wire = pair
+    session_id = f"ses_{uuid.uuid4().hex}"
+    body = {"input": "go", "session": {"id": session_id}}
     five = lambda e: e.type == TEXT_DELTA and "tick 5 " in e.data["delta"]  # noqa: E731
     run_id, before = kill_the_owner_mid_run(http, caller, wire, "watcher", body, five)
 
     after = reconnect(caller, run_id, wire, before)
 
-    assert after[-1].type == AGENT_ERROR and after[-1].data["error"]["code"] == "RUN_INTERRUPTED", after[-1].data
-    assert http.get(f"{caller.url}/runs/{run_id}").json()["status"] == "interrupted"
+    assert after[-1].type == RUN_END and after[-1].data["output"] == "Watched.", after[-1].data
+    assert http.get(f"{caller.url}/runs/{run_id}").json()["status"] == "completed"
+    local = log_of(http, caller.url, run_id, wire)
+    assert_log(local, run_id)
+    types = [e.type for e in local]
+    assert types.count("agent:run:continued") == 1, types
+    assert types.count("subagent:run:start") == 1 and types.count("subagent:run:end") == 1, types
+    end = next(e.data for e in local if e.type == "subagent:run:end")
+    assert end["output"] == "".join(f"tick {n} " for n in range(1, 41)), end
+    there = wait_for(lambda: [r for r in http.get(f"{remote.url}/runs", params={"agent": "slow"}).json()
+                              if r["sessionId"] == session_id], 10, "the remote slow run")  # fmt: skip
+    assert len(there) == 1 and there[0]["status"] == "completed", there
 
 
 def test_a_relay_reopens_a_silent_stream_after_its_position(http, pair):

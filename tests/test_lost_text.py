@@ -9,22 +9,10 @@ import pytest
 
 from bread_sync.client import create_agent_client
 from bread_sync.client.http import transport
-from bread_sync.crumbs import Frame
-from bread_sync.wire import NDJSON, SSE
 from bread_sync.wire.reader import RunStreamReader
 from bread_sync.wire.replay import LiveText
 
-RUN = "run_1"
-WIRES = {"sse": SSE, "ndjson": NDJSON}
-
-
-def crumb(seq: int, type_: str, **payload) -> Frame:
-    return Frame(RUN, seq, {"type": type_, "runId": RUN, **payload})
-
-
-def delta(seq: int, text: str) -> Frame:
-    return crumb(seq, "text:delta", delta=text)
-
+from .test_stream_reader import RUN, WIRES, crumb, delta
 
 # The log: start 1, "Hello. " aggregated at 2, the tool call 3 and its result 4; the process
 # died while the model streamed "Lost" after seq 4; the continuation's text is aggregated at 6.

@@ -279,6 +279,7 @@ def test_a_run_killed_inside_a_task_called_as_a_tool_calls_it_again_in_its_frame
     ("agent", "crash_at", "counts"),
     [
         ("boss", "after-subagent:run:end", {"subagent:run:start": 1, "subagent:run:end": 1, "tool:result": 4}),
+        ("chief", "after-subagent:run:end", {"subagent:run:start": 1, "subagent:run:end": 1, "tool:error": 1}),
         ("looper", "after-loop:iteration:end", {"loop:start": 1, "loop:iteration:start": 3, "loop:iteration:end": 3}),
         ("looper", "after-loop:end", {"loop:iteration:end": 3, "loop:end": 1}),
         ("line", "after-task:end", {"task:start": 1, "task:end": 1, "pipeline:step:start": 2}),

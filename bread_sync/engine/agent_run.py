@@ -147,7 +147,8 @@ class AgentRun(AgentActivity):
         #: Whether ``messages`` are its session's history, as the run's own turn has them (read
         #: at its start, written with its crumbs): its progress then leaves them to the session.
         self.in_session = False
-        #: ``{"output": ...}`` of the subagent that call ran, once its end is logged.
+        #: ``{"output": ...}`` (or ``{"error": {code, message}}``) of the subagent that call ran,
+        #: once its end is logged.
         self.delegated: dict[str, Any] | None = None
         #: History entries waiting for the run's next durable crumb: one write for all of them.
         self._unwritten: list[dict[str, Any]] = []
@@ -203,7 +204,7 @@ class AgentRun(AgentActivity):
 
     def _settle_unknown(self, call: dict[str, Any]) -> Steps:
         if self.delegated is not None:  # its subagent's end is logged, its result not yet
-            yield self._tool_result(call, _jsonable(self.delegated["output"]))
+            yield self._delegated_outcome(call, self.delegated)
             return
         if self.child is not None:
             if self.child.continuable():
@@ -379,9 +380,16 @@ class AgentRun(AgentActivity):
         end is logged: a continuation after that crumb gives the call its result, not the end again."""
         return self.ctx.framed_subagent(self.agent.id, self.child, steps, self._subagent_ended, resumed)
 
-    def _subagent_ended(self, output: Any) -> None:
+    def _subagent_ended(self, outcome: dict[str, Any]) -> None:
         self.child = None
-        self.delegated = {"output": output}
+        self.delegated = outcome
+
+    def _delegated_outcome(self, call: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+        """The call's result (or error) from the end its subagent logged."""
+        error = outcome.get("error")
+        if error is not None:
+            return self._tool_error(call, BreadError(error["code"], error["message"]))
+        return self._tool_result(call, _jsonable(outcome["output"]))
 
     def _finish_delegation(self, call: dict[str, Any], steps: Steps) -> Steps:
         try:

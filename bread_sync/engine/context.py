@@ -111,7 +111,8 @@ class RunContext:
         self, parent_id: str, child: Any, steps: Steps, ended: Callable[[Any], None], resumed: bool = False
     ) -> Steps:
         """A child agent's crumbs between ``subagent:run:start`` and ``subagent:run:end``;
-        ``ended(output)`` is called before that end is yielded (the parent's state it goes with)."""
+        ``ended(outcome)`` (``{"output"}``, or ``{"error"}`` when it failed) is called before that
+        end is yielded (the parent's state it goes with)."""
         frame = {"runId": self.run_id, "parentAgentId": parent_id, "subagentId": child.agent_id}
         if not resumed:
             yield {"type": c.SUBAGENT_RUN_START, **frame, "status": "running"}
@@ -120,9 +121,10 @@ class RunContext:
         except BreadError as exc:
             if exc.code not in RUN_ENDING:
                 error = {"code": exc.code, "message": exc.message}
+                ended({"error": error})
                 yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "failed", "error": error}
             raise
-        ended(output)
+        ended({"output": output})
         yield {"type": c.SUBAGENT_RUN_END, **frame, "status": "completed", "output": output}
         return output
 

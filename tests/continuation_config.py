@@ -6,10 +6,13 @@ text and ends. Each tool writes a line to ``$CALLS_FILE`` per call. A process st
 ``task``, a tool's name and its call's ``n``: ``tool-run-2``, or ``after-`` and a crumb type when
 the test's child process says so) SIGKILLs itself at that point: inside that tool or task, in the
 last model turn after some text was streamed, or once that crumb is logged; once (the
-marker ``$CRASH_AT_FILE`` is removed first) unless ``-always``. ``boss`` calls ``crashy`` as a
-subagent; ``unwilling`` is ``crashy`` opted out of continuation. ``looper`` loops three
-iterations, each calling ``tool_run`` with its number; the pipeline ``line`` runs the task
-``tally`` then ``crashy``; ``counter`` calls ``tally`` as a tool.
+marker ``$CRASH_AT_FILE`` is removed first) unless ``-always``. With ``CRASH_AT=marked`` the
+point is the marker's text, so one server can be told a new point for each run.
+
+``boss`` calls ``crashy`` as a subagent; ``chief`` calls ``sinking``, whose model fails;
+``unwilling`` is ``crashy`` opted out of continuation. ``looper`` loops three iterations, each
+calling ``tool_run`` with its number; the pipeline ``line`` runs the task ``tally`` then
+``crashy``; ``counter`` calls ``tally`` as a tool.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pydantic import BaseModel
 
 from bread_sync.agents import Agent, ToolContext, subagent, task_tool, tool
 from bread_sync.config import Config
+from bread_sync.errors import MODEL_ERROR, BreadError
 from bread_sync.loops import Loop
 from bread_sync.models import script
 from bread_sync.models.script import call, say
@@ -37,10 +41,11 @@ class Step(BaseModel):
 
 def crash_at(point: str) -> None:
     """SIGKILL this process here if it was told to (and, unless ``-always``, only once)."""
-    wanted = os.environ.get("CRASH_AT", "")
+    wanted, marker = os.environ.get("CRASH_AT", ""), Path(os.environ.get("CRASH_AT_FILE", "-"))
+    if wanted == "marked":  # a server kept for several runs: the point is the marker's text
+        wanted = marker.read_text() if marker.exists() else ""
     if wanted.removesuffix("-always") != point:
         return
-    marker = Path(os.environ["CRASH_AT_FILE"])
     if not wanted.endswith("-always"):
         if not marker.exists():
             return
@@ -98,6 +103,18 @@ boss = Agent(
 )
 
 
+def _model_down(convo: script.Conversation) -> list:
+    raise BreadError(MODEL_ERROR, "the model is down")
+
+
+sinking = Agent(id="sinking", model=script.provider([_model_down]))
+chief = Agent(
+    id="chief",
+    model=script.provider([call("sinking", {"input": "go"}), say("The crew failed.")]),
+    tools=[subagent("sinking")],
+)
+
+
 looper = Agent(
     id="looper",
     model=script.provider([lambda convo: call("tool_run", {"n": convo.input["iteration"]}), say("Round done.")]),
@@ -121,5 +138,5 @@ counter = Agent(
 
 
 def config() -> Config:
-    agents = [crashy, unwilling, boss, looper, counter]
+    agents = [crashy, unwilling, boss, sinking, chief, looper, counter]
     return Config(agents=agents, tasks=[tally], pipelines=[line], blob_store="memory")

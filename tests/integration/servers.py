@@ -72,6 +72,7 @@ class Server:
     worker: str = "gevent"
     workers: int = 1
     threads: int | None = None
+    graceful_timeout: float = 5.0
     env: dict[str, str] = field(default_factory=dict)
     port: int = 0
     started_at: float | None = None
@@ -114,7 +115,8 @@ class Server:
         env.update(self.env)
         cmd = [
             str(GUNICORN), "-c", "gunicorn.conf.py", "-k", self.worker, "-w", str(self.workers),
-            "-b", f"127.0.0.1:{self.port}", "--no-control-socket", "--graceful-timeout", "5",
+            "-b", f"127.0.0.1:{self.port}", "--no-control-socket",
+            "--graceful-timeout", f"{self.graceful_timeout:g}",
         ]  # fmt: skip
         if self.threads is not None:
             cmd += ["--threads", str(self.threads)]

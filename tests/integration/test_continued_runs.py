@@ -1,8 +1,10 @@
 """Runs carried on across real gunicorn servers sharing a store (issue 26): a server SIGKILLed
-mid-run on SQLite and on Postgres, with a passive tail on a second server through it all; and a
-rolling restart (SIGHUP of the master: new workers, the old ones drained) that loses no run.
-(The runs' crash points one by one, in process: tests/test_continuation.py; SIGTERM and the
-next start: test_lifecycle.py.)"""
+mid-run on SQLite and on Postgres, with a passive tail on a second server through it all;
+SIGTERM with a long run in flight (handed over after the graceful timeout, completed by a
+sibling); and a rolling restart (SIGHUP of the master: new workers, the old ones drained) that
+loses no run.
+(The runs' crash points one by one: test_continued_kills.py, and in process
+tests/test_continuation.py; SIGTERM and the next start: test_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -58,6 +60,25 @@ def test_a_server_killed_mid_run_has_its_run_carried_on_by_a_sibling_and_tailed_
         events = tail.finish(COMPLETED_SECONDS)
     log = log_of(http, sibling.url, stepping.run_id, "sse")
     assert_carried_on_once(log, stepping.run_id, "owner-died")
+    assert durable_seqs(events) == durable_seqs(log), "the tail did not get each durable crumb once"
+    assert http.get(f"{sibling.url}/runs/{stepping.run_id}").json()["status"] == "completed"
+
+
+def test_sigterm_hands_a_long_run_to_a_sibling_after_the_graceful_timeout_and_it_completes(http, start_server):
+    leaving = faulty(start_server, "leaving", graceful_timeout=2)
+    sibling = faulty(start_server, "staying", db=leaving.db)
+    with new_client() as client, open_stream(client, "POST", f"{leaving.url}/agents/stepper/run", "sse",
+                                             body={"input": STEPPING}) as stepping:  # fmt: skip
+        stepping.until(lambda e: e.type == "tool:result", "the first step")
+        tail = Tail(passive_url(sibling.url, stepping.run_id), "sse", seconds=COMPLETED_SECONDS)
+        tail.start()
+
+        leaving.terminate()  # six seconds of steps left: more than the two the server is given
+
+        assert leaving.wait(2 + 5) == 0
+        events = tail.finish(COMPLETED_SECONDS)
+    log = log_of(http, sibling.url, stepping.run_id, "sse")
+    assert_carried_on_once(log, stepping.run_id, "shutdown")
     assert durable_seqs(events) == durable_seqs(log), "the tail did not get each durable crumb once"
     assert http.get(f"{sibling.url}/runs/{stepping.run_id}").json()["status"] == "completed"
 

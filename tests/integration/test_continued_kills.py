@@ -1,16 +1,29 @@
 """A gunicorn worker SIGKILLed at each point a run can be in (issue 26): inside a tool of each
 ``on_repeat``, while the model streams, inside a subagent, a loop iteration, and a pipeline's
-agent and task steps. The worker of the "victim" server kills itself at the point named for
-the run (tests/continuation_config.py, ``CRASH_AT=marked``); its master starts a new worker and
-a sibling server shares the SQLite file, so either carries the run on. A passive tail on the
+agent and task steps; and a run whose every worker dies at the same point. The worker of the
+"victim" server kills itself at the point named for the run (tests/continuation_config.py,
+``CRASH_AT=marked``); its master starts a new worker and a sibling server shares the SQLite
+file, so either carries the run on. A passive tail on the
 sibling follows each run through it all. (The same points in process: tests/test_continuation.py.)"""
 
 from __future__ import annotations
 
+import httpx2 as httpx
 import pytest
 
 from . import servers
-from .client import RUN_END, Tail, assert_log, durable_seqs, log_of, new_client, open_stream, passive_url, text_of
+from .client import (
+    RUN_END,
+    Tail,
+    assert_log,
+    durable_seqs,
+    log_of,
+    new_client,
+    open_stream,
+    passive_url,
+    text_of,
+    wait_for,
+)
 from .client import resume as resume_run
 
 CONFIG = "tests.continuation_config:config"
@@ -26,7 +39,8 @@ class Place:
         self.calls, self.marker = home / "calls", home / "crash"
         env = {"BREAD_CONFIG": CONFIG, "CALLS_FILE": str(self.calls), "CRASH_AT_FILE": str(self.marker)}
         db = home / "shared.db"
-        self.victim = servers.Server("victim", home, db, env={**env, "CRASH_AT": "marked"})
+        env["CRASH_AT"] = "marked"  # the first worker at the point dies there (and each one, with -always)
+        self.victim = servers.Server("victim", home, db, env=env)
         self.sibling = servers.Server("sibling", home, db, env=env)
 
     def crash_next_run_at(self, point: str) -> None:
@@ -56,7 +70,7 @@ def killed_run(http, place: Place, route: str, body: dict, point: str) -> tuple[
         tail = Tail(passive_url(place.sibling.url, run_id), "sse", seconds=ENDED_SECONDS)
         tail.start()
         tail.wait_for(lambda e: e.type == CONTINUED, ENDED_SECONDS, "the continuation")
-    assert not place.marker.exists(), "the victim's worker was never at the point it was to die at"
+    assert not place.marker.exists(), "no worker was ever at the point it was to die at"
     return run_id, tail
 
 
@@ -133,3 +147,28 @@ def test_a_worker_killed_in_a_tool_that_asks_pauses_and_the_answer_on_the_siblin
     tail.finish(ENDED_SECONDS)
     assert_carried_on(http, place, run_id, tail)
     assert place.called() == ["tool_run 1", "tool_ask 2", "tool_ask 2", "tool_fail 3"]
+
+
+def test_a_run_whose_every_worker_dies_at_the_same_point_ends_interrupted_after_three_continuations(http, place):
+    place.crash_next_run_at("model-always")
+    try:
+        with new_client() as client, open_stream(client, "POST", f"{place.victim.url}/agents/crashy/run", "sse",
+                                                 body={"input": "go"}) as started:  # fmt: skip
+            run_id = started.run_id
+
+        def ended() -> dict | None:
+            try:  # the server asked may be between a dead worker and its next one
+                record = http.get(f"{place.sibling.url}/runs/{run_id}").json()
+            except httpx.TransportError:
+                return None
+            return record if record["status"] != "running" else None
+
+        record = wait_for(ended, ENDED_SECONDS, "the run to end")
+    finally:
+        place.marker.unlink(missing_ok=True)
+
+    assert record["status"] == "interrupted"
+    log = log_of(http, place.sibling.url, run_id, "sse")
+    assert_log(log, run_id)
+    assert [e.data["attempt"] for e in log if e.type == CONTINUED] == [1, 2, 3]
+    assert log[-1].type == "agent:error" and log[-1].data["error"]["code"] == "RUN_INTERRUPTED"

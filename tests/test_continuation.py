@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bread_sync.clock import now_iso
 from bread_sync.crumbs import Frame
 from bread_sync.engine.execution import WITHOUT_PROGRESS, progress_id
 from bread_sync.runtime import Bread
@@ -251,6 +252,7 @@ def test_a_pipeline_killed_inside_an_agent_step_carries_the_step_on(place, bread
 
 def test_a_pipeline_killed_inside_a_task_step_calls_the_task_again_in_the_frame_it_opened(place, bread):
     crashed(place, "task", agent="line")
+    died_by = now_iso()
     log = carried_on(bread)
 
     assert len(continued(log)) == 1 and log[-1]["output"] == "Almost there: all done."
@@ -262,6 +264,7 @@ def test_a_pipeline_killed_inside_a_task_step_calls_the_task_again_in_the_frame_
     assert calls(place)[:2] == ["task 1", "task 1"]
     (record,) = bread.store.list_task_runs()
     assert record["id"] == start["taskRunId"] and record["status"] == "completed"
+    assert record["createdAt"] < died_by < record["updatedAt"], "the record is the first call's, carried on"
     assert [c["output"] for c in log if c["type"] == "pipeline:step:end"][0] == {"n": 2}
 
 

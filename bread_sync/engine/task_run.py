@@ -76,7 +76,7 @@ class TaskRun(Activity):
             return (yield from self.run())
         if self.returned is not None:
             return self.returned["output"]
-        return (yield from self._call(self._record()))
+        return (yield from self._call(self._record(carried_on=True)))
 
     def _call(self, record: _Record) -> Steps:
         try:
@@ -98,9 +98,15 @@ class TaskRun(Activity):
         yield {"type": c.TASK_END, **self._frame(), "status": "completed", "durationMs": record.duration_ms}
         return output
 
-    def _record(self) -> _Record:
-        ctx, task_run_id = self.ctx, self.task_run_id
-        return _Record(ctx.runtime.store, self.task, self.args, ctx.run_id, ctx.session_id, self.agent_id, task_run_id)
+    def _record(self, carried_on: bool = False) -> _Record:
+        """The call's record: a new one, or (``carried_on``) the one its first call made, kept
+        under its id and creation time."""
+        ctx, store = self.ctx, self.ctx.runtime.store
+        earlier = store.get_task_run(self.task_run_id) if carried_on and records_task_runs(store) else None
+        created_at = earlier["createdAt"] if earlier else None
+        return _Record(
+            store, self.task, self.args, ctx.run_id, ctx.session_id, self.agent_id, self.task_run_id, created_at
+        )
 
     def _frame(self) -> dict[str, Any]:
         return {"runId": self.ctx.run_id, "taskRunId": self.task_run_id, "taskId": self.task.id}
@@ -118,6 +124,7 @@ class _Record:
         session_id: str | None,
         agent_id: str | None,
         record_id: str | None = None,
+        created_at: str | None = None,
     ):
         self.store = store if records_task_runs(store) else None
         self.id = record_id or f"task_{uuid.uuid4().hex}"
@@ -137,7 +144,7 @@ class _Record:
             "error": None,
             "input": args,
             "output": None,
-            "createdAt": now,
+            "createdAt": created_at or now,
             "updatedAt": now,
         }
         self._save()

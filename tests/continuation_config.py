@@ -1,7 +1,8 @@
 """The config of the continuation tests (``BREAD_CONFIG=tests.continuation_config:config``).
 
 ``crashy`` says a few words, calls three tools (one of each ``on_repeat``), streams some more
-text and ends. Each tool writes a line to ``$CALLS_FILE`` per call. A process started with
+text and ends. Each tool writes a line to ``$CALLS_FILE`` per call (with the values of the
+run's context). A process started with
 ``$CRASH_AT`` (one of ``tool-run``, ``tool-ask``, ``tool-fail``, ``model``, ``model-always``,
 ``task``, a tool's name and its call's ``n``: ``tool-run-2``, or ``after-`` and a crumb type when
 the test's child process says so) SIGKILLs itself at that point: inside that tool or task, in the
@@ -53,9 +54,10 @@ def crash_at(point: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _called(name: str, n: int) -> dict:
+def _called(name: str, n: int, ctx: ToolContext | None = None) -> dict:
+    whose = "".join(f" for {entry['value']}" for entry in ctx.context) if ctx is not None else ""
     with open(os.environ["CALLS_FILE"], "a") as calls:
-        calls.write(f"{name} {n}\n")
+        calls.write(f"{name} {n}{whose}\n")
     crash_at(name.replace("_", "-"))
     crash_at(f"{name}-{n}".replace("_", "-"))
     return {"done": n}
@@ -64,19 +66,19 @@ def _called(name: str, n: int) -> dict:
 @tool(on_repeat="run")
 def tool_run(step: Step, ctx: ToolContext) -> dict:
     """An idempotent tool: called again when its outcome is unknown."""
-    return _called("tool_run", step.n)
+    return _called("tool_run", step.n, ctx)
 
 
 @tool
 def tool_ask(step: Step, ctx: ToolContext) -> dict:
     """A tool whose repeat a human approves."""
-    return _called("tool_ask", step.n)
+    return _called("tool_ask", step.n, ctx)
 
 
 @tool(on_repeat="fail")
 def tool_fail(step: Step, ctx: ToolContext) -> dict:
     """A tool never called twice."""
-    return _called("tool_fail", step.n)
+    return _called("tool_fail", step.n, ctx)
 
 
 def _crash_in_model(convo: script.Conversation) -> list:

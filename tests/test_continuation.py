@@ -9,6 +9,7 @@ tests/integration/test_continued_runs.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,7 +31,7 @@ CHILD_SECONDS = 60
 ENDED_SECONDS = 30
 
 CHILD = """
-import sys, threading
+import json, sys, threading
 from bread_sync.runtime import Bread
 from tests.continuation_config import config, crash_at
 bread = Bread(config())
@@ -40,7 +41,7 @@ if sys.argv[1] == "line":
     for crumb in bread.run_pipeline("line", {"n": 1}, run_id=sys.argv[2]):
         pass
 elif sys.argv[1] != "-":
-    for crumb in bread.run(sys.argv[1], "go", run_id=sys.argv[2]):
+    for crumb in bread.run(sys.argv[1], "go", run_id=sys.argv[2], context=json.loads(sys.argv[3])):
         pass
 threading.Event().wait(120)
 """
@@ -55,14 +56,13 @@ def place(tmp_path, monkeypatch):
     return tmp_path
 
 
-def crashed(place: Path, crash_at: str, agent: str = "crashy", run_id: str = "run_1") -> None:
+def crashed(place: Path, crash_at: str, agent: str = "crashy", run_id: str = "run_1", context=None) -> None:
     """A child process that runs ``agent`` (or the pipeline ``line``; with ``-``, it only sweeps)
     and SIGKILLs itself at ``crash_at``."""
     (place / "crash").write_text("")
     env = {**os.environ, "CRASH_AT": crash_at, "PYTHONPATH": str(ROOT)}
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD, agent, run_id], env=env, cwd=ROOT, timeout=CHILD_SECONDS, capture_output=True
-    )
+    args = [sys.executable, "-c", CHILD, agent, run_id, json.dumps(context)]
+    child = subprocess.run(args, env=env, cwd=ROOT, timeout=CHILD_SECONDS, capture_output=True)
     assert child.returncode == -9, child.stderr.decode()[-2000:]
 
 
@@ -111,6 +111,15 @@ def test_a_run_killed_in_an_idempotent_tool_is_carried_on_and_calls_it_again(pla
     assert calls(place) == ["tool_run 1", "tool_run 1", "tool_ask 2", "tool_fail 3"]
     assert types(log).count("tool:call") == 3 and types(log).count("agent:run:start") == 1
     assert bread.store.get_run("run_1")["status"] == "completed"
+
+
+def test_a_run_carried_on_gives_its_tools_the_context_it_was_started_with(place, bread):
+    crashed(place, "tool-run", context=[{"description": "the user", "value": "ann"}])
+    log = carried_on(bread)
+
+    assert log[0]["context"] == [{"description": "the user", "value": "ann"}]
+    assert log[-1]["type"] == "agent:run:end"
+    assert calls(place) == ["tool_run 1 for ann", "tool_run 1 for ann", "tool_ask 2 for ann", "tool_fail 3 for ann"]
 
 
 def test_the_session_history_holds_each_message_of_a_carried_on_run_once(place, bread):

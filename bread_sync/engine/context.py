@@ -58,6 +58,8 @@ class RunContext:
         }
         if skill:
             start["skill"] = skill
+        if self.context:  # what a continuation of the run gives its tools again
+            start["context"] = self.context
         return start
 
     def touch_session_with_next_crumb(self, tags: dict[str, str] | None, state: dict[str, Any] | None = None) -> None:

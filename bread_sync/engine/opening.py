@@ -136,14 +136,19 @@ def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: 
 
 def continuation_root(ctx: RunContext) -> Any | None:
     """The root activity a continuation of the run goes on with: restored from its progress, or
-    rebuilt from its start crumb when it saved none; None when it cannot be carried on."""
+    rebuilt from its start crumb when it saved none; None when it cannot be carried on. The
+    context the run was started with (``ctx.context``) is read from that crumb too."""
     store = ctx.runtime.store
+    first = store.get_crumbs(ctx.run_id, after=0, limit=1)
+    if not first:
+        return None
+    start = first[0].crumb
+    ctx.context = start.get("context", [])
     progress = store.get_checkpoint(progress_id(ctx.run_id))
     if progress is not None:  # its stack None: it was where it cannot be carried on
         root = ctx.restore(progress["stack"]) if progress["stack"] else None
     else:
-        first = store.get_crumbs(ctx.run_id, after=0, limit=1)
-        root = _root_from_start(ctx, first[0].crumb) if first else None
+        root = _root_from_start(ctx, start)
     return root if root is not None and root.continuable() else None
 
 

@@ -231,7 +231,7 @@ def responses_usage(usage: dict[str, Any]) -> dict[str, Any]:
     chat = chat_usage(usage)
     return {
         "input_tokens": chat["prompt_tokens"],
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": chat["completion_tokens"],
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": chat["total_tokens"],

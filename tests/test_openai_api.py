@@ -329,3 +329,11 @@ def test_the_api_key_as_a_bearer_is_the_caller_and_a_session_hook_decides(make_b
     assert theirs.status_code == 403
     mine = client.post("/v1/chat/completions", json=body, headers={**bearer, "Bread-Session-Id": "mine-1"})
     assert mine.get_json()["choices"][0]["message"]["content"] == "hi"
+
+
+def test_another_site_s_page_may_not_drive_the_routes(make_bread):
+    client = serve(make_bread)
+    body = {"model": "echo", "messages": [{"role": "user", "content": "hi"}]}
+    refused = client.post("/v1/chat/completions", json=body, headers={"Origin": "https://evil.example"})
+    assert refused.status_code == 403 and refused.get_json() == {"error": "Forbidden"}
+    assert client.get("/runs").get_json() == []

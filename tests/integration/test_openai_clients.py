@@ -49,7 +49,8 @@ def test_the_python_client_reads_chat_completions_streaming_and_not(client):
     )
     assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices) == "one two three"
     assert [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices][-1] == "stop"
-    assert chunks[-1].choices == [] and chunks[-1].usage is None  # the script model reports no usage
+    assert chunks[-1].choices == []  # the usage chunk: null, or the run's where its model reports one
+    assert chunks[-1].usage is None or chunks[-1].usage.total_tokens >= 0
 
 
 def test_the_python_client_reads_responses_streaming_and_not(client):
@@ -113,7 +114,7 @@ def test_the_npm_client_reads_every_answer(node_clients, server):
     assert seen["chat"]["text"] == "hello there" and seen["chat"]["bread"]["runId"] == seen["chat"]["runId"]
     stream = seen["chatStream"]
     assert (stream["text"], stream["finish"]) == ("one two three", ["stop"])
-    assert stream["last"]["choices"] == [] and stream["last"]["usage"] is None
+    assert stream["last"]["choices"] == [] and "usage" in stream["last"]
     assert seen["responses"] == {"text": "a response", "status": "completed"}
     assert seen["responsesStream"]["text"] == seen["responsesStream"]["streamed"] == "a streamed response"
     assert seen["responsesStream"]["types"][:2] == ["response.created", "response.in_progress"]

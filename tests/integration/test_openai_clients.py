@@ -97,9 +97,11 @@ def test_a_paused_agent_is_answered_by_the_next_message_on_its_session_or_the_re
     session = {"Bread-Session-Id": paused.bread["sessionId"]}
     resumed = client.responses.create(model="writer", input="yes", extra_headers=session)
     assert resumed.output_text == "Published." and resumed.bread["runId"] == paused.bread["runId"]
-    asked = client.responses.create(model="interviewer", input="hello")
+    events = list(client.responses.create(model="interviewer", input="hello", stream=True))
+    asked = events[-1].response
     checkpoint = asked.bread["checkpoint"]
-    assert (asked.output_text, checkpoint["kind"]) == ("What is your name?", "input")
+    assert (events[-1].type, asked.output_text, checkpoint["kind"]) == ("response.completed", "What is your name?",
+                                                                        "input")  # fmt: skip
     answered = http.post(f"{server.url}/resume/{checkpoint['id']}", json={"response": {"answer": "Ada"}},
                          headers={"Authorization": f"Bearer {KEY}"})  # fmt: skip
     assert answered.status_code == 200 and "Thanks, Ada." in answered.text

@@ -168,33 +168,34 @@ class OpenAiPlugin:
         context = [{"description": "the client's instructions", "value": text} for text in turn.instructions]
         named = request.headers.get(SESSION_HEADER)
         if named is None:
-            session_id = new_id("ses")
+            session_id, history = new_id("ses"), turn.history
+        else:
+            session_id, history = self._named_session(named), []
+            paused = _paused_run(bread, session_id, turn.agent_id)
+            if paused is not None:
+                authorize_run(paused["id"])
+                checkpoint = bread.store.get_checkpoint(paused["checkpointId"])
+                answer = text_answer(turn.text, checkpoint["kind"])
+                return session_id, lambda token: bread.resume(
+                    checkpoint["id"], answer, signal=token, may_interrupt=may_reach_run, context=context
+                )
 
-            def begin(token: Any) -> Any:
-                if turn.history:
-                    _hold_history(bread, session_id, turn.history)
-                return bread.run(
-                    turn.agent_id, turn.text, session={"id": session_id}, signal=token,
-                    may_interrupt=may_reach_run, context=context,
-                )  # fmt: skip
+        def begin(token: Any) -> Any:
+            if history:  # written once a run slot is had: a refused request leaves no session
+                _hold_history(bread, session_id, history)
+            return bread.run(
+                turn.agent_id, turn.text, session={"id": session_id}, signal=token,
+                may_interrupt=may_reach_run, context=context,
+            )  # fmt: skip
 
-            return session_id, begin
+        return session_id, begin
+
+    def _named_session(self, named: str) -> str:
         session_id = named.strip()
         if not session_id:
             raise BreadError(INVALID_REQUEST, f"{SESSION_HEADER} must not be empty")
         self._check_session(session_id)
-        paused = _paused_run(bread, session_id, turn.agent_id)
-        if paused is not None:
-            authorize_run(paused["id"])
-            checkpoint = bread.store.get_checkpoint(paused["checkpointId"])
-            answer = text_answer(turn.text, checkpoint["kind"])
-            return session_id, lambda token: bread.resume(
-                checkpoint["id"], answer, signal=token, may_interrupt=may_reach_run, context=context
-            )
-        return session_id, lambda token: bread.run(
-            turn.agent_id, turn.text, session={"id": session_id}, signal=token,
-            may_interrupt=may_reach_run, context=context,
-        )  # fmt: skip
+        return session_id
 
     def _check_session(self, session_id: str) -> None:
         # Only True allows, as with every authorizer: one that forgets to return denies.

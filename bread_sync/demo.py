@@ -3,8 +3,9 @@
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
 tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
 AG-UI routes (``/ag-ui/run`` for echo, ``/ag-ui/<agentId>`` for the others) when the ``ag-ui``
-extra is installed, the MCP server at ``/mcp`` when the ``mcp`` extra is, and the A2A endpoints of
-echo and slow when the ``a2a`` extra is.
+extra is installed, the MCP server at ``/mcp`` when the ``mcp`` extra is, the A2A endpoints of
+echo and slow when the ``a2a`` extra is, and the OpenAI-compatible routes (``/v1``, every agent a
+model), which need no extra.
 """
 
 from __future__ import annotations
@@ -215,9 +216,9 @@ def bridges() -> list:
     """The protocol bridges the demo mounts: those whose extra is installed (a plain install
     serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
     every other agent. MCP: ``/mcp``, every agent and task as a tool. A2A: echo and slow, each in
-    v0.3 and v1.0 (see docs/http.md). These paths are fixed: other projects' clients find them
-    there."""
-    return [*ag_ui_bridges(), *mcp_bridges(), *a2a_bridges()]
+    v0.3 and v1.0. OpenAI: ``/v1``, every agent as a model (see docs/http.md). These paths are
+    fixed: other projects' clients find them there."""
+    return [*ag_ui_bridges(), *mcp_bridges(), *a2a_bridges(), openai_bridge()]
 
 
 def ag_ui_bridges() -> list:
@@ -260,6 +261,12 @@ def a2a_bridges() -> list:
         )
         for agent, card, rpc, version in mounts
     ]
+
+
+def openai_bridge() -> Any:
+    from .protocols.openai_api import openai_api
+
+    return openai_api()
 
 
 def config() -> Config:

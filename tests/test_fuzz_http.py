@@ -41,6 +41,8 @@ LIMIT = 4096
 #: The demo's MCP endpoint, and the JSON-RPC codes of its 400 and 404 (docs/http.md, MCP).
 MCP_PATH = "/mcp"
 MCP_CODES = (-32700, -32600)
+#: The demo's OpenAI-compatible routes, which answer in OpenAI's shapes (docs/http.md).
+OPENAI_PREFIX = "/v1/"
 READ_SECONDS = 2.0
 METHODS = ["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"]
 HOSTS = ["localhost", "127.0.0.1:3000", "[::1]:8080", "::1", "LOCALHOST", "evil.example", "localhost.", "127.1",
@@ -102,10 +104,14 @@ def check_answer(method: str, status: int, content_type: str, body: bytes, path:
         return
     if path == MCP_PATH and status in (400, 404):
         check_json_rpc_error(text)
+    elif path.startswith(OPENAI_PREFIX) and status >= 400:
+        check_openai_error(status, text)
     elif status >= 400:
         check_error_body(status, text)
     elif content_type.startswith("text/event-stream") and path.startswith("/ag-ui/"):
         check_ag_ui_events(body)
+    elif content_type.startswith("text/event-stream") and path.startswith(OPENAI_PREFIX):
+        check_openai_events(body)
     elif content_type.startswith("text/event-stream"):
         check_events(body)
 
@@ -122,6 +128,24 @@ def check_error_body(status: int, text: str) -> None:
         return
     assert list(answer) == ["error"] and sorted(answer["error"]) == ["code", "message"], answer
     assert answer["error"]["code"] in ALL_CODES and isinstance(answer["error"]["message"], str), answer
+
+
+def check_openai_error(status: int, text: str) -> None:
+    """An OpenAI route refuses in OpenAI's shape with a documented code; what the server refuses
+    before the route (401, 403, 413, ...) keeps bread's."""
+    answer = strict_json(text)
+    if not (isinstance(answer.get("error"), dict) and "type" in answer["error"]):
+        check_error_body(status, text)
+        return
+    assert list(answer) == ["error"] and sorted(answer["error"]) == ["code", "message", "param", "type"], answer
+    assert answer["error"]["code"] in ALL_CODES and isinstance(answer["error"]["message"], str), answer
+
+
+def check_openai_events(body: bytes) -> None:
+    """An OpenAI stream's frames are JSON objects (a chunk, an event or an error), or ``[DONE]``."""
+    for event in SSEDecoder().feed(body):
+        if event.data and event.data != "[DONE]":
+            assert isinstance(strict_json(event.data), dict), event.data
 
 
 def check_json_rpc_error(text: str) -> None:

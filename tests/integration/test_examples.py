@@ -45,3 +45,16 @@ def test_the_a2a_example_streams_echo_and_cancels_slow(pool):
     assert "".join(texts) == "hello over A2Atick 1 "  # echo's text, then the one tick before the cancel
     assert "get: TASK_STATE_COMPLETED" in lines and "cancel: TASK_STATE_CANCELED" in lines
     assert lines[-1] == "status TASK_STATE_CANCELED"
+
+
+def test_the_openai_example_chats_streams_and_answers_the_writer_s_pause(pool):
+    lines = run_example("openai_client.py", pool.primary("http-sse"))
+    assert lines == [
+        "models: echo writer interviewer slow counter manager artist",
+        "chat: hello from the OpenAI client",
+        "stream: one |two |three",
+        "responses: a response",
+        "writer: Drafting a post about sourdough. / Approve the call of publish? Answer yes or no.",
+        "bread: paused approval publish",
+        "answered: Published.",
+    ]

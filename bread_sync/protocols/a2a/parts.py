@@ -7,11 +7,10 @@ import binascii
 from typing import Any
 
 from ...blobs import OPAQUE, is_media_type
+from ..answers import text_answer
 
 #: The most an inline file part may hold, decoded; its base64 is measured before it is decoded.
 MAX_INLINE_BYTES = 10 * 1024 * 1024
-#: What a text answering an approval means yes with (any case); anything else is no.
-YES = frozenset({"yes", "y", "approve", "approved", "true"})
 
 
 class BadParams(ValueError):
@@ -80,6 +79,4 @@ def pause_answer(parts: list[dict[str, Any]], kind: str) -> Any:
     part = parts[0]
     if "data" in part:
         return part["data"]
-    if kind == "approval":
-        return {"approved": part["text"].strip().lower() in YES}
-    return {"answer": part["text"]}
+    return text_answer(part["text"], kind)

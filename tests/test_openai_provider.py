@@ -425,3 +425,29 @@ def test_a_missing_client_library_names_the_extra(monkeypatch):
 
     with pytest.raises(ImportError, match=r'pip install "bread-sync\[openai\]"'):
         openai_provider.provider(model="m")
+
+
+def usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
+    """The last chunk of a stream asked for usage: no choices, the call's token counts."""
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {**chunk({}), "choices": [], "usage": usage}
+
+
+def test_the_runs_usage_sums_what_the_api_reported_for_each_call(server, bread_for):
+    server.play(
+        Stream(tool_call("call_1", "add", '{"a": 2, "b": 3}') + [usage_chunk(10, 4)]),
+        Stream(text("5.") + [usage_chunk(20, 2)]),
+    )
+    bread = bread_for(Agent(id="a", model=llm(server), tools=[add]))
+
+    crumbs = list(bread.run("a", "2+3?"))
+
+    assert all(request["body"]["stream_options"] == {"include_usage": True} for request in server.requests)
+    expected = {
+        "inputTokens": 30,
+        "outputTokens": 6,
+        "totalTokens": 36,
+        "byModel": {"openai:m": {"inputTokens": 30, "outputTokens": 6, "totalTokens": 36}},
+    }
+    assert crumbs[-1]["type"] == "agent:run:end" and crumbs[-1]["usage"] == expected
+    assert bread.store.get_run(crumbs[-1]["runId"])["usage"] == expected

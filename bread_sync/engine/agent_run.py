@@ -26,6 +26,7 @@ from ..models import (
     ToolInputDelta,
     ToolInputStart,
     ToolSpec,
+    Usage,
     resolve_provider,
 )
 from . import RUN_ENDING, Activity, Pause, Steps
@@ -279,6 +280,7 @@ class AgentRun(AgentActivity):
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         streamed: set[str] = set()
+        used: list[Usage] = []
         token, run_id = self.ctx.token, self.ctx.run_id
         events = provider.stream(request)
         try:
@@ -287,6 +289,9 @@ class AgentRun(AgentActivity):
                 if isinstance(event, TextDelta):  # most events: their crumb made here, not in _crumb_of
                     text.append(event.text)
                     yield {"type": c.TEXT_DELTA, "runId": run_id, "delta": event.text}
+                    continue
+                if isinstance(event, Usage):
+                    used.append(event)
                     continue
                 if isinstance(event, ToolInputStart):
                     streamed.add(event.id)
@@ -302,6 +307,9 @@ class AgentRun(AgentActivity):
             close = getattr(events, "close", None)
             if close is not None:
                 close()
+            # summed once the call ends (a cancelled one too: its tokens were spent)
+            for event in used:
+                self.ctx.usage.add(self.agent.model_name, event.input_tokens, event.output_tokens)
         token.raise_if_cancelled()
         self.model_state = request.state
         return "".join(text), calls

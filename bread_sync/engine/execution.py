@@ -137,7 +137,10 @@ class Execution:
             output = yield from self.root.resume(response)
         else:
             output = yield from self.root.run()
-        yield {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
+        end = {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
+        if self.ctx.usage:
+            end["usage"] = self.ctx.usage.to_wire()
+        yield end
 
     def _note_progress(self) -> None:
         """Save the run's progress with the crumb about to be logged: its root's snapshot, or,
@@ -164,6 +167,7 @@ class Execution:
             "status": "progress",
             "createdAt": now_iso(),
             "stack": stack,
+            "usage": ctx.usage.to_wire(),
         }
         self.store.save_checkpoint(progress)
 
@@ -206,6 +210,7 @@ class Execution:
             # the human:required crumb takes emitter.next_seq; the continuation starts after it
             "nextSeq": self.emitter.next_seq + 1,
             "stack": self.root.snapshot(),
+            "usage": ctx.usage.to_wire(),
         }
         store = self.store
         self.emitter.defer(lambda: store.save_checkpoint(checkpoint))
@@ -221,11 +226,12 @@ class Execution:
         return crumb
 
     def _end_with_next_crumb(self, status: str, **fields: Any) -> None:
-        """The run's status, and the release of its session, written in the transaction of the
-        crumb that ends (or pauses) it: a client that sees that crumb finds the run settled.
+        """The run's status and usage, and the release of its session, written in the transaction
+        of the crumb that ends (or pauses) it: a client that sees that crumb finds the run settled.
         Only while this process still owns the run: if another declared it dead meanwhile, the
         whole transaction fails as a seq conflict would, and this process stops driving it."""
         store, run_id, session_id, owner = self.store, self.ctx.run_id, self.ctx.session_id, self.runtime.owner
+        fields["usage"] = self.ctx.usage.to_wire()
 
         def record_status() -> None:
             if not store.update_run(run_id, expect={"owner": owner}, status=status, owner=None, **fields):

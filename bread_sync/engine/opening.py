@@ -22,6 +22,7 @@ from ..cancel import CancelToken
 from ..clock import now_iso
 from ..errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError
 from ..logs import RunLabels
+from ..usage import RunUsage
 from . import Runtime, Steps
 from .context import RunContext
 from .emitter import Emitter
@@ -95,6 +96,7 @@ def open_continuation(
     state, context = check_state(state, context)
     run_id, session_id, next_seq = checkpoint["runId"], checkpoint["sessionId"], checkpoint["nextSeq"]
     ctx = new_context(runtime, run_id, session_id, signal, next_seq, state, context)
+    ctx.usage = RunUsage.from_wire(checkpoint.get("usage"))
     root = ctx.restore(checkpoint["stack"])  # an agent or pipeline no longer configured fails here
     response = _validate_response(checkpoint["kind"], root.pending_tool(), response)
     claimed = runtime.sessions.claim(session_id, run_id, root.session_policy, may_interrupt)
@@ -126,6 +128,7 @@ def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: 
     if attempt > most:
         return None
     ctx = new_context(runtime, run_id, session_id, next_seq=last + 1)
+    ctx.usage = RunUsage.from_wire(record.get("usage"))  # as it last paused; its progress's is newer
     root = continuation_root(ctx)
     if root is None:
         return None
@@ -140,6 +143,8 @@ def continuation_root(ctx: RunContext) -> Any | None:
     store = ctx.runtime.store
     progress = store.get_checkpoint(progress_id(ctx.run_id))
     if progress is not None:  # its stack None: it was where it cannot be carried on
+        if progress.get("usage"):
+            ctx.usage = RunUsage.from_wire(progress["usage"])
         root = ctx.restore(progress["stack"]) if progress["stack"] else None
     else:
         first = store.get_crumbs(ctx.run_id, after=0, limit=1)
@@ -197,6 +202,7 @@ def run_record(runtime: Runtime, run_id: str, definition_id: str, session_id: st
         "owner": runtime.owner,
         "leaseUntil": lease_end(runtime.config),
         "cancelRequested": False,
+        "usage": None,
         "createdAt": now,
         "updatedAt": now,
     }

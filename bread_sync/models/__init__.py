@@ -55,7 +55,16 @@ class FileOutput:
     name: str | None = None
 
 
-ModelEvent = TextDelta | ToolInputStart | ToolInputDelta | ToolCall | FileOutput
+@dataclass(slots=True)
+class Usage:
+    """The tokens one model call used, as its provider reports them (at most once per call,
+    usually last); the runtime sums them into the run's ``usage``."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+ModelEvent = TextDelta | ToolInputStart | ToolInputDelta | ToolCall | FileOutput | Usage
 
 
 @dataclass

@@ -281,8 +281,11 @@ class AgentRun(AgentActivity):
         calls: list[dict[str, Any]] = []
         streamed: set[str] = set()
         used: list[Usage] = []
-        token, run_id = self.ctx.token, self.ctx.run_id
-        events = provider.stream(request)
+        token, run_id, trace = self.ctx.token, self.ctx.run_id, self.ctx.trace
+        if trace is None:
+            events = provider.stream(request)
+        else:
+            events = trace.model_call(model_name, provider.name, request, provider.stream)
         try:
             for event in events:
                 token.raise_if_cancelled()

@@ -51,6 +51,11 @@ class Execution:
         #: The run's progress as last saved, encoded ("null": none, or it cannot be gone on from).
         self._progress = "null"
 
+    @property
+    def status(self) -> str | None:
+        """How this driving of the run ended (``completed``, ``paused``, ``failed``, ...), None until it did."""
+        return self._final
+
     def start(
         self, resume: tuple[dict[str, Any], Any] | None = None, carry_on: bool = False
     ) -> Iterator[dict[str, Any]]:
@@ -169,6 +174,8 @@ class Execution:
             "stack": stack,
             "usage": ctx.usage.to_wire(),
         }
+        if ctx.trace is not None:  # a continuation from it links to this run's span
+            progress["trace"] = ctx.trace.link()
         self.store.save_checkpoint(progress)
 
     def _settled(self, status: str) -> None:
@@ -212,6 +219,8 @@ class Execution:
             "stack": self.root.snapshot(),
             "usage": ctx.usage.to_wire(),
         }
+        if ctx.trace is not None:  # the resume's span links to this run's span
+            checkpoint["trace"] = ctx.trace.link()
         store = self.store
         self.emitter.defer(lambda: store.save_checkpoint(checkpoint))
         self._end_with_next_crumb("paused", checkpointId=checkpoint_id)

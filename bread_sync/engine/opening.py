@@ -72,7 +72,8 @@ def open_run(
     if not runtime.store.create_run(record):
         return None
     opening = root.open(tags, _session_wait(runtime, ctx, claimed))
-    return Opened(RunLabels(run_id, session_id, definition_id), Execution(ctx, root, opening).start())
+    crumbs = _traced(ctx, definition_id, Execution(ctx, root, opening), lambda execution: execution.start())
+    return Opened(RunLabels(run_id, session_id, definition_id), crumbs)
 
 
 def open_continuation(
@@ -111,7 +112,8 @@ def open_continuation(
     wait = _session_wait(runtime, ctx, claimed)
     execution = Execution(ctx, root, None if wait is None else _waiting(wait))
     labels = RunLabels(run_id, session_id, root.definition_id)
-    return Opened(labels, execution.start(resume=(checkpoint, response)), next_seq)
+    crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
+    return Opened(labels, crumbs, next_seq)
 
 
 def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: int) -> Opened | None:
@@ -134,7 +136,9 @@ def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: 
         return None
     continued = {"type": c.AGENT_RUN_CONTINUED, "runId": run_id, "reason": reason, "afterSeq": last, "attempt": attempt}
     execution = Execution(ctx, root, _yielding(continued))
-    return Opened(RunLabels(run_id, session_id, root.definition_id), execution.start(carry_on=True), last + 1)
+    progress = store.get_checkpoint(progress_id(run_id)) if runtime.tracer is not None else None
+    crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), progress)
+    return Opened(RunLabels(run_id, session_id, root.definition_id), crumbs, last + 1)
 
 
 def continuation_root(ctx: RunContext) -> Any | None:
@@ -173,7 +177,25 @@ def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=runtime.store.last_seq(run_id) + 1)
     position = {"remote_run_id": record["remoteRunId"], "remote_seq": record["remoteSeq"] or 0}
     root = Relay(ctx, record["agentId"], adopted=True, **position)
-    return Opened(RunLabels(run_id, record["sessionId"], record["agentId"]), Execution(ctx, root).start())
+    crumbs = _traced(ctx, record["agentId"], Execution(ctx, root), lambda execution: execution.start())
+    return Opened(RunLabels(run_id, record["sessionId"], record["agentId"]), crumbs)
+
+
+def _traced(
+    ctx: RunContext,
+    agent_id: str,
+    execution: Execution,
+    start: Callable[[Execution], Iterator[dict[str, Any]]],
+    went_on_from: dict[str, Any] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The driver's crumbs; with tracing on, under the run's span, which links to the span the
+    checkpoint or progress it goes on from was kept under. Its parent is the context current
+    here, where the run opens (its request's), not in the greenlet that drives it."""
+    tracer = ctx.runtime.tracer
+    if tracer is None:
+        return start(execution)
+    ctx.trace = tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, went_on_from)
+    return ctx.trace.follow(start(execution), lambda: execution.status)
 
 
 def new_context(

@@ -105,7 +105,9 @@ class Relay(Activity):
         if self.adopted:
             frames = self.remote.follow(self.remote_run_id, self.remote_seq)
         else:
-            frames = self.remote.start(self.remote_run_id, self.input, self.ctx.session_id, self.skill)
+            frames = self.remote.start(
+                self.remote_run_id, self.input, self.ctx.session_id, self.skill, self.ctx.trace_headers()
+            )
         return (yield from self._relay(frames))
 
     def carry_on(self) -> Steps:
@@ -123,7 +125,9 @@ class Relay(Activity):
 
     def resume(self, response: Any) -> Steps:
         checkpoint_id, self.remote_checkpoint_id = self.remote_checkpoint_id, None
-        frames = self.remote.resume(self.remote_run_id, checkpoint_id, response, self.remote_seq)
+        frames = self.remote.resume(
+            self.remote_run_id, checkpoint_id, response, self.remote_seq, self.ctx.trace_headers()
+        )
         return (yield from self._relay(frames))
 
     def _relay(self, frames: Any) -> Steps:

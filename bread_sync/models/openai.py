@@ -98,6 +98,8 @@ class OpenAIProvider:
             options["tools"] = [_tool(spec) for spec in request.tools]
         if request.output_format == "json":
             options["response_format"] = {"type": "json_object"}
+        if request.trace_headers:
+            options["extra_headers"] = request.trace_headers
         if self.params:
             # extra_body passes keys the client library does not know (a server's own) as well
             options["extra_body"] = self.params

@@ -83,7 +83,14 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         fake = self.server.fake
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        fake.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
+        fake.requests.append(
+            {
+                "path": self.path,
+                "authorization": self.headers.get("Authorization"),
+                "traceparent": self.headers.get("traceparent"),
+                "body": body,
+            }
+        )
         response = fake.responses.popleft() if fake.responses else Fail(500, "nothing scripted", {})
         response.send(self, fake)
 
@@ -451,3 +458,24 @@ def test_the_runs_usage_sums_what_the_api_reported_for_each_call(server, bread_f
     }
     assert crumbs[-1]["type"] == "agent:run:end" and crumbs[-1]["usage"] == expected
     assert bread.store.get_run(crumbs[-1]["runId"])["usage"] == expected
+
+
+def test_a_traced_runs_requests_carry_the_model_calls_span_as_their_parent(server, bread_for):
+    otel = pytest.importorskip("bread_sync.tracing.otel")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    server.play(Stream(text("Hi.") + [usage_chunk(8, 2)]))
+    exporter, spans = InMemorySpanExporter(), TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    bread = bread_for(Agent(id="a", model=llm(server)))
+    bread.tracer = otel.tracer(spans)
+
+    list(bread.run("a", "hi"))
+
+    (chat,) = [span for span in exporter.get_finished_spans() if span.name == "chat m"]
+    (sent,) = server.requests
+    assert sent["traceparent"].split("-")[1:3] == [f"{chat.context.trace_id:032x}", f"{chat.context.span_id:016x}"]
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 8 and chat.attributes["gen_ai.usage.output_tokens"] == 2

@@ -6,6 +6,8 @@ provider of the test's own (what the ``OTEL_*`` variables would build, with anot
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 import pytest
@@ -209,3 +211,34 @@ def test_the_standard_variables_turn_tracing_on_and_off(environ, on, monkeypatch
 
 def test_tracing_is_off_by_default(make_bread):
     assert make_bread().tracer is None
+
+
+def ended_span(exporter, name: str, count: int = 1) -> list[Any]:
+    """The finished spans called ``name``, once ``count`` of them ended: a run's span ends just
+    after its last crumb, which the response may have sent first."""
+    deadline = time.monotonic() + 10
+    while len(found := [span for span in exporter.get_finished_spans() if span.name == name]) < count:
+        assert time.monotonic() < deadline, [span.name for span in exporter.get_finished_spans()]
+        time.sleep(0.01)
+    return found
+
+
+def test_a_requests_traceparent_is_the_parent_of_the_run_and_of_its_resume(traced, exporter):
+    from bread_sync.server import create_server
+
+    client = create_server(traced(transport="http-sse")).test_client()
+    run_parent, resume_parent = "a1" * 16, "c3" * 16
+
+    paused = client.post(
+        "/agents/writer/run",
+        json={"input": {"topic": "rye"}},
+        headers={"traceparent": f"00-{run_parent}-{'b2' * 8}-01"},
+    ).get_data(as_text=True)
+    (checkpoint_id,) = set(re.findall(r'"checkpointId": ?"(cp_[0-9a-f]+)"', paused))
+    headers = {"traceparent": f"00-{resume_parent}-{'d4' * 8}-01"}
+    client.post(f"/resume/{checkpoint_id}", json={"response": {"approved": True}}, headers=headers).get_data()
+
+    first, second = sorted(ended_span(exporter, "invoke_agent writer", 2), key=lambda span: span.start_time)
+    assert (f"{first.context.trace_id:032x}", f"{first.parent.span_id:016x}") == (run_parent, "b2" * 8)
+    assert (f"{second.context.trace_id:032x}", f"{second.parent.span_id:016x}") == (resume_parent, "d4" * 8)
+    assert [link.context.span_id for link in second.links] == [first.context.span_id]

@@ -329,5 +329,5 @@ def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> Rel
 
 
 def _run_of(opened: Opened) -> Run:
-    run_id, session_id, agent_id = opened.labels
-    return Run(run_id, opened.crumbs, first_seq=opened.first_seq, session_id=session_id, agent_id=agent_id)
+    run_id, session_id, agent_id, trace = opened.labels
+    return Run(run_id, opened.crumbs, first_seq=opened.first_seq, session_id=session_id, agent_id=agent_id, trace=trace)

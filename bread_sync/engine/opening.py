@@ -73,7 +73,7 @@ def open_run(
         return None
     opening = root.open(tags, _session_wait(runtime, ctx, claimed))
     crumbs = _traced(ctx, definition_id, Execution(ctx, root, opening), lambda execution: execution.start())
-    return Opened(RunLabels(run_id, session_id, definition_id), crumbs)
+    return Opened(RunLabels(run_id, session_id, definition_id, ctx.trace), crumbs)
 
 
 def open_continuation(
@@ -111,9 +111,8 @@ def open_continuation(
         ctx.touch_session_with_next_crumb(None, state)
     wait = _session_wait(runtime, ctx, claimed)
     execution = Execution(ctx, root, None if wait is None else _waiting(wait))
-    labels = RunLabels(run_id, session_id, root.definition_id)
     crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
-    return Opened(labels, crumbs, next_seq)
+    return Opened(RunLabels(run_id, session_id, root.definition_id, ctx.trace), crumbs, next_seq)
 
 
 def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: int) -> Opened | None:
@@ -138,7 +137,7 @@ def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: 
     execution = Execution(ctx, root, _yielding(continued))
     progress = store.get_checkpoint(progress_id(run_id)) if runtime.tracer is not None else None
     crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), progress)
-    return Opened(RunLabels(run_id, session_id, root.definition_id), crumbs, last + 1)
+    return Opened(RunLabels(run_id, session_id, root.definition_id, ctx.trace), crumbs, last + 1)
 
 
 def continuation_root(ctx: RunContext) -> Any | None:
@@ -178,7 +177,7 @@ def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:
     position = {"remote_run_id": record["remoteRunId"], "remote_seq": record["remoteSeq"] or 0}
     root = Relay(ctx, record["agentId"], adopted=True, **position)
     crumbs = _traced(ctx, record["agentId"], Execution(ctx, root), lambda execution: execution.start())
-    return Opened(RunLabels(run_id, record["sessionId"], record["agentId"]), crumbs)
+    return Opened(RunLabels(run_id, record["sessionId"], record["agentId"], ctx.trace), crumbs)
 
 
 def _traced(

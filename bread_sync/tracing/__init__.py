@@ -32,6 +32,9 @@ class RunTrace(Protocol):
         """The W3C headers (``traceparent``) of the innermost open span: what a request this run
         sends out (a model provider's, a remote agent's) carries."""
 
+    def ids(self) -> tuple[str, str]:
+        """The hex trace id and span id of the innermost open span: what a log record made now names."""
+
     def link(self) -> dict[str, str]:
         """The run span's context, kept with a checkpoint or a progress: a continuation links to it."""
 

@@ -179,6 +179,10 @@ class OtelRunTrace:
     def link(self) -> dict[str, str]:
         return _headers(self.run)
 
+    def ids(self) -> tuple[str, str]:
+        span_context = self._open[-1][1].get_span_context()
+        return f"{span_context.trace_id:032x}", f"{span_context.span_id:016x}"
+
     # -- model calls -------------------------------------------------------------------------
 
     def _watched(self, span: Span, events: Iterator[Any]) -> Iterator[Any]:

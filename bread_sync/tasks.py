@@ -13,6 +13,7 @@ from .agents import describe_validation
 from .cancel import CancelToken
 from .errors import INPUT_INVALID, OUTPUT_INVALID, BreadError
 from .models import ModelRequest, TextDelta, Usage, resolve_provider
+from .tracing import model_events
 from .usage import RunUsage, model_key
 
 
@@ -38,8 +39,9 @@ class Task:
         except ValidationError as exc:
             raise BreadError(INPUT_INVALID, describe_validation(exc, f"task {self.id!r} args")) from None
 
-    def call(self, args: dict[str, Any], token: CancelToken, usage: RunUsage | None = None) -> Any:
-        """One model call; the parsed, validated output. The tokens it used are added to ``usage``."""
+    def call(self, args: dict[str, Any], token: CancelToken, usage: RunUsage | None = None, trace: Any = None) -> Any:
+        """One model call; the parsed, validated output. The tokens it used are added to
+        ``usage``; ``trace``: the run's :class:`~bread_sync.tracing.RunTrace`, if it is traced."""
         provider, model_name = resolve_provider(self.model)
         request = ModelRequest(
             model=model_name,
@@ -51,7 +53,7 @@ class Task:
             output_format="json",
         )
         text: list[str] = []
-        for event in provider.stream(request):
+        for event in model_events(trace, provider, model_name, request):
             if isinstance(event, TextDelta):
                 text.append(event.text)
             elif isinstance(event, Usage) and usage is not None:

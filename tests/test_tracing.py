@@ -115,7 +115,7 @@ def test_the_managers_subagent_and_task_are_under_the_tool_calls_that_made_them(
                 ("chat script", []),
                 ("execute_tool echo", [("invoke_agent echo", [("chat echo", [])])]),
                 ("chat script", []),
-                ("execute_tool word-count", [("execute_task word-count", [])]),
+                ("execute_tool word-count", [("execute_task word-count", [("chat script", [])])]),
                 ("chat script", []),
             ],
         )

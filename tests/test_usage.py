@@ -1,16 +1,20 @@
 """Token usage on the run: what each model call reported, summed on ``agent:run:end``, ``task:end``
-and their records, across subagents, tasks, a pause and a resume."""
+and their records, across subagents, tasks, a remote agent, a pause and a resume."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from pydantic import BaseModel
+from werkzeug.serving import make_server
 
 from bread_sync import Agent, Config, create_bread
 from bread_sync.agents import subagent, task_tool, tool
 from bread_sync.models.script import call, provider, say, usage
+from bread_sync.server import create_server
 from bread_sync.tasks import Task
+from bread_sync.transports import http_chunked
 from bread_sync.usage import RunUsage
 
 
@@ -100,3 +104,21 @@ def test_a_tally_goes_through_its_wire_shape_unchanged():
     assert wire == tokens(5, 5, **{"openai:m": tokens(4, 5), "script:s": tokens(1, 0)})
     assert RunUsage.from_wire(wire).to_wire() == wire
     assert RunUsage().to_wire() is None
+
+
+def test_a_remote_agents_usage_counts_for_the_run_that_relays_it(make_bread):
+    spender = Agent(id="spender", model=provider([say("Spent."), usage(9, 4)]))
+    remote = make_server("127.0.0.1", 0, create_server(make_bread(Config(agents=[spender]), transport="http-chunked")))
+    thread = threading.Thread(target=remote.serve_forever, daemon=True)
+    thread.start()
+    try:
+        far = http_chunked.remote_agent(url=f"http://127.0.0.1:{remote.port}", agent_id="spender")
+        bread = make_bread(Config(agents=[], remote_agents={"far": far}))
+        result = bread.run("far", "go", mode="sync")
+    finally:
+        remote.shutdown()
+        thread.join(10)
+
+    expected = tokens(9, 4, **{"script:spender": tokens(9, 4)})
+    assert result.crumbs[-1]["usage"] == expected
+    assert bread.store.get_run(result.run_id)["usage"] == expected

@@ -29,6 +29,7 @@ from ..models import (
     Usage,
     resolve_provider,
 )
+from ..tracing import model_events
 from . import RUN_ENDING, Activity, Pause, Steps
 from .context import RunContext
 from .relay import Relay
@@ -281,11 +282,8 @@ class AgentRun(AgentActivity):
         calls: list[dict[str, Any]] = []
         streamed: set[str] = set()
         used: list[Usage] = []
-        token, run_id, trace = self.ctx.token, self.ctx.run_id, self.ctx.trace
-        if trace is None:
-            events = provider.stream(request)
-        else:
-            events = trace.model_call(model_name, provider.name, request, provider.stream)
+        token, run_id = self.ctx.token, self.ctx.run_id
+        events = model_events(self.ctx.trace, provider, model_name, request)
         try:
             for event in events:
                 token.raise_if_cancelled()

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from .. import crumbs as c
 from ..errors import RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
+from ..usage import RunUsage
 from . import Activity, Pause, Steps
 from .context import RunContext
 
@@ -142,6 +143,8 @@ class Relay(Activity):
                     continue
                 self.remote_seq = frame.seq
                 if kind == c.AGENT_RUN_END:
+                    # what the remote's models used, all its pauses included, counts for this run
+                    self.ctx.usage.merge(RunUsage.from_wire(crumb.get("usage")))
                     return crumb.get("output")
                 if kind == c.AGENT_ERROR:
                     raise _error_of(crumb)

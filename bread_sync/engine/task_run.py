@@ -82,7 +82,7 @@ class TaskRun(Activity):
     def _call(self, record: _Record) -> Steps:
         """The task's call; the tokens it used count for the run too, whether it failed or not."""
         try:
-            output = self.task.call(self.task.validate_args(self.args), self.ctx.token, record.usage)
+            output = self.task.call(self.task.validate_args(self.args), self.ctx.token, record.usage, self.ctx.trace)
         except Exception as exc:
             error = internal_error(exc)
             status = record.close(error)

@@ -58,6 +58,13 @@ class Tracer(Protocol):
     def close(self) -> None: ...
 
 
+def model_events(trace: RunTrace | None, provider: Any, model_name: str, request: Any) -> Iterator[Any]:
+    """A model call's events: the provider's stream, under the call's span when traced."""
+    if trace is None:
+        return provider.stream(request)
+    return trace.model_call(model_name, provider.name, request, provider.stream)
+
+
 def enabled() -> bool:
     """Whether the standard variables ask for traces: an OTLP endpoint or an exporter named
     (not ``none``), and not ``OTEL_SDK_DISABLED=true``."""

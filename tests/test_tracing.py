@@ -242,3 +242,15 @@ def test_a_requests_traceparent_is_the_parent_of_the_run_and_of_its_resume(trace
     assert (f"{first.context.trace_id:032x}", f"{first.parent.span_id:016x}") == (run_parent, "b2" * 8)
     assert (f"{second.context.trace_id:032x}", f"{second.parent.span_id:016x}") == (resume_parent, "d4" * 8)
     assert [link.context.span_id for link in second.links] == [first.context.span_id]
+
+
+def test_a_bridges_request_traceparent_is_the_parent_of_its_run(traced, exporter):
+    pytest.importorskip("ag_ui")
+    from bread_sync.server import create_server
+
+    client = create_server(traced(transport="http-sse")).test_client()
+    body = {"threadId": "t1", "runId": "r1", "messages": [{"id": "m", "role": "user", "content": "hi"}]}
+    client.post("/ag-ui/run", json=body, headers={"traceparent": f"00-{'e5' * 16}-{'f6' * 8}-01"}).get_data()
+
+    (run,) = ended_span(exporter, "invoke_agent echo")
+    assert (f"{run.context.trace_id:032x}", f"{run.parent.span_id:016x}") == ("e5" * 16, "f6" * 8)

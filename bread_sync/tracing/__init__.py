@@ -25,8 +25,11 @@ class RunTrace(Protocol):
         """The run's crumbs unchanged, its spans opened and closed as its frames' crumbs pass;
         the run's span ends with them, with ``status()`` (the driver's final word)."""
 
-    def model_call(self, model: str, provider: str, request: Any, events: Iterator[Any]) -> Iterator[Any]:
-        """A model call's events unchanged, under a ``chat`` span (first token, usage, finish)."""
+    def model_call(
+        self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
+    ) -> Iterator[Any]:
+        """The events of ``stream(request)`` unchanged, under a ``chat`` span (first token, usage,
+        finish), the request's ``trace_headers`` set to that span's first."""
 
     def context(self) -> dict[str, str]:
         """The W3C headers (``traceparent``) of the innermost open span: what a request this run

@@ -3,7 +3,8 @@
 While a run is driven (each step of its iterator, see :class:`~bread_sync.runs.Run`),
 :data:`current_run` holds its :class:`RunLabels`. It is a context variable, so it belongs to one
 thread, and to one greenlet under gevent: runs driven side by side never see each other's.
-:class:`RunIdFilter` copies them onto each record (``run_id``, ``session_id``, ``agent_id``).
+:class:`RunIdFilter` copies them onto each record (``run_id``, ``session_id``, ``agent_id``, and
+``trace_id`` and ``span_id`` when the run is traced).
 :func:`configure` gives the ``bread_sync`` loggers one handler with that filter, in the format
 ``BREAD_LOG_FORMAT`` names (``text``, the default, or ``json``); the server calls it in each
 worker.
@@ -29,11 +30,16 @@ class RunLabels(NamedTuple):
     session_id: str | None = None
     #: The agent (or pipeline) the run runs.
     agent_id: str | None = None
+    #: Its :class:`bread_sync.tracing.RunTrace` when tracing is on: a record made while the run
+    #: is driven names the trace and the span it was made in.
+    trace: Any = None
 
 
 current_run: ContextVar[RunLabels | None] = ContextVar("bread_run", default=None)
 #: The record attributes a run's labels fill, in the order a JSON line lists them.
-LABELS = RunLabels._fields
+LABELS = ("run_id", "session_id", "agent_id")
+#: The record attributes a traced run's labels fill: the span open when the record was made.
+TRACE_LABELS = ("trace_id", "span_id")
 
 TEXT_FORMAT = "%(asctime)s [%(process)d] [%(levelname)s] %(name)s [run %(run_id)s]: %(message)s"
 LOGGERS = ("bread_sync",)
@@ -79,19 +85,26 @@ class RunIdFilter(logging.Filter):
     when the record was made, or None (one the record was given is kept)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        given = getattr(record, "run_id", None) is not None
+        labels = None if given else current_run.get()
         for name, value in zip(LABELS, _labels_of(record), strict=True):
             setattr(record, name, value)
+        if not given:
+            trace = labels.trace if labels is not None else None
+            record.trace_id, record.span_id = trace.ids() if trace is not None else _NO_TRACE
         return True
 
 
 _NO_RUN = (None,) * len(LABELS)
+_NO_TRACE = (None, None)
 
 
 def _labels_of(record: logging.LogRecord) -> tuple[str | None, ...]:
     """The labels a record was given (one with a ``run_id``), else the run being driven's."""
     if getattr(record, "run_id", None) is not None:
         return tuple(getattr(record, name, None) for name in LABELS)
-    return current_run.get() or _NO_RUN
+    labels = current_run.get()
+    return labels[:3] if labels is not None else _NO_RUN
 
 
 class TextFormatter(logging.Formatter):
@@ -106,7 +119,8 @@ class TextFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, process, run_id, session_id and
-    agent_id (when driving a run) and exception (a formatted traceback, when there is one)."""
+    agent_id (when driving a run), trace_id and span_id (when that run is traced; set by
+    :class:`RunIdFilter`) and exception (a formatted traceback, when there is one)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
@@ -117,6 +131,7 @@ class JsonFormatter(logging.Formatter):
             "process": record.process,
         }
         entry.update((name, value) for name, value in zip(LABELS, _labels_of(record), strict=True) if value)
+        entry.update((name, value) for name in TRACE_LABELS if (value := getattr(record, name, None)))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False, default=str)

@@ -38,6 +38,7 @@ class Run:
         *,
         session_id: str | None = None,
         agent_id: str | None = None,
+        trace: Any = None,
     ):
         self.run_id = run_id
         #: True when this follows a run another request started (same ``run_id``).
@@ -45,7 +46,7 @@ class Run:
         #: The seq of this stream's first durable crumb: 1, or where a resumed run continues.
         self.first_seq = first_seq
         self._steps = crumbs
-        self._labels = RunLabels(run_id, session_id, agent_id)
+        self._labels = RunLabels(run_id, session_id, agent_id, trace)
         self._crumbs = BoundRun(self._labels, crumbs)  # its log records carry its labels
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

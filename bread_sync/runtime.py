@@ -39,6 +39,7 @@ from .plugins import hooks
 from .runs import Run, RunResult
 from .tails import LogFollower, tail
 from .tasks import Task
+from .tracing import tracer_from_environment
 from .transports import TRANSPORTS
 
 #: ``RunResult`` was declared here before runs.py; its old path is kept for one release.
@@ -69,6 +70,9 @@ class Bread:
         #: Whether this instance carries on runs whose owner is gone (engine/recovery.py); a
         #: server worker that is shutting down hands runs over and takes none.
         self.carries_on = True
+        #: Traces runs when the ``OTEL_*`` variables ask for it (bread_sync/tracing/), else None.
+        #: Set it to ``bread_sync.tracing.otel.tracer(provider)`` to trace to a provider of yours.
+        self.tracer = tracer_from_environment()
         for on_crumb in hooks(config.plugins, "on_crumb"):
             self.on("crumb", on_crumb)
 
@@ -96,6 +100,8 @@ class Bread:
     def close(self) -> None:
         """Stop this instance's background work and close its store's connections."""
         self.leases.stop()
+        if self.tracer is not None:
+            self.tracer.close()
         close = getattr(self.store, "close", None)
         if callable(close):
             close()
@@ -323,5 +329,5 @@ def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> Rel
 
 
 def _run_of(opened: Opened) -> Run:
-    run_id, session_id, agent_id = opened.labels
-    return Run(run_id, opened.crumbs, first_seq=opened.first_seq, session_id=session_id, agent_id=agent_id)
+    run_id, session_id, agent_id, trace = opened.labels
+    return Run(run_id, opened.crumbs, first_seq=opened.first_seq, session_id=session_id, agent_id=agent_id, trace=trace)

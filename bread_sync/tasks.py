@@ -12,7 +12,9 @@ from pydantic import BaseModel, ValidationError
 from .agents import describe_validation
 from .cancel import CancelToken
 from .errors import INPUT_INVALID, OUTPUT_INVALID, BreadError
-from .models import ModelRequest, TextDelta, resolve_provider
+from .models import ModelRequest, TextDelta, Usage, resolve_provider
+from .tracing import model_events
+from .usage import RunUsage, model_key
 
 
 @dataclass
@@ -37,8 +39,9 @@ class Task:
         except ValidationError as exc:
             raise BreadError(INPUT_INVALID, describe_validation(exc, f"task {self.id!r} args")) from None
 
-    def call(self, args: dict[str, Any], token: CancelToken) -> Any:
-        """One model call; the parsed, validated output."""
+    def call(self, args: dict[str, Any], token: CancelToken, usage: RunUsage | None = None, trace: Any = None) -> Any:
+        """One model call; the parsed, validated output. The tokens it used are added to
+        ``usage``; ``trace``: the run's :class:`~bread_sync.tracing.RunTrace`, if it is traced."""
         provider, model_name = resolve_provider(self.model)
         request = ModelRequest(
             model=model_name,
@@ -49,9 +52,14 @@ class Task:
             input=args,
             output_format="json",
         )
-        text = "".join(e.text for e in provider.stream(request) if isinstance(e, TextDelta))
+        text: list[str] = []
+        for event in model_events(trace, provider, model_name, request):
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+            elif isinstance(event, Usage) and usage is not None:
+                usage.add(model_key(provider.name, model_name), event.input_tokens, event.output_tokens)
         token.raise_if_cancelled()
         try:
-            return self.output_schema.model_validate_json(text).model_dump(mode="json")
+            return self.output_schema.model_validate_json("".join(text)).model_dump(mode="json")
         except ValidationError as exc:
             raise BreadError(OUTPUT_INVALID, describe_validation(exc, f"task {self.id!r} output")) from None

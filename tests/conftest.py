@@ -18,11 +18,15 @@ EXTERNAL_REDIS_URL = os.environ.get("REDIS_URL")
 EXTERNAL_DATABASE_URL = os.environ.get("DATABASE_URL")
 
 
+#: The variables that turn tracing on: a test traces only with a tracer of its own.
+OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_instance(tmp_path, monkeypatch):
     """No test writes into the repository's instance folder or reads the developer's env."""
     monkeypatch.setenv("BREAD_INSTANCE", str(tmp_path / "instance"))
-    for name in ("BREAD_DB", "BREAD_CONFIG", "BREAD_TRANSPORT", "REDIS_URL"):
+    for name in ("BREAD_DB", "BREAD_CONFIG", "BREAD_TRANSPORT", "REDIS_URL", *OTEL_VARIABLES):
         monkeypatch.delenv(name, raising=False)
 
 

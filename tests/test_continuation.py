@@ -308,3 +308,27 @@ def test_a_run_killed_right_after_a_frame_crumb_logs_it_once_and_calls_nothing_a
     assert len(continued(log)) == 1 and log[-1]["type"] == "agent:run:end"
     assert {kind: types(log).count(kind) for kind in counts} == counts
     assert len(set(calls(place))) == len(calls(place)), calls(place)
+
+
+def test_a_traced_run_carried_on_links_its_span_to_the_span_it_continues(place, bread, monkeypatch):
+    otel = pytest.importorskip("bread_sync.tracing.otel")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")  # the killed process traces: its progress keeps its span
+    crashed(place, "tool-run")
+    kept = bread.store.get_checkpoint(progress_id("run_1"))["trace"]["traceparent"]
+    exporter, spans = InMemorySpanExporter(), TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    bread.tracer = otel.tracer(spans)
+    carried_on(bread)
+
+    deadline = time.monotonic() + ENDED_SECONDS  # the span ends just after the crumb the tail saw last
+    while not (runs := [s for s in exporter.get_finished_spans() if s.name == "invoke_agent crashy"]):
+        assert time.monotonic() < deadline, [s.name for s in exporter.get_finished_spans()]
+        time.sleep(0.01)
+    (run,) = runs
+    assert [format(link.context.span_id, "016x") for link in run.links] == [kept.split("-")[2]]
+    assert [event.name for event in run.events] == ["continued"]
+    assert run.attributes["bread.run.status"] == "completed"

@@ -174,3 +174,31 @@ def test_under_gevent_each_greenlet_keeps_its_runs_id(tmp_path):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["logged"] == report["runs"] and len(report["runs"]) == 6
     assert report["match"]
+
+
+def test_a_traced_runs_json_lines_name_the_trace_and_the_span_they_were_made_in(make_bread, captured):
+    otel = pytest.importorskip("bread_sync.tracing.otel")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    buffer = captured("json")
+    exporter, spans = InMemorySpanExporter(), TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    bread = make_bread(Config(agents=[BROKEN]))
+    bread.tracer = otel.tracer(spans)
+
+    result = bread.run("broken", "go", mode="sync")
+
+    (failure,) = [json.loads(line) for line in lines(buffer) if "tool explode failed" in line]
+    (tool,) = [span for span in exporter.get_finished_spans() if span.name == "execute_tool explode"]
+    assert failure["run_id"] == result.run_id
+    assert failure["trace_id"] == f"{tool.context.trace_id:032x}"
+    assert failure["span_id"] == f"{tool.context.span_id:016x}"  # made inside the tool's call
+
+
+def test_an_untraced_runs_json_lines_have_no_trace_ids(make_bread, captured):
+    buffer = captured("json")
+    make_bread(Config(agents=[BROKEN])).run("broken", "go", mode="sync")
+    (failure,) = [json.loads(line) for line in lines(buffer) if "tool explode failed" in line]
+    assert "trace_id" not in failure and "span_id" not in failure

@@ -83,7 +83,14 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         fake = self.server.fake
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        fake.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"), "body": body})
+        fake.requests.append(
+            {
+                "path": self.path,
+                "authorization": self.headers.get("Authorization"),
+                "traceparent": self.headers.get("traceparent"),
+                "body": body,
+            }
+        )
         response = fake.responses.popleft() if fake.responses else Fail(500, "nothing scripted", {})
         response.send(self, fake)
 
@@ -425,3 +432,50 @@ def test_a_missing_client_library_names_the_extra(monkeypatch):
 
     with pytest.raises(ImportError, match=r'pip install "bread-sync\[openai\]"'):
         openai_provider.provider(model="m")
+
+
+def usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
+    """The last chunk of a stream asked for usage: no choices, the call's token counts."""
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {**chunk({}), "choices": [], "usage": usage}
+
+
+def test_the_runs_usage_sums_what_the_api_reported_for_each_call(server, bread_for):
+    server.play(
+        Stream(tool_call("call_1", "add", '{"a": 2, "b": 3}') + [usage_chunk(10, 4)]),
+        Stream(text("5.") + [usage_chunk(20, 2)]),
+    )
+    bread = bread_for(Agent(id="a", model=llm(server), tools=[add]))
+
+    crumbs = list(bread.run("a", "2+3?"))
+
+    assert all(request["body"]["stream_options"] == {"include_usage": True} for request in server.requests)
+    expected = {
+        "inputTokens": 30,
+        "outputTokens": 6,
+        "totalTokens": 36,
+        "byModel": {"openai:m": {"inputTokens": 30, "outputTokens": 6, "totalTokens": 36}},
+    }
+    assert crumbs[-1]["type"] == "agent:run:end" and crumbs[-1]["usage"] == expected
+    assert bread.store.get_run(crumbs[-1]["runId"])["usage"] == expected
+
+
+def test_a_traced_runs_requests_carry_the_model_calls_span_as_their_parent(server, bread_for):
+    otel = pytest.importorskip("bread_sync.tracing.otel")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    server.play(Stream(text("Hi.") + [usage_chunk(8, 2)]))
+    exporter, spans = InMemorySpanExporter(), TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    bread = bread_for(Agent(id="a", model=llm(server)))
+    bread.tracer = otel.tracer(spans)
+
+    list(bread.run("a", "hi"))
+
+    (chat,) = [span for span in exporter.get_finished_spans() if span.name == "chat m"]
+    (sent,) = server.requests
+    assert sent["traceparent"].split("-")[1:3] == [f"{chat.context.trace_id:032x}", f"{chat.context.span_id:016x}"]
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 8 and chat.attributes["gen_ai.usage.output_tokens"] == 2

@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The folders checked; what they import is read but not reported on.
-CHECKED = ("engine", "stores", "transports", "tails", "wire")
+CHECKED = ("engine", "stores", "transports", "tails", "wire", "tracing")
 
 
 def test_mypy_passes_over_the_seams(tmp_path):

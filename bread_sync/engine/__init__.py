@@ -54,6 +54,8 @@ class Runtime(Protocol):
     remote_agents: dict[str, Any]
     #: Whether it carries on runs whose owner is gone (False while it shuts down).
     carries_on: bool
+    #: Its :class:`bread_sync.tracing.Tracer` when tracing is on, else None.
+    tracer: Any
 
     @property
     def owner(self) -> str: ...

@@ -26,8 +26,10 @@ from ..models import (
     ToolInputDelta,
     ToolInputStart,
     ToolSpec,
+    Usage,
     resolve_provider,
 )
+from ..tracing import model_events
 from . import RUN_ENDING, Activity, Pause, Steps
 from .context import RunContext
 from .relay import Relay
@@ -280,14 +282,18 @@ class AgentRun(AgentActivity):
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         streamed: set[str] = set()
+        used: list[Usage] = []
         token, run_id = self.ctx.token, self.ctx.run_id
-        events = provider.stream(request)
+        events = model_events(self.ctx.trace, provider, model_name, request)
         try:
             for event in events:
                 token.raise_if_cancelled()
                 if isinstance(event, TextDelta):  # most events: their crumb made here, not in _crumb_of
                     text.append(event.text)
                     yield {"type": c.TEXT_DELTA, "runId": run_id, "delta": event.text}
+                    continue
+                if isinstance(event, Usage):
+                    used.append(event)
                     continue
                 if isinstance(event, ToolInputStart):
                     streamed.add(event.id)
@@ -303,6 +309,9 @@ class AgentRun(AgentActivity):
             close = getattr(events, "close", None)
             if close is not None:
                 close()
+            # summed once the call ends (a cancelled one too: its tokens were spent)
+            for event in used:
+                self.ctx.usage.add(self.agent.model_name, event.input_tokens, event.output_tokens)
         token.raise_if_cancelled()
         self.model_state = request.state
         return "".join(text), calls

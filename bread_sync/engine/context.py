@@ -13,6 +13,7 @@ from ..agents import Agent, Tool, ToolContext
 from ..blobs import media_type_or_opaque
 from ..cancel import CancelToken
 from ..errors import BLOB_STORE_NOT_CONFIGURED, BreadError
+from ..usage import RunUsage
 from . import RUN_ENDING, Runtime, Steps
 from .emitter import Emitter
 
@@ -36,6 +37,11 @@ class RunContext:
     state: dict[str, Any] | None = None
     #: The caller's ``[{description, value}]`` about its world, for this request's run only.
     context: list[dict[str, Any]] = field(default_factory=list)
+    #: The tokens the run's models used so far, its tasks' and subagents' included (kept in its
+    #: checkpoints and progress, so a continuation goes on counting).
+    usage: RunUsage = field(default_factory=RunUsage)
+    #: Its spans (a :class:`bread_sync.tracing.RunTrace`) when tracing is on, else None.
+    trace: Any = None
 
     def activity_for(self, agent: Agent, input: Any, skill: str | None = None, record: bool = False) -> Any:
         """A new activity running ``agent``: its loop if it has one, else its turn."""
@@ -67,6 +73,10 @@ class RunContext:
         next durable crumb (the start crumb): a client that sees it finds the session."""
         store, session_id = self.runtime.store, self.session_id
         self.emitter.defer(lambda: store.touch_session(session_id, tags, state))
+
+    def trace_headers(self) -> dict[str, str]:
+        """What a request this run sends out carries of its trace (nothing when tracing is off)."""
+        return {} if self.trace is None else self.trace.context()
 
     def tool_context(self, agent_id: str) -> ToolContext:
         return ToolContext(

@@ -51,6 +51,11 @@ class Execution:
         #: The run's progress as last saved, encoded ("null": none, or it cannot be gone on from).
         self._progress = "null"
 
+    @property
+    def status(self) -> str | None:
+        """How this driving of the run ended (``completed``, ``paused``, ``failed``, ...), None until it did."""
+        return self._final
+
     def start(
         self, resume: tuple[dict[str, Any], Any] | None = None, carry_on: bool = False
     ) -> Iterator[dict[str, Any]]:
@@ -137,7 +142,10 @@ class Execution:
             output = yield from self.root.resume(response)
         else:
             output = yield from self.root.run()
-        yield {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
+        end = {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
+        if self.ctx.usage:
+            end["usage"] = self.ctx.usage.to_wire()
+        yield end
 
     def _note_progress(self) -> None:
         """Save the run's progress with the crumb about to be logged: its root's snapshot, or,
@@ -164,7 +172,10 @@ class Execution:
             "status": "progress",
             "createdAt": now_iso(),
             "stack": stack,
+            "usage": ctx.usage.to_wire(),
         }
+        if ctx.trace is not None:  # a continuation from it links to this run's span
+            progress["trace"] = ctx.trace.link()
         self.store.save_checkpoint(progress)
 
     def _settled(self, status: str) -> None:
@@ -206,7 +217,10 @@ class Execution:
             # the human:required crumb takes emitter.next_seq; the continuation starts after it
             "nextSeq": self.emitter.next_seq + 1,
             "stack": self.root.snapshot(),
+            "usage": ctx.usage.to_wire(),
         }
+        if ctx.trace is not None:  # the resume's span links to this run's span
+            checkpoint["trace"] = ctx.trace.link()
         store = self.store
         self.emitter.defer(lambda: store.save_checkpoint(checkpoint))
         self._end_with_next_crumb("paused", checkpointId=checkpoint_id)
@@ -221,11 +235,12 @@ class Execution:
         return crumb
 
     def _end_with_next_crumb(self, status: str, **fields: Any) -> None:
-        """The run's status, and the release of its session, written in the transaction of the
-        crumb that ends (or pauses) it: a client that sees that crumb finds the run settled.
+        """The run's status and usage, and the release of its session, written in the transaction
+        of the crumb that ends (or pauses) it: a client that sees that crumb finds the run settled.
         Only while this process still owns the run: if another declared it dead meanwhile, the
         whole transaction fails as a seq conflict would, and this process stops driving it."""
         store, run_id, session_id, owner = self.store, self.ctx.run_id, self.ctx.session_id, self.runtime.owner
+        fields["usage"] = self.ctx.usage.to_wire()
 
         def record_status() -> None:
             if not store.update_run(run_id, expect={"owner": owner}, status=status, owner=None, **fields):

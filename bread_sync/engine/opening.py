@@ -22,6 +22,7 @@ from ..cancel import CancelToken
 from ..clock import now_iso
 from ..errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, BreadError
 from ..logs import RunLabels
+from ..usage import RunUsage
 from . import Runtime, Steps
 from .context import RunContext
 from .emitter import Emitter
@@ -71,7 +72,8 @@ def open_run(
     if not runtime.store.create_run(record):
         return None
     opening = root.open(tags, _session_wait(runtime, ctx, claimed))
-    return Opened(RunLabels(run_id, session_id, definition_id), Execution(ctx, root, opening).start())
+    crumbs = _traced(ctx, definition_id, Execution(ctx, root, opening), lambda execution: execution.start())
+    return Opened(RunLabels(run_id, session_id, definition_id, ctx.trace), crumbs)
 
 
 def open_continuation(
@@ -95,6 +97,7 @@ def open_continuation(
     state, context = check_state(state, context)
     run_id, session_id, next_seq = checkpoint["runId"], checkpoint["sessionId"], checkpoint["nextSeq"]
     ctx = new_context(runtime, run_id, session_id, signal, next_seq, state, context)
+    ctx.usage = RunUsage.from_wire(checkpoint.get("usage"))
     root = ctx.restore(checkpoint["stack"])  # an agent or pipeline no longer configured fails here
     response = _validate_response(checkpoint["kind"], root.pending_tool(), response)
     claimed = runtime.sessions.claim(session_id, run_id, root.session_policy, may_interrupt)
@@ -108,8 +111,8 @@ def open_continuation(
         ctx.touch_session_with_next_crumb(None, state)
     wait = _session_wait(runtime, ctx, claimed)
     execution = Execution(ctx, root, None if wait is None else _waiting(wait))
-    labels = RunLabels(run_id, session_id, root.definition_id)
-    return Opened(labels, execution.start(resume=(checkpoint, response)), next_seq)
+    crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
+    return Opened(RunLabels(run_id, session_id, root.definition_id, ctx.trace), crumbs, next_seq)
 
 
 def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: int) -> Opened | None:
@@ -126,12 +129,15 @@ def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: 
     if attempt > most:
         return None
     ctx = new_context(runtime, run_id, session_id, next_seq=last + 1)
+    ctx.usage = RunUsage.from_wire(record.get("usage"))  # as it last paused; its progress's is newer
     root = continuation_root(ctx)
     if root is None:
         return None
     continued = {"type": c.AGENT_RUN_CONTINUED, "runId": run_id, "reason": reason, "afterSeq": last, "attempt": attempt}
     execution = Execution(ctx, root, _yielding(continued))
-    return Opened(RunLabels(run_id, session_id, root.definition_id), execution.start(carry_on=True), last + 1)
+    progress = store.get_checkpoint(progress_id(run_id)) if runtime.tracer is not None else None
+    crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), progress)
+    return Opened(RunLabels(run_id, session_id, root.definition_id, ctx.trace), crumbs, last + 1)
 
 
 def continuation_root(ctx: RunContext) -> Any | None:
@@ -146,6 +152,8 @@ def continuation_root(ctx: RunContext) -> Any | None:
     ctx.context = start.get("context", [])
     progress = store.get_checkpoint(progress_id(ctx.run_id))
     if progress is not None:  # its stack None: it was where it cannot be carried on
+        if progress.get("usage"):
+            ctx.usage = RunUsage.from_wire(progress["usage"])
         root = ctx.restore(progress["stack"]) if progress["stack"] else None
     else:
         root = _root_from_start(ctx, start)
@@ -173,7 +181,25 @@ def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=runtime.store.last_seq(run_id) + 1)
     position = {"remote_run_id": record["remoteRunId"], "remote_seq": record["remoteSeq"] or 0}
     root = Relay(ctx, record["agentId"], adopted=True, **position)
-    return Opened(RunLabels(run_id, record["sessionId"], record["agentId"]), Execution(ctx, root).start())
+    crumbs = _traced(ctx, record["agentId"], Execution(ctx, root), lambda execution: execution.start())
+    return Opened(RunLabels(run_id, record["sessionId"], record["agentId"], ctx.trace), crumbs)
+
+
+def _traced(
+    ctx: RunContext,
+    agent_id: str,
+    execution: Execution,
+    start: Callable[[Execution], Iterator[dict[str, Any]]],
+    went_on_from: dict[str, Any] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The driver's crumbs; with tracing on, under the run's span, which links to the span the
+    checkpoint or progress it goes on from was kept under. Its parent is the context current
+    here, where the run opens (its request's), not in the greenlet that drives it."""
+    tracer = ctx.runtime.tracer
+    if tracer is None:
+        return start(execution)
+    ctx.trace = tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, went_on_from)
+    return ctx.trace.follow(start(execution), lambda: execution.status)
 
 
 def new_context(
@@ -202,6 +228,7 @@ def run_record(runtime: Runtime, run_id: str, definition_id: str, session_id: st
         "owner": runtime.owner,
         "leaseUntil": lease_end(runtime.config),
         "cancelRequested": False,
+        "usage": None,
         "createdAt": now,
         "updatedAt": now,
     }

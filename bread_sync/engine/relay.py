@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from .. import crumbs as c
 from ..errors import RUN_INTERRUPTED, RUN_NOT_FOUND, BreadError
+from ..usage import RunUsage
 from . import Activity, Pause, Steps
 from .context import RunContext
 
@@ -105,7 +106,9 @@ class Relay(Activity):
         if self.adopted:
             frames = self.remote.follow(self.remote_run_id, self.remote_seq)
         else:
-            frames = self.remote.start(self.remote_run_id, self.input, self.ctx.session_id, self.skill)
+            frames = self.remote.start(
+                self.remote_run_id, self.input, self.ctx.session_id, self.skill, self.ctx.trace_headers()
+            )
         return (yield from self._relay(frames))
 
     def carry_on(self) -> Steps:
@@ -123,7 +126,9 @@ class Relay(Activity):
 
     def resume(self, response: Any) -> Steps:
         checkpoint_id, self.remote_checkpoint_id = self.remote_checkpoint_id, None
-        frames = self.remote.resume(self.remote_run_id, checkpoint_id, response, self.remote_seq)
+        frames = self.remote.resume(
+            self.remote_run_id, checkpoint_id, response, self.remote_seq, self.ctx.trace_headers()
+        )
         return (yield from self._relay(frames))
 
     def _relay(self, frames: Any) -> Steps:
@@ -138,6 +143,8 @@ class Relay(Activity):
                     continue
                 self.remote_seq = frame.seq
                 if kind == c.AGENT_RUN_END:
+                    # what the remote's models used, all its pauses included, counts for this run
+                    self.ctx.usage.merge(RunUsage.from_wire(crumb.get("usage")))
                     return crumb.get("output")
                 if kind == c.AGENT_ERROR:
                     raise _error_of(crumb)

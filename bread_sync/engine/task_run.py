@@ -14,6 +14,7 @@ from ..clock import now_iso
 from ..errors import BreadError, internal_error
 from ..stores import Store, records_task_runs
 from ..tasks import Task
+from ..usage import RunUsage
 from . import RUN_ENDING, Activity, Steps
 from .context import RunContext
 
@@ -22,7 +23,7 @@ def run_task(store: Store, task: Task, args: Any, signal: CancelToken | None = N
     """A task called directly (``bread.run_task``): recorded, no crumbs."""
     record = _Record(store, task, args, run_id=None, session_id=None, agent_id=None)
     try:
-        output = task.call(task.validate_args(args), signal or CancelToken())
+        output = task.call(task.validate_args(args), signal or CancelToken(), record.usage)
     except Exception as exc:
         record.close(internal_error(exc))
         raise
@@ -79,24 +80,30 @@ class TaskRun(Activity):
         return (yield from self._call(self._record(carried_on=True)))
 
     def _call(self, record: _Record) -> Steps:
+        """The task's call; the tokens it used count for the run too, whether it failed or not."""
         try:
-            output = self.task.call(self.task.validate_args(self.args), self.ctx.token)
+            output = self.task.call(self.task.validate_args(self.args), self.ctx.token, record.usage, self.ctx.trace)
         except Exception as exc:
             error = internal_error(exc)
             status = record.close(error)
+            self.ctx.usage.merge(record.usage)
             if error.code not in RUN_ENDING:
                 yield {
-                    "type": c.TASK_END,
-                    **self._frame(),
-                    "status": status,
-                    "durationMs": record.duration_ms,
+                    **self._end(record, status),
                     "error": {"code": error.code, "message": error.message},
                 }
             raise error from exc
         record.close(None, output)
+        self.ctx.usage.merge(record.usage)
         self.returned = {"output": output}
-        yield {"type": c.TASK_END, **self._frame(), "status": "completed", "durationMs": record.duration_ms}
+        yield self._end(record, "completed")
         return output
+
+    def _end(self, record: _Record, status: str) -> dict[str, Any]:
+        end = {"type": c.TASK_END, **self._frame(), "status": status, "durationMs": record.duration_ms}
+        if record.usage:
+            end["usage"] = record.usage.to_wire()
+        return end
 
     def _record(self, carried_on: bool = False) -> _Record:
         """The call's record: a new one, or (``carried_on``) the one its first call made, kept
@@ -130,6 +137,8 @@ class _Record:
         self.id = record_id or f"task_{uuid.uuid4().hex}"
         self.started = time.monotonic()
         self.duration_ms = 0
+        #: What the task's model call used, filled in by the call.
+        self.usage = RunUsage()
         now = now_iso()
         self.record = {
             "id": self.id,
@@ -155,6 +164,7 @@ class _Record:
         self.record.update(
             status=status,
             durationMs=self.duration_ms,
+            usage=self.usage.to_wire(),
             output=output,
             updatedAt=now_iso(),
             error=None if error is None else {"code": error.code, "message": error.message},

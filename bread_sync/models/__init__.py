@@ -55,7 +55,16 @@ class FileOutput:
     name: str | None = None
 
 
-ModelEvent = TextDelta | ToolInputStart | ToolInputDelta | ToolCall | FileOutput
+@dataclass(slots=True)
+class Usage:
+    """The tokens one model call used, as its provider reports them (at most once per call,
+    usually last); the runtime sums them into the run's ``usage``."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+ModelEvent = TextDelta | ToolInputStart | ToolInputDelta | ToolCall | FileOutput | Usage
 
 
 @dataclass
@@ -80,6 +89,9 @@ class ModelRequest:
     state: dict[str, Any] = field(default_factory=dict)
     session_state: dict[str, Any] = field(default_factory=dict)
     context: list[dict[str, Any]] = field(default_factory=list)
+    #: The W3C trace context (``traceparent``) a provider adds to the requests it sends for this
+    #: call when tracing is on (empty otherwise): the model call's span is their parent.
+    trace_headers: dict[str, str] = field(default_factory=dict)
 
 
 class Provider(Protocol):

@@ -25,7 +25,7 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import MODEL_ERROR, BreadError
 from ..loading import import_module
-from . import ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, ToolSpec
+from . import ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, ToolSpec, Usage
 
 #: Sent when no key is configured anywhere: local servers need none, the client library needs one.
 NO_KEY = "no-key"
@@ -92,11 +92,14 @@ class OpenAIProvider:
             chunks.close()
 
     def _options(self, request: ModelRequest) -> dict[str, Any]:
-        options: dict[str, Any] = {}
+        # the API then sends the call's token counts in a last chunk with no choices
+        options: dict[str, Any] = {"stream_options": {"include_usage": True}}
         if request.tools:
             options["tools"] = [_tool(spec) for spec in request.tools]
         if request.output_format == "json":
             options["response_format"] = {"type": "json_object"}
+        if request.trace_headers:
+            options["extra_headers"] = request.trace_headers
         if self.params:
             # extra_body passes keys the client library does not know (a server's own) as well
             options["extra_body"] = self.params
@@ -204,7 +207,9 @@ class _PendingCall:
 
 def _events(chunks: Any) -> Iterator[ModelEvent]:
     calls: dict[int, _PendingCall] = {}
+    used = None
     for chunk in chunks:
+        used = getattr(chunk, "usage", None) or used
         for choice in chunk.choices:  # empty on a usage-only or content-filter chunk
             delta = choice.delta
             if delta is None:
@@ -216,6 +221,8 @@ def _events(chunks: Any) -> Iterator[ModelEvent]:
     for index in sorted(calls):
         call = calls[index]
         yield ToolCall(call.id or _new_call_id(), call.name, _parse_arguments(call.arguments))
+    if used is not None:
+        yield Usage(used.prompt_tokens or 0, used.completion_tokens or 0)
 
 
 def _tool_part(call: _PendingCall, part: Any) -> Iterator[ModelEvent]:

@@ -5,9 +5,10 @@ The reference model of the tests and the demo agents::
     script.provider([say("Drafting."), call("publish", {"title": "bread"}),
                      lambda convo: say("Published." if convo.last_tool_ok else "Not published.")])
 
-A step is ``say``, ``call``, ``file`` or a callable of the :class:`Conversation` that returns steps
+A step is ``say``, ``call``, ``file``, ``usage`` or a callable of the :class:`Conversation` that returns steps
 (or None). A model turn plays steps up to and including a run of ``call`` steps; the next turn
-continues from there. The position lives in ``request.state``, so a checkpoint carries it.
+continues from there; a ``usage`` step reports the tokens the turn it ends used. The position
+lives in ``request.state``, so a checkpoint carries it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import FileOutput, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
+from . import FileOutput, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 
@@ -52,7 +53,15 @@ class file:  # noqa: N801
     name: str | None = None
 
 
-Step = say | call | file | Callable[["Conversation"], Any]
+@dataclass(frozen=True)
+class usage:  # noqa: N801
+    """Report the tokens this turn used, as a real provider does at the end of its stream."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+Step = say | call | file | usage | Callable[["Conversation"], Any]
 
 
 class Conversation:
@@ -88,7 +97,7 @@ class ScriptProvider:
         called = False
         while (position := request.state.get("step", 0)) < len(self.steps):
             step = self.steps[position]
-            if called and not isinstance(step, call):
+            if called and not isinstance(step, call | usage):
                 return  # the turn ends after its tool calls; the next turn resumes here
             for k, played in enumerate(_expand(step, convo)):
                 yield from _play(played, request, f"call_{position}_{k}")
@@ -99,8 +108,8 @@ class ScriptProvider:
         return f"script({len(self.steps)} steps)"
 
 
-def _expand(step: Step, convo: Conversation) -> list[say | call | file]:
-    if isinstance(step, say | call | file):
+def _expand(step: Step, convo: Conversation) -> list[say | call | file | usage]:
+    if isinstance(step, say | call | file | usage):
         return [step]
     produced = step(convo)
     if produced is None:
@@ -108,7 +117,10 @@ def _expand(step: Step, convo: Conversation) -> list[say | call | file]:
     return list(produced) if isinstance(produced, list | tuple) else [produced]
 
 
-def _play(step: say | call | file, request: ModelRequest, default_id: str) -> Iterator[ModelEvent]:
+def _play(step: say | call | file | usage, request: ModelRequest, default_id: str) -> Iterator[ModelEvent]:
+    if isinstance(step, usage):
+        yield Usage(step.input_tokens, step.output_tokens)
+        return
     if isinstance(step, file):
         yield FileOutput(step.data, step.mime_type, step.name)
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, Flask, current_app, jsonify, request
+from flask import Blueprint, Flask, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
@@ -78,6 +78,9 @@ class BreadSync:
         )
         if self.url_prefix:
             claim_unrouted_paths(app)
+        if bread.tracer is not None:
+            blueprint.before_request(_trace_context_in)
+            blueprint.teardown_request(_trace_context_out)
         # In this order: the guard, every plugin's middleware (the auth plugin stores the
         # caller's identity there), then the grant of the route's action.
         blueprint.before_request(_guard)
@@ -111,6 +114,19 @@ def _mounter(transport: Any) -> Any:
         f"the transport {type(transport).__name__} cannot serve HTTP: use "
         "bread_sync.transports.http_chunked or http_sse as config.transport"
     )
+
+
+def _trace_context_in() -> None:
+    """A request's ``traceparent`` is current while its view runs: a run it opens (bread's
+    routes, the bridges') takes it as its span's parent there, before its own greenlet drives it."""
+    tracer = state().bread.tracer
+    g.bread_trace_undo = tracer.attach(tracer.incoming(request.headers))
+
+
+def _trace_context_out(exc: BaseException | None) -> None:
+    undo = g.pop("bread_trace_undo", None)
+    if undo is not None:
+        undo()
 
 
 def _guard() -> Any:

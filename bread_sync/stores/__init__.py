@@ -51,6 +51,9 @@ class RunRecord(BaseModel):
         Field(description="Until when the owner's lease holds: ISO-8601 UTC on the wire."),
     ]
     cancelRequested: bool
+    usage: dict[str, Any] | None = Field(
+        None, description="The tokens the run's models used so far (its tasks' included); null while none reported."
+    )
     createdAt: str
     updatedAt: str
 

@@ -28,6 +28,7 @@ RUN_COLUMNS = {
     "owner": "owner",
     "leaseUntil": "lease_until",
     "cancelRequested": "cancel_requested",
+    "usage": "usage",
     "createdAt": "created_at",
     "updatedAt": "updated_at",
     "remoteRunId": "remote_run_id",
@@ -64,6 +65,15 @@ UPSERT_PUSH = (
     " authentication = excluded.authentication"
 )
 SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+
+
+#: Run record keys whose values a column keeps as JSON text.
+JSON_RUN_KEYS = frozenset({"usage"})
+
+
+def run_value(key: str, value: Any) -> Any:
+    """A run record's value as its column keeps it."""
+    return dumps(value) if key in JSON_RUN_KEYS and value is not None else value
 
 
 def run_column(key: str) -> str:
@@ -137,7 +147,7 @@ class SQLStore:
 
     # runs
     def create_run(self, record: RunRow) -> bool:
-        return self._execute(INSERT_RUN, [record.get(key) for key in RUN_COLUMNS]) == 1
+        return self._execute(INSERT_RUN, [run_value(key, record.get(key)) for key in RUN_COLUMNS]) == 1
 
     def get_run(self, run_id: str) -> RunRow | None:
         found = self._runs(f"{SELECT_RUNS} WHERE id = ?", [run_id])
@@ -150,7 +160,8 @@ class SQLStore:
         # Not =, so that expecting None (no owner) matches a NULL column.
         checks = "".join(f" AND {run_column(key)} {self.dialect.same} ?" for key in expect)
         sql = f"UPDATE runs SET {sets} WHERE id = ?{checks}"
-        return self._execute(sql, [*fields.values(), run_id, *expect.values()]) == 1
+        values = [run_value(key, value) for key, value in fields.items()]
+        return self._execute(sql, [*values, run_id, *expect.values()]) == 1
 
     def list_runs(
         self, status: str | None = None, agent: str | None = None, session: str | None = None
@@ -287,6 +298,9 @@ class SQLStore:
 def _run(row: tuple[Any, ...]) -> RunRow:
     record = dict(zip(RUN_COLUMNS, row, strict=True))
     record["cancelRequested"] = bool(record["cancelRequested"])  # SQLite keeps an integer
+    for key in JSON_RUN_KEYS:
+        if record[key] is not None:
+            record[key] = json.loads(record[key])
     if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
         del record["remoteRunId"], record["remoteSeq"]
     return record

@@ -130,18 +130,23 @@ class RemoteAgent:
                 return False
             raise
 
-    def start(self, run_id: str, input: Any, session_id: str, skill: str | None) -> RemoteStream:
+    def start(
+        self, run_id: str, input: Any, session_id: str, skill: str | None, trace: dict[str, str] | None = None
+    ) -> RemoteStream:
         """Start the remote run (under the caller-chosen ``run_id``, so a retry attaches to it) and
-        relay its stream to its end or pause."""
+        relay its stream to its end or pause. ``trace``: the caller's trace context headers, which
+        make the remote run's span a child of the caller's."""
         body: dict[str, Any] = {"input": input, "session": {"id": session_id}, "runId": run_id}
         if skill:
             body["skill"] = skill
         opening = ("POST", f"/agents/{quote(self.agent_id, safe='')}/run", body)
-        return RemoteStream(self, run_id, 0, opening)
+        return RemoteStream(self, run_id, 0, opening, trace)
 
-    def resume(self, run_id: str, checkpoint_id: str, response: Any, after: int) -> RemoteStream:
+    def resume(
+        self, run_id: str, checkpoint_id: str, response: Any, after: int, trace: dict[str, str] | None = None
+    ) -> RemoteStream:
         opening = ("POST", f"/resume/{quote(checkpoint_id, safe='')}", {"response": response})
-        return RemoteStream(self, run_id, after, opening)
+        return RemoteStream(self, run_id, after, opening, trace)
 
     def follow(self, run_id: str, after: int) -> RemoteStream:
         """The remote run's stream past ``after``, to its end or pause."""
@@ -214,8 +219,16 @@ class RemoteStream:
     greenlet; :meth:`close` from any other stops it at once, a read in flight included (a
     cancel, or a shutdown, need not wait for a remote that stopped answering)."""
 
-    def __init__(self, agent: RemoteAgent, run_id: str, after: int, opening: tuple[str, str, Any] | None):
+    def __init__(
+        self,
+        agent: RemoteAgent,
+        run_id: str,
+        after: int,
+        opening: tuple[str, str, Any] | None,
+        trace: dict[str, str] | None = None,
+    ):
         self.agent = agent
+        self.trace = trace or {}
         self.run_id = run_id
         self.reader = RunStreamReader(run_id, after, agent.heartbeat_timeout, agent.max_line_bytes)
         self._opening = opening
@@ -265,7 +278,7 @@ class RemoteStream:
         an item: most chunks bring one frame, and a generator's step costs more than a list)."""
         method, path, body = request
         reader = self.reader
-        headers = {"Last-Event-ID": reader.last_event_id} if method == "GET" else {}
+        headers = {"Last-Event-ID": reader.last_event_id} if method == "GET" else self.trace
         timeout = self.agent.heartbeat_timeout
         with self.agent.request(
             method, path, body, headers, read_timeout=timeout, connected=self._connected

@@ -37,7 +37,8 @@ def seqs(frames):
 def run_record(run_id, **fields):
     record = {
         "id": run_id, "agentId": "echo", "sessionId": "s1", "status": "running", "checkpointId": None,
-        "owner": "host:1:a", "leaseUntil": 100.0, "cancelRequested": False, "createdAt": OLD, "updatedAt": OLD,
+        "owner": "host:1:a", "leaseUntil": 100.0, "cancelRequested": False, "usage": None,
+        "createdAt": OLD, "updatedAt": OLD,
     }  # fmt: skip
     return {**record, **fields}
 
@@ -178,6 +179,13 @@ def test_seqs_are_per_run(store):
 def test_create_and_get_a_run(store):
     assert store.create_run(run_record("r1"))
     assert store.get_run("r1") == run_record("r1")
+
+
+def test_a_runs_usage_is_kept_as_given(store):
+    usage = {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7, "byModel": {"script:a": {"inputTokens": 3}}}
+    store.create_run(run_record("r1"))
+    assert store.update_run("r1", status="completed", usage=usage)
+    assert store.get_run("r1")["usage"] == usage
     assert store.get_run("nobody") is None
 
 

@@ -212,3 +212,9 @@ def m008_mcp_session_owners(conn: Connection[Any]) -> None:
 def m009_runs_by_agent_updated(conn: Connection[Any]) -> None:
     # An agent's runs, the last updated first, a page at a time (A2A ListTasks).
     conn.execute("CREATE INDEX idx_runs_agent_updated ON runs (agent_id, updated_at, id)")
+
+
+@migration
+def m010_run_usage(conn: Connection[Any]) -> None:
+    # The tokens a run's models used (JSON: bread_sync/usage.py), written as it pauses or ends.
+    conn.execute("ALTER TABLE runs ADD COLUMN usage text")

@@ -201,3 +201,9 @@ def m009_mcp_session_owners(db: Database) -> None:
 def m010_runs_by_agent_updated(db: Database) -> None:
     # An agent's runs, the last updated first, a page at a time (A2A ListTasks).
     db.table("runs").create_index(["agent_id", "updated_at", "id"], index_name="idx_runs_agent_updated")
+
+
+@migration
+def m011_run_usage(db: Database) -> None:
+    # The tokens a run's models used (JSON: bread_sync/usage.py), written as it pauses or ends.
+    db.table("runs").add_column("usage", str)

@@ -1,0 +1,93 @@
+"""The tracing seam: what the engine tells a tracer of a run, at its boundaries only.
+
+Tracing is OpenTelemetry's (``tracing/otel.py``, the ``otel`` extra), on when the extra is
+installed and the standard variables ask for it (:func:`tracer_from_environment`). Off, a
+runtime's ``tracer`` is None and the engine does nothing for it: no span, no check per crumb.
+On, each run (or continuation) gets a :class:`RunTrace`, which follows the run's crumbs for
+the spans their frames open and close (a tool call, a subagent, a task, a pipeline step, a loop
+iteration) and wraps each model call.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+
+log = logging.getLogger("bread_sync")
+
+
+class RunTrace(Protocol):
+    """The spans of one run, or of one continuation of it (a resume, a run carried on)."""
+
+    def follow(self, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None]) -> Iterator[dict[str, Any]]:
+        """The run's crumbs unchanged, its spans opened and closed as its frames' crumbs pass;
+        the run's span ends with them, with ``status()`` (the driver's final word)."""
+
+    def model_call(
+        self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
+    ) -> Iterator[Any]:
+        """The events of ``stream(request)`` unchanged, under a ``chat`` span (first token, usage,
+        finish), the request's ``trace_headers`` set to that span's first."""
+
+    def context(self) -> dict[str, str]:
+        """The W3C headers (``traceparent``) of the innermost open span: what a request this run
+        sends out (a model provider's, a remote agent's) carries."""
+
+    def ids(self) -> tuple[str, str]:
+        """The hex trace id and span id of the innermost open span: what a log record made now names."""
+
+    def link(self) -> dict[str, str]:
+        """The run span's context, kept with a checkpoint or a progress: a continuation links to it."""
+
+
+class Tracer(Protocol):
+    """Makes a :class:`RunTrace` per run; one per process (its exporter's batch is flushed on close)."""
+
+    def run_trace(
+        self, run_id: str, session_id: str, agent_id: str, went_on_from: Mapping[str, Any] | None, parent: Any = None
+    ) -> RunTrace:
+        """``went_on_from``: the checkpoint (a resume) or progress (a run carried on) it goes on
+        from, whose ``trace`` its span links to; ``parent``: the caller's context
+        (:meth:`incoming`), else the one current where the run opens."""
+
+    def incoming(self, headers: Mapping[str, str]) -> Any:
+        """The context a request's ``traceparent`` names; made current around the request (:meth:`attach`)."""
+
+    def attach(self, context: Any) -> Callable[[], None]:
+        """Make ``context`` current in this greenlet; returns the undo."""
+
+    def close(self) -> None: ...
+
+
+def model_events(trace: RunTrace | None, provider: Any, model_name: str, request: Any) -> Iterator[Any]:
+    """A model call's events: the provider's stream, under the call's span when traced."""
+    if trace is None:
+        return provider.stream(request)
+    return trace.model_call(model_name, provider.name, request, provider.stream)
+
+
+def enabled() -> bool:
+    """Whether the standard variables ask for traces: an OTLP endpoint or an exporter named
+    (not ``none``), and not ``OTEL_SDK_DISABLED=true``."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if exporter == "none":
+        return False
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    return bool(exporter or (endpoint or "").strip())
+
+
+def tracer_from_environment() -> Tracer | None:
+    """The process's tracer when the variables ask for one and the ``otel`` extra is installed;
+    None otherwise (a warning when asked for without the extra)."""
+    if not enabled():
+        return None
+    try:
+        from . import otel
+    except ImportError:
+        log.warning('OTEL_* variables ask for traces but the otel extra is missing: pip install "bread-sync[otel]"')
+        return None
+    return otel.tracer()

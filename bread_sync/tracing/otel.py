@@ -1,0 +1,370 @@
+"""OpenTelemetry traces of runs (the ``otel`` extra), with the GenAI semantic conventions.
+
+A run is an ``invoke_agent <agentId>`` span; under it each model call is ``chat <model>``, each
+tool call ``execute_tool <name>`` (a subagent's ``invoke_agent`` or a task's ``execute_task``
+under the call that made it), each pipeline step ``step <name>`` and each loop iteration
+``iteration <n>``. The spans are opened and closed as the run's frame crumbs pass through
+:meth:`OtelRunTrace.follow`, never one per crumb; parents are passed explicitly, since a run is
+driven in a greenlet of its own, not in its request's context.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from .. import crumbs as c
+from ..models import ToolCall, Usage
+
+#: W3C trace context, whatever global propagator an application set.
+PROPAGATOR = TraceContextTextMapPropagator()
+DEFAULT_SERVICE_NAME = "bread-sync"
+
+
+def tracer(provider: Any = None) -> OtelTracer:
+    """A tracer on ``provider`` (an SDK ``TracerProvider``: yours, say with an in-memory exporter),
+    else on one made from the standard ``OTEL_*`` variables, which this tracer shuts down on close."""
+    if provider is not None:
+        return OtelTracer(provider, owned=False)
+    made = TracerProvider(resource=_resource())
+    for exporter in _exporters():
+        made.add_span_processor(BatchSpanProcessor(exporter))
+    return OtelTracer(made, owned=True)
+
+
+def captures_content() -> bool:
+    """Whether spans record messages and tool arguments: only when the standard opt-in says so."""
+    return os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "").strip().lower() == "true"
+
+
+def _resource() -> Resource:
+    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    return Resource.create({} if named else {"service.name": DEFAULT_SERVICE_NAME})
+
+
+def _exporters() -> list[SpanExporter]:
+    """``OTEL_TRACES_EXPORTER`` (``otlp``, the default, or ``console``), each configured by its own
+    variables (the OTLP one by ``OTEL_EXPORTER_OTLP_*``)."""
+    names = [n.strip() for n in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if n.strip()]
+    exporters: list[SpanExporter] = []
+    for name in names:
+        if name == "console":
+            exporters.append(ConsoleSpanExporter())
+        elif name == "otlp":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporters.append(OTLPSpanExporter())
+        else:
+            raise ValueError(f"OTEL_TRACES_EXPORTER={name!r}: bread-sync exports traces with 'otlp' or 'console'")
+    return exporters
+
+
+class OtelTracer:
+    """The process's tracer: a :class:`OtelRunTrace` per run, on one ``TracerProvider``."""
+
+    def __init__(self, provider: Any, owned: bool):
+        self.provider = provider
+        self.tracer = provider.get_tracer("bread_sync")
+        self.capture = captures_content()
+        self._owned = owned
+
+    def run_trace(
+        self, run_id: str, session_id: str, agent_id: str, went_on_from: Mapping[str, Any] | None, parent: Any = None
+    ) -> OtelRunTrace:
+        return OtelRunTrace(self, run_id, session_id, agent_id, went_on_from or {}, parent)
+
+    def incoming(self, headers: Mapping[str, str]) -> Any:
+        return PROPAGATOR.extract(headers)
+
+    def attach(self, context: Any) -> Callable[[], None]:
+        token = otel_context.attach(context)
+        return lambda: otel_context.detach(token)
+
+    def close(self) -> None:
+        if self._owned:
+            self.provider.shutdown()  # exports what the batch holds
+
+
+class OtelRunTrace:
+    """The spans of one run (or continuation): the run's span and a stack of the spans open in
+    it, each under a key its end crumb names (a call id, a task run id, ...)."""
+
+    def __init__(
+        self,
+        tracer: OtelTracer,
+        run_id: str,
+        session_id: str,
+        agent_id: str,
+        went_on_from: Mapping[str, Any],
+        parent: Any,
+    ):
+        self._tracer = tracer.tracer
+        self._capture = tracer.capture
+        self._run_id = run_id
+        self._session_id = session_id
+        self.run = self._tracer.start_span(
+            f"invoke_agent {agent_id}",
+            context=otel_context.get_current() if parent is None else parent,
+            kind=SpanKind.INTERNAL,
+            links=[link for link in [_link(went_on_from.get("trace"))] if link is not None],
+            attributes=self._agent_attributes(agent_id),
+        )
+        self._open: list[tuple[Any, Span]] = [("run", self.run)]
+        #: The call a checkpoint paused on: the human's answer settles it in this continuation.
+        self._paused_on = (
+            {"toolCallId": went_on_from["toolCallId"], "toolName": went_on_from["toolName"]}
+            if "toolName" in went_on_from
+            else None
+        )
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            c.TOOL_CALL: self._tool_call,
+            c.TOOL_RESULT: self._tool_result,
+            c.TOOL_ERROR: self._tool_error,
+            c.SUBAGENT_RUN_START: self._subagent_start,
+            c.SUBAGENT_RUN_END: self._subagent_end,
+            c.TASK_START: self._task_start,
+            c.TASK_END: self._task_end,
+            c.PIPELINE_STEP_START: self._step_start,
+            c.PIPELINE_STEP_END: lambda crumb: self._finish(("step", crumb["index"])),
+            c.LOOP_ITERATION_START: self._iteration_start,
+            c.LOOP_ITERATION_END: self._iteration_end,
+            c.HUMAN_REQUIRED: self._paused,
+            c.HUMAN_RESUMED: self._resumed,
+            c.AGENT_RUN_CONTINUED: self._continued,
+            c.AGENT_RUN_END: lambda crumb: _set_usage(self.run, crumb.get("usage")),
+            c.AGENT_ERROR: lambda crumb: _fail(self.run, crumb["error"]),
+        }
+
+    # -- the contract ------------------------------------------------------------------------
+
+    def follow(self, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None]) -> Iterator[dict[str, Any]]:
+        handlers = self._handlers
+        try:
+            for crumb in crumbs:
+                handler = handlers.get(crumb["type"])
+                if handler is not None:
+                    handler(crumb)
+                yield crumb
+        finally:
+            close = getattr(crumbs, "close", None)
+            if close is not None:
+                close()  # the driver settles the run (interrupted, when its caller stopped early)
+            self._end(status())
+
+    def model_call(
+        self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
+    ) -> Iterator[Any]:
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": model}
+        span = self._tracer.start_span(
+            f"chat {model}", context=self._inside(), kind=SpanKind.CLIENT, attributes=attributes
+        )
+        if self._capture:
+            span.set_attribute("gen_ai.input.messages", _json(request.messages))
+        request.trace_headers = _headers(span)
+        return self._watched(span, stream(request))
+
+    def context(self) -> dict[str, str]:
+        return _headers(self._open[-1][1])
+
+    def link(self) -> dict[str, str]:
+        return _headers(self.run)
+
+    def ids(self) -> tuple[str, str]:
+        span_context = self._open[-1][1].get_span_context()
+        return f"{span_context.trace_id:032x}", f"{span_context.span_id:016x}"
+
+    # -- model calls -------------------------------------------------------------------------
+
+    def _watched(self, span: Span, events: Iterator[Any]) -> Iterator[Any]:
+        """The call's events, its span told of the first, of the usage and of how it finished."""
+        finish, first, text = "stop", True, []
+        try:
+            for event in events:
+                if first:
+                    span.add_event("first_token")
+                    first = False
+                if isinstance(event, Usage):
+                    span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
+                    span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+                elif isinstance(event, ToolCall):
+                    finish = "tool_calls"
+                elif self._capture and hasattr(event, "text"):
+                    text.append(event.text)
+                yield event
+        except GeneratorExit:
+            finish = "cancelled"  # its caller stopped reading: a cancel, or the run's end
+            raise
+        except Exception as exc:
+            finish = "error"
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR, str(exc))
+            span.set_attribute("error.type", getattr(exc, "code", None) or type(exc).__name__)
+            raise
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+            span.set_attribute("gen_ai.response.finish_reasons", [finish])
+            if self._capture:
+                span.set_attribute("gen_ai.output.messages", _json([{"role": "assistant", "content": "".join(text)}]))
+            span.end()
+
+    # -- frames ------------------------------------------------------------------------------
+
+    def _inside(self) -> Any:
+        return trace.set_span_in_context(self._open[-1][1])
+
+    def _start(self, key: Any, name: str, attributes: dict[str, Any]) -> None:
+        span = self._tracer.start_span(name, context=self._inside(), kind=SpanKind.INTERNAL, attributes=attributes)
+        self._open.append((key, span))
+
+    def _finish(self, key: Any, record: Callable[[Span], None] | None = None) -> None:
+        """End the span of ``key`` (and any left open inside it), ``record(span)`` first; nothing
+        when it is not open (its start was in the continuation before this one)."""
+        for index in range(len(self._open) - 1, 0, -1):
+            if self._open[index][0] == key:
+                span = self._open[index][1]
+                for _, inner in reversed(self._open[index + 1 :]):
+                    inner.end()
+                del self._open[index:]
+                if record is not None:
+                    record(span)
+                span.end()
+                return
+
+    def _tool_call(self, crumb: dict[str, Any]) -> None:
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": crumb["toolName"],
+            "gen_ai.tool.call.id": crumb["toolCallId"],
+        }
+        if self._capture:
+            attributes["gen_ai.tool.call.arguments"] = _json(crumb["input"])
+        self._start(("tool", crumb["toolCallId"]), f"execute_tool {crumb['toolName']}", attributes)
+
+    def _tool_result(self, crumb: dict[str, Any]) -> None:
+        def record(span: Span) -> None:
+            span.set_attribute("gen_ai.tool.call.result", _json(crumb["output"]))
+
+        self._finish(("tool", crumb["toolCallId"]), record if self._capture else None)
+
+    def _tool_error(self, crumb: dict[str, Any]) -> None:
+        self._finish(("tool", crumb["toolCallId"]), lambda span: _fail(span, crumb["error"]))
+
+    def _subagent_start(self, crumb: dict[str, Any]) -> None:
+        agent_id = crumb["subagentId"]
+        self._start(("subagent", agent_id), f"invoke_agent {agent_id}", self._agent_attributes(agent_id))
+
+    def _subagent_end(self, crumb: dict[str, Any]) -> None:
+        self._finish(("subagent", crumb["subagentId"]), lambda span: _fail_if(span, crumb.get("error")))
+
+    def _task_start(self, crumb: dict[str, Any]) -> None:
+        attributes = {"bread.task.id": crumb["taskId"], "bread.task.run.id": crumb["taskRunId"]}
+        if crumb.get("model"):
+            attributes["gen_ai.request.model"] = crumb["model"]
+        self._start(("task", crumb["taskRunId"]), f"execute_task {crumb['taskId']}", attributes)
+
+    def _task_end(self, crumb: dict[str, Any]) -> None:
+        def record(span: Span) -> None:
+            _set_usage(span, crumb.get("usage"))
+            _fail_if(span, crumb.get("error"))
+
+        self._finish(("task", crumb["taskRunId"]), record)
+
+    def _step_start(self, crumb: dict[str, Any]) -> None:
+        attributes = {
+            "bread.pipeline.id": crumb["pipelineId"],
+            "bread.pipeline.step.name": crumb["stepName"],
+            "bread.pipeline.step.index": crumb["index"],
+        }
+        self._start(("step", crumb["index"]), f"step {crumb['stepName']}", attributes)
+
+    def _iteration_start(self, crumb: dict[str, Any]) -> None:
+        attributes = {"bread.loop.id": crumb["loopId"], "bread.loop.iteration": crumb["iteration"]}
+        self._start(("iteration", crumb["iteration"]), f"iteration {crumb['iteration']}", attributes)
+
+    def _iteration_end(self, crumb: dict[str, Any]) -> None:
+        self._finish(("iteration", crumb["iteration"]), lambda span: _fail_if(span, crumb.get("error")))
+
+    def _paused(self, crumb: dict[str, Any]) -> None:
+        attributes = {
+            "bread.checkpoint.id": crumb["checkpointId"],
+            "bread.human.kind": crumb["kind"],
+            "gen_ai.tool.name": crumb["toolName"],
+            "gen_ai.tool.call.id": crumb["toolCallId"],
+        }
+        self.run.add_event("paused", attributes)
+
+    def _resumed(self, crumb: dict[str, Any]) -> None:
+        self.run.add_event("resumed", {"bread.checkpoint.id": crumb["checkpointId"]})
+        if self._paused_on is not None:
+            self._tool_call({**self._paused_on, "input": None})
+
+    def _continued(self, crumb: dict[str, Any]) -> None:
+        attributes = {"bread.continued.reason": crumb["reason"], "bread.continued.after_seq": crumb["afterSeq"]}
+        self.run.add_event("continued", attributes)
+
+    def _end(self, status: str | None) -> None:
+        """End the spans left open (a pause inside them, a run cut short), then the run's."""
+        for _, span in reversed(self._open[1:]):
+            span.end()
+        del self._open[1:]
+        self.run.set_attribute("bread.run.status", status or "interrupted")
+        self.run.end()
+
+    def _agent_attributes(self, agent_id: str) -> dict[str, Any]:
+        return {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent_id,
+            "gen_ai.agent.id": agent_id,
+            "gen_ai.conversation.id": self._session_id,
+            "bread.run.id": self._run_id,
+        }
+
+
+def _fail(span: Span, error: Any) -> None:
+    """Record a crumb's error (a BreadError in process, ``{code, message}`` on the wire)."""
+    code = getattr(error, "code", None) or (error.get("code") if isinstance(error, dict) else None) or "error"
+    message = getattr(error, "message", None) or (error.get("message") if isinstance(error, dict) else "") or ""
+    span.set_status(StatusCode.ERROR, f"{code}: {message}")
+    span.set_attribute("error.type", code)
+    span.add_event("exception", {"exception.type": code, "exception.message": message})
+
+
+def _fail_if(span: Span, error: Any) -> None:
+    if error:
+        _fail(span, error)
+
+
+def _set_usage(span: Span, usage: dict[str, Any] | None) -> None:
+    if usage:
+        span.set_attribute("gen_ai.usage.input_tokens", usage["inputTokens"])
+        span.set_attribute("gen_ai.usage.output_tokens", usage["outputTokens"])
+
+
+def _headers(span: Span) -> dict[str, str]:
+    carrier: dict[str, str] = {}
+    PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier
+
+
+def _link(headers: Mapping[str, str] | None) -> Link | None:
+    """A link to the span a checkpoint or progress was kept under (None when it names none)."""
+    if not headers:
+        return None
+    span_context = trace.get_current_span(PROPAGATOR.extract(dict(headers))).get_span_context()
+    return Link(span_context) if span_context.is_valid else None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)

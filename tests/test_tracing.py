@@ -1,0 +1,256 @@
+"""OpenTelemetry traces of runs: the span tree of each demo agent, from an in-memory exporter.
+
+The runs go through the public runtime on the demo config; the tracer is the ``otel`` one on a
+provider of the test's own (what the ``OTEL_*`` variables would build, with another exporter).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+
+from bread_sync import tracing
+from bread_sync.models.script import provider, say, usage
+
+otel = pytest.importorskip("bread_sync.tracing.otel")
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
+
+
+@pytest.fixture
+def exporter():
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def traced(make_bread, exporter):
+    """A Bread on the demo agents whose runs are traced into ``exporter``."""
+
+    def make(**updates):
+        spans = TracerProvider()
+        spans.add_span_processor(SimpleSpanProcessor(exporter))
+        bread = make_bread(**updates)
+        bread.tracer = otel.tracer(spans)
+        return bread
+
+    return make
+
+
+def tree(spans) -> list[Any]:
+    """The spans as nested ``(name, [children])``, children in the order they started."""
+    by_parent: dict[Any, list[Any]] = {}
+    ids = {span.context.span_id for span in spans}
+    for span in sorted(spans, key=lambda s: s.start_time):
+        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
+        by_parent.setdefault(parent, []).append(span)
+
+    def nest(parent: Any) -> list[Any]:
+        return [(span.name, nest(span.context.span_id)) for span in by_parent.get(parent, [])]
+
+    return nest(None)
+
+
+def named(spans, name: str):
+    (span,) = [span for span in spans if span.name == name]
+    return span
+
+
+def test_echo_is_one_run_span_with_one_model_call(traced, exporter):
+    bread = traced()
+    result = bread.run("echo", "hello there", mode="sync", session="ses_1")
+
+    spans = exporter.get_finished_spans()
+    assert tree(spans) == [("invoke_agent echo", [("chat echo", [])])]
+    run = named(spans, "invoke_agent echo")
+    assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert run.attributes["gen_ai.agent.name"] == run.attributes["gen_ai.agent.id"] == "echo"
+    assert run.attributes["gen_ai.conversation.id"] == "ses_1"
+    assert run.attributes["bread.run.id"] == result.run_id
+    assert run.attributes["bread.run.status"] == "completed"
+    chat = named(spans, "chat echo")
+    assert chat.attributes["gen_ai.operation.name"] == "chat"
+    assert chat.attributes["gen_ai.request.model"] == "echo"
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert [event.name for event in chat.events] == ["first_token"]
+    assert "gen_ai.input.messages" not in chat.attributes  # content is opt-in
+
+
+def test_the_writer_pauses_in_its_tool_call_and_the_resume_links_to_the_paused_span(traced, exporter):
+    bread = traced()
+    paused = bread.run("writer", {"topic": "bread"}, mode="sync")
+    checkpoint_id = paused.checkpoint["checkpointId"]
+    first = exporter.get_finished_spans()
+    assert tree(first) == [("invoke_agent writer", [("chat script", []), ("execute_tool publish", [])])]
+    run = named(first, "invoke_agent writer")
+    assert run.attributes["bread.run.status"] == "paused"
+    (pause,) = [event for event in run.events if event.name == "paused"]
+    assert pause.attributes["bread.checkpoint.id"] == checkpoint_id
+    assert pause.attributes["gen_ai.tool.name"] == "publish"
+    exporter.clear()
+
+    bread.resume(checkpoint_id, {"approved": True}, mode="sync")
+
+    second = exporter.get_finished_spans()
+    # the call it paused on runs in the resume, under a span of its own
+    assert tree(second) == [("invoke_agent writer", [("execute_tool publish", []), ("chat script", [])])]
+    resumed = named(second, "invoke_agent writer")
+    assert resumed.attributes["bread.run.status"] == "completed"
+    assert [link.context.span_id for link in resumed.links] == [run.context.span_id]
+    assert [event.name for event in resumed.events] == ["resumed"]
+
+
+def test_the_managers_subagent_and_task_are_under_the_tool_calls_that_made_them(traced, exporter):
+    bread = traced()
+    bread.run("manager", "go", mode="sync")
+
+    assert tree(exporter.get_finished_spans()) == [
+        (
+            "invoke_agent manager",
+            [
+                ("chat script", []),
+                ("execute_tool echo", [("invoke_agent echo", [("chat echo", [])])]),
+                ("chat script", []),
+                ("execute_tool word-count", [("execute_task word-count", [("chat script", [])])]),
+                ("chat script", []),
+            ],
+        )
+    ]
+
+
+def test_each_loop_iteration_and_pipeline_step_is_a_span(traced, exporter):
+    bread = traced()
+    bread.run("counter", {"until": 2}, mode="sync")
+    assert tree(exporter.get_finished_spans()) == [
+        ("invoke_agent counter", [("iteration 1", [("chat script", [])]), ("iteration 2", [("chat script", [])])])
+    ]
+    exporter.clear()
+
+    paused = bread.run_pipeline("draft-then-echo", {"topic": "rye"}, mode="sync")
+    bread.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync")
+
+    first, second = sorted(
+        (span for span in exporter.get_finished_spans() if span.parent is None), key=lambda s: s.start_time
+    )
+    spans = exporter.get_finished_spans()
+    runs = tree(spans)
+    assert runs == [
+        ("invoke_agent draft-then-echo", [("step writer", [("chat script", []), ("execute_tool publish", [])])]),
+        (
+            "invoke_agent draft-then-echo",
+            [("execute_tool publish", []), ("chat script", []), ("step echo", [("chat echo", [])])],
+        ),
+    ]
+    assert first.attributes["bread.run.status"] == "paused"
+    assert second.attributes["bread.run.status"] == "completed"
+
+
+def test_a_tool_error_and_a_failed_run_are_recorded_on_their_spans(traced, exporter, make_bread):
+    from bread_sync import Agent, Config
+    from bread_sync.models.script import call
+
+    failing = Agent(id="f", model=provider([call("missing", {}), say("x")]))
+    bread = traced(config=Config(agents=[failing]))
+    bread.run("f", "go", mode="sync")
+    tool = named(exporter.get_finished_spans(), "execute_tool missing")
+    assert tool.status.status_code == StatusCode.ERROR
+    assert tool.attributes["error.type"] == "TOOL_FAILED"
+
+
+def test_usage_and_content_on_the_model_call_span(traced, exporter, monkeypatch):
+    from bread_sync import Agent, Config
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    agent = Agent(id="u", model=provider([say("Hi."), usage(12, 3)]))
+    bread = traced(config=Config(agents=[agent]))
+    bread.run("u", "hello", mode="sync")
+    spans = exporter.get_finished_spans()
+    chat = named(spans, "chat script")
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 12
+    assert chat.attributes["gen_ai.usage.output_tokens"] == 3
+    assert "hello" in chat.attributes["gen_ai.input.messages"]
+    assert "Hi." in chat.attributes["gen_ai.output.messages"]
+    run = named(spans, "invoke_agent u")
+    assert run.attributes["gen_ai.usage.input_tokens"] == 12
+
+
+def test_a_run_opened_in_a_context_is_its_child():
+    exporter = InMemorySpanExporter()
+    spans = TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = otel.tracer(spans)
+    incoming = tracer.incoming({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+    run = tracer.run_trace("run_1", "ses_1", "echo", None, parent=incoming)
+    list(run.follow(iter([]), lambda: "completed"))
+    (span,) = exporter.get_finished_spans()
+    assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
+    assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
+
+
+@pytest.mark.parametrize(
+    ("environ", "on"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, True),
+        ({"OTEL_TRACES_EXPORTER": "console"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x"}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"}, False),
+    ],
+)
+def test_the_standard_variables_turn_tracing_on_and_off(environ, on, monkeypatch):
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert tracing.enabled() is on
+
+
+def test_tracing_is_off_by_default(make_bread):
+    assert make_bread().tracer is None
+
+
+def ended_span(exporter, name: str, count: int = 1) -> list[Any]:
+    """The finished spans called ``name``, once ``count`` of them ended: a run's span ends just
+    after its last crumb, which the response may have sent first."""
+    deadline = time.monotonic() + 10
+    while len(found := [span for span in exporter.get_finished_spans() if span.name == name]) < count:
+        assert time.monotonic() < deadline, [span.name for span in exporter.get_finished_spans()]
+        time.sleep(0.01)
+    return found
+
+
+def test_a_requests_traceparent_is_the_parent_of_the_run_and_of_its_resume(traced, exporter):
+    from bread_sync.server import create_server
+
+    client = create_server(traced(transport="http-sse")).test_client()
+    run_parent, resume_parent = "a1" * 16, "c3" * 16
+
+    paused = client.post(
+        "/agents/writer/run",
+        json={"input": {"topic": "rye"}},
+        headers={"traceparent": f"00-{run_parent}-{'b2' * 8}-01"},
+    ).get_data(as_text=True)
+    (checkpoint_id,) = set(re.findall(r'"checkpointId": ?"(cp_[0-9a-f]+)"', paused))
+    headers = {"traceparent": f"00-{resume_parent}-{'d4' * 8}-01"}
+    client.post(f"/resume/{checkpoint_id}", json={"response": {"approved": True}}, headers=headers).get_data()
+
+    first, second = sorted(ended_span(exporter, "invoke_agent writer", 2), key=lambda span: span.start_time)
+    assert (f"{first.context.trace_id:032x}", f"{first.parent.span_id:016x}") == (run_parent, "b2" * 8)
+    assert (f"{second.context.trace_id:032x}", f"{second.parent.span_id:016x}") == (resume_parent, "d4" * 8)
+    assert [link.context.span_id for link in second.links] == [first.context.span_id]
+
+
+def test_a_bridges_request_traceparent_is_the_parent_of_its_run(traced, exporter):
+    pytest.importorskip("ag_ui")
+    from bread_sync.server import create_server
+
+    client = create_server(traced(transport="http-sse")).test_client()
+    body = {"threadId": "t1", "runId": "r1", "messages": [{"id": "m", "role": "user", "content": "hi"}]}
+    client.post("/ag-ui/run", json=body, headers={"traceparent": f"00-{'e5' * 16}-{'f6' * 8}-01"}).get_data()
+
+    (run,) = ended_span(exporter, "invoke_agent echo")
+    assert (f"{run.context.trace_id:032x}", f"{run.parent.span_id:016x}") == ("e5" * 16, "f6" * 8)

@@ -54,6 +54,8 @@ class Runtime(Protocol):
     remote_agents: dict[str, Any]
     #: Whether it carries on runs whose owner is gone (False while it shuts down).
     carries_on: bool
+    #: Where an opened run is driven (executors/): here, or queued for a worker.
+    executor: Any
 
     @property
     def owner(self) -> str: ...

@@ -40,6 +40,8 @@ class Opened(NamedTuple):
     crumbs: Iterator[dict[str, Any]]
     #: The seq of its first durable crumb: 1, or where a continuation goes on.
     first_seq: int = 1
+    #: Whether its crumbs end with its opening, the run then queued for the executor's worker.
+    queued: bool = False
 
 
 def open_run(
@@ -71,7 +73,9 @@ def open_run(
     if not runtime.store.create_run(record):
         return None
     opening = root.open(tags, _session_wait(runtime, ctx, claimed))
-    return Opened(RunLabels(run_id, session_id, definition_id), Execution(ctx, root, opening).start())
+    queue = _queues(runtime, root)
+    execution = Execution(ctx, root, opening, queue=queue)
+    return Opened(RunLabels(run_id, session_id, definition_id), execution.start(), queued=queue)
 
 
 def open_continuation(
@@ -107,9 +111,16 @@ def open_continuation(
     if state is not None:  # kept with the continuation's first crumb
         ctx.touch_session_with_next_crumb(None, state)
     wait = _session_wait(runtime, ctx, claimed)
-    execution = Execution(ctx, root, None if wait is None else _waiting(wait))
+    queue = _queues(runtime, root)
+    execution = Execution(ctx, root, None if wait is None else _waiting(wait), queue=queue)
     labels = RunLabels(run_id, session_id, root.definition_id)
-    return Opened(labels, execution.start(resume=(checkpoint, response)), next_seq)
+    return Opened(labels, execution.start(resume=(checkpoint, response)), next_seq, queued=queue)
+
+
+def _queues(runtime: Runtime, root: Any) -> bool:
+    """Whether the run of ``root`` is queued for the executor's workers once opened: with a
+    queueing executor, every run but a remote agent's relay, which its caller's process drives."""
+    return runtime.executor.queues and not root.outlives_process
 
 
 def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: int) -> Opened | None:
@@ -143,11 +154,11 @@ def continuation_root(ctx: RunContext) -> Any | None:
         root = ctx.restore(progress["stack"]) if progress["stack"] else None
     else:
         first = store.get_crumbs(ctx.run_id, after=0, limit=1)
-        root = _root_from_start(ctx, first[0].crumb) if first else None
+        root = root_from_start(ctx, first[0].crumb) if first else None
     return root if root is not None and root.continuable() else None
 
 
-def _root_from_start(ctx: RunContext, start: dict[str, Any]) -> Any:
+def root_from_start(ctx: RunContext, start: dict[str, Any]) -> Any:
     """The root activity of a run that saved no progress, from its start crumb, not begun."""
     runtime = ctx.runtime
     if "pipelineId" in start:

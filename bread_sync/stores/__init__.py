@@ -25,7 +25,8 @@ STORES = {
     "postgres": "bread_sync.stores.postgres",
 }
 
-RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interrupted")
+#: ``queued``: opened, waiting for a worker to claim it (executors/).
+RUN_STATUSES = ("queued", "running", "paused", "completed", "failed", "cancelled", "interrupted")
 FINISHED = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
 

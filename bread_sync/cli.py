@@ -116,6 +116,31 @@ def _serve(name: str, summary: str, more: str) -> Any:
     return serve_command
 
 
+@click.command(
+    "worker",
+    cls=Command,
+    short_help="drive queued runs (BREAD_EXECUTOR=huey)",
+    help="Drive the runs the web tier queued (BREAD_EXECUTOR=huey): a Huey consumer with gevent "
+    "greenlet workers, which also carries on the runs of workers that died. SIGTERM hands unfinished "
+    "runs over to another worker.",
+    epilog=SERVE_EXITS + CONFIG_HELP,
+)
+@click.option("--workers", type=int, default=16, help="greenlets driving runs at once (default: 16)")
+@click.pass_context
+def worker_command(ctx: click.Context, workers: int) -> int:
+    from .server import worker
+
+    config = _load(ctx.meta.get("config_name"))
+    try:
+        worker.work(config, workers)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+commands.add_command(worker_command)
+
 SERVE_COMMANDS = [
     ("dev", "serve the agents over HTTP for development",
      "A threaded development server that streams and reloads on code change."),

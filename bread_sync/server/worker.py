@@ -36,11 +36,17 @@ def live_text_note(config: Any) -> str | None:
     )
 
 
-def work(config: Any, workers: int) -> None:
-    """Drive queued runs with ``workers`` greenlets until told to stop (see the module's doc)."""
+def patch() -> None:
+    """Make the process gevent's, before the config loads: what it builds (a Redis transport's
+    connections and threads, psycopg's wait) must be gevent's too."""
     from gevent import monkey
 
     monkey.patch_all()
+
+
+def work(config: Any, workers: int) -> None:
+    """Drive queued runs with ``workers`` greenlets until told to stop (see the module's doc);
+    :func:`patch` first."""
     from huey.consumer import ConsumerStopped
 
     from .. import logs

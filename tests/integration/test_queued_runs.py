@@ -128,3 +128,54 @@ def test_a_worker_stopped_mid_run_has_its_run_carried_on_by_the_other(http, web,
     assert types[-1] == RUN_END and types.count("agent:run:continued") == 1, types
     (continued,) = [e for e in log if e.type == "agent:run:continued"]
     assert continued.data["reason"] == ("shutdown" if stop == "SIGTERM" else "owner-died")
+
+
+# -- a smoke pass on the other queue storages -----------------------------------------------------
+
+
+@pytest.fixture
+def start_worker(tmp_path):
+    started: list[Worker] = []
+
+    def start(name: str, db, env: dict[str, str]) -> Worker:
+        worker = Worker(name, tmp_path, db, env={**QUEUED_ENV, **env})
+        started.append(worker)
+        return worker.start()
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def _walk(http, base: str, workers: list[Worker]) -> list:
+    """A writer run to its pause and its resume through ``base``, driven by one of ``workers``;
+    the first leg's events."""
+    with new_client() as client:
+        first = run(client, base, "writer", {"input": {"topic": "bread"}}, "sse")
+        assert first.types[0] == RUN_START and first.types[-1] == HUMAN_REQUIRED, first.types
+        second = resume(client, base, first.last_crumb.data["checkpointId"], {"approved": True}, "sse")
+        assert second.types[-1] == RUN_END and second.last_crumb.data["output"] == "Published.", second.types
+        with open_stream(client, "POST", f"{base}/agents/stepper/run", "sse", body={"input": STEPPING}) as stepping:
+            stepping.until(lambda e: e.type == "tool:result", "the first step")
+            assert _owner_pid(http, base, stepping.run_id) in {worker.pid for worker in workers}
+            assert http.post(f"{base}/runs/{stepping.run_id}/cancel").status_code == 200
+            stepping.until(lambda e: e.type == AGENT_ERROR, "the cancel")
+    assert_log(log_of(http, base, first.run_id, "sse"), first.run_id)
+    return first.events
+
+
+def test_a_postgres_store_queues_its_runs_in_its_own_database(http, start_server, start_worker, postgres_url):
+    web = start_server("web-pg", db=postgres_url, env=QUEUED_ENV)
+    worker = start_worker("w-pg", postgres_url, {})
+    _walk(http, web.url, [worker])
+
+
+def test_with_redis_as_the_queue_and_the_live_channel_text_streams_live(
+    http, start_server, start_worker, tmp_path, redis_url
+):
+    env = {**QUEUED_ENV, "BREAD_QUEUE_URL": redis_url, "REDIS_URL": redis_url}
+    web = start_server("web-redis", db=tmp_path / "redis.db", env=env)
+    worker = start_worker("w-redis", tmp_path / "redis.db", env)
+    events = _walk(http, web.url, [worker])
+    assert [e.type for e in events].count("text:delta") > 1  # deltas as the worker streamed them
+    assert not (tmp_path / "redis-queue.db").exists()

@@ -47,7 +47,9 @@ class Run:
         self.first_seq = first_seq
         self._steps = crumbs
         self._labels = RunLabels(run_id, session_id, agent_id)
-        #: A queued run's crumbs here end with its opening: ``rest(after)`` follows the rest.
+        #: True when a worker drives the run (executors/): its crumbs here end with its opening,
+        #: and ``rest(after)`` follows the rest from the log.
+        self.queued = rest is not None
         seen = crumbs if rest is None else _then_follow(crumbs, rest, first_seq)
         self._crumbs = BoundRun(self._labels, seen)  # its log records carry its labels
 

@@ -53,7 +53,8 @@ def open_queued(runtime: Runtime, run_id: str) -> Opened | None:
     try:
         root, crumbs = _driven_from(ctx, opening.crumb)
     except BreadError as exc:  # its agent or pipeline is no longer configured here
-        return _failed(runtime, run_id, exc)
+        _fail(runtime, run_id, exc)
+        return None
     return Opened(RunLabels(run_id, record["sessionId"], root.definition_id), crumbs, last + 1)
 
 
@@ -67,11 +68,10 @@ def _driven_from(ctx: Any, opening: dict[str, Any]) -> tuple[Any, Any]:
     return root, Execution(ctx, root).start(carry_on=True)  # not begun: it runs from its start
 
 
-def _failed(runtime: Runtime, run_id: str, error: BreadError) -> None:
+def _fail(runtime: Runtime, run_id: str, error: BreadError) -> None:
     log.warning("queued run %s cannot be driven here (%s); it fails", run_id, error.message)
     if runtime.store.update_run(run_id, expect={"owner": runtime.owner}, status="failed", owner=None):
         end_undriven(runtime, run_id, "failed", error)
-    return None
 
 
 def cancel_queued(runtime: Runtime, record: dict[str, Any]) -> bool:

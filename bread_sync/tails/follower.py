@@ -35,6 +35,7 @@ class FromLog(NamedTuple):
 class _Watch(NamedTuple):
     inbox: Inbox
     position: list[int]  # the last seq the follower gave this tail
+    local: bool  # the tail of the response that started the run here
 
 
 class LogFollower:
@@ -58,8 +59,8 @@ class LogFollower:
         #: as what was appended before their watch began went by unheeded.
         self._fresh: set[str] = set()
 
-    def watch(self, run_id: str, inbox: Inbox, after: int) -> Any:
-        entry = _Watch(inbox, [after])
+    def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
+        entry = _Watch(inbox, [after], local)
         with self._lock:
             self._watching.setdefault(run_id, []).append(entry)
             self._fresh.add(run_id)
@@ -102,7 +103,11 @@ class LogFollower:
             if net:
                 net_at = time.monotonic() + SAFETY_NET_SECONDS
             heard = None if missed or heard is None else heard | fresh
-            due = [run_id for run_id, entries in watched.items() if everything or self._due(run_id, shared, net, heard)]
+            due = [
+                run_id
+                for run_id, entries in watched.items()
+                if everything or self._due(run_id, entries, shared, net, heard)
+            ]
             if due:
                 missed = not self._tried_pass(due, watched, look_at_records=everything or net)
 
@@ -136,13 +141,12 @@ class LogFollower:
                 for entry in entries:
                     entry.inbox.put(FromLog(ENDED))
 
-    def _due(self, run_id: str, shared: bool, net: bool, heard: set[str] | None) -> bool:
+    def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool, heard: set[str] | None) -> bool:
         if run_id in self.bread.cancels:
             return False  # executing here: the transport carries it
         if net:
             return True
-        # Also the tail of a response that opened the run here: a queued run goes on in a worker.
-        return not shared and (heard is None or run_id in heard)
+        return not shared and not all(entry.local for entry in entries) and (heard is None or run_id in heard)
 
     def _poll(self, run_id: str, entries: list[_Watch]) -> None:
         after = min(entry.position[0] for entry in entries)

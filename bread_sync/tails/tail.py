@@ -94,7 +94,7 @@ class _Follow:
                 if finished or self.subscription is None:
                     return  # nothing more will come, or a sink transport has nothing live to offer
             if self.has_log:  # also for a run of this process: the transport may go down
-                watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last)
+                watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last, local=not replay)
             yield from self._live()
         finally:
             if self.subscription is not None:

@@ -19,6 +19,8 @@ log = logging.getLogger("bread_sync.server")
 
 #: How long a worker told to stop gives its runs to reach a step and be handed over.
 STOP_SECONDS = 5.0
+#: A worker sweeps at least every half lease, but not more often than this.
+MIN_SWEEP_SECONDS = 0.1
 
 
 def live_text_note(config: Any) -> str | None:
@@ -55,8 +57,9 @@ def work(config: Any, workers: int) -> None:
     from .runner import Runner
 
     logs.configure()
-    bread = Bread(config)
+    bread = Bread(_sweeping_every_half_lease(config))
     if not bread.executor.queues:
+        bread.close()
         raise ValueError("bread-sync worker drives queued runs: set BREAD_EXECUTOR=huey (or Config.executor)")
     note = live_text_note(config)
     if note:
@@ -78,3 +81,12 @@ def work(config: Any, workers: int) -> None:
     life.stop(STOP_SECONDS, drain=False)  # each run handed over at its next step
     consumer.stop(graceful=True)  # the greenlets' tasks return once their runs are handed over
     bread.close()
+
+
+def _sweeping_every_half_lease(config: Any) -> Any:
+    """The config with sweeps at least every half lease: a worker's sweep is what carries on the
+    runs of a dead worker, and submits again a run whose enqueue was lost."""
+    half = max(config.lease_seconds / 2, MIN_SWEEP_SECONDS)
+    if config.sweep_seconds and config.sweep_seconds <= half:
+        return config
+    return config.model_copy(update={"sweep_seconds": half})

@@ -164,7 +164,7 @@ def _walk(http, base: str, workers: list[Worker]) -> list:
     return first.events
 
 
-def test_a_postgres_store_queues_its_runs_in_its_own_database(http, start_server, start_worker, postgres_url):
+def test_a_postgres_store_queues_its_runs_in_its_own_database(http, postgres_url, start_server, start_worker):
     web = start_server("web-pg", db=postgres_url, env=QUEUED_ENV)
     worker = start_worker("w-pg", postgres_url, {})
     _walk(http, web.url, [worker])

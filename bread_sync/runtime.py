@@ -70,7 +70,7 @@ class Bread:
         self.executor = make_executor(config)
         #: Whether this instance carries on runs whose owner is gone (engine/recovery.py); a
         #: server worker that is shutting down hands runs over and takes none, nor does a web
-        #: tier whose runs are queued: its workers do (``bread-sync worker`` sets it).
+        #: tier whose runs are queued: its workers do (the Huey consumer sets it).
         self.carries_on = not self.executor.queues
         for on_crumb in hooks(config.plugins, "on_crumb"):
             self.on("crumb", on_crumb)
@@ -203,9 +203,9 @@ class Bread:
         return self._deliver(self._run_of(opened), mode)
 
     def cancel(self, run_id: str) -> bool:
-        """Cancel a run: live here, paused, or running in another process (recorded in the
-        store for its owner to honour, and sent on the transport's cancel channel if it has
-        one). False when the run is unknown or already finished."""
+        """Cancel a run: live here, queued (it never starts), paused, or running in another
+        process (recorded in the store for its owner to honour, and sent on the transport's
+        cancel channel if it has one). False when the run is unknown or already finished."""
         if self.cancels.cancel(run_id):
             return True
         record = self.store.get_run(run_id)

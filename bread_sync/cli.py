@@ -30,6 +30,11 @@ exit codes:
        ..." on stderr), or the port is in use
   2    usage error: bad arguments, a config that cannot be loaded (one line on stderr)
 """
+WORKER_EXITS = """\
+exit codes:
+  0    the worker stopped: SIGTERM or Ctrl-C, its unfinished runs handed over to another worker
+  2    usage error: bad arguments, a config that cannot be loaded, or an executor other than huey
+"""
 MAIN_EXITS = """\
 exit codes: each command's --help lists its own; for every command 2 is a usage error
 (bad arguments, a config that cannot be loaded).
@@ -115,6 +120,32 @@ def _serve(name: str, summary: str, more: str) -> Any:
         )(serve_command)
     return serve_command
 
+
+@click.command(
+    "worker",
+    cls=Command,
+    short_help="drive queued runs (BREAD_EXECUTOR=huey)",
+    help="Drive the runs the web tier queued (BREAD_EXECUTOR=huey): a Huey consumer with gevent "
+    "greenlet workers, which also carries on the runs of workers that died. SIGTERM hands unfinished "
+    "runs over to another worker.",
+    epilog=WORKER_EXITS + CONFIG_HELP,
+)
+@click.option("--workers", type=int, default=16, help="greenlets driving runs at once (default: 16)")
+@click.pass_context
+def worker_command(ctx: click.Context, workers: int) -> int:
+    from .server import worker
+
+    worker.patch()
+    config = _load(ctx.meta.get("config_name"))
+    try:
+        worker.work(config, workers)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+commands.add_command(worker_command)
 
 SERVE_COMMANDS = [
     ("dev", "serve the agents over HTTP for development",

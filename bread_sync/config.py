@@ -5,8 +5,9 @@ the demo config. The environment then overrides what it names: ``BREAD_DB`` (the
 ``postgresql://`` URL: the Postgres store),
 ``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``,
 ``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis),
-``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS`` and
-``BREAD_PLAYGROUND``.
+``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS``,
+``BREAD_PLAYGROUND``, ``BREAD_EXECUTOR`` (``inline`` or ``huey``) and ``BREAD_QUEUE_URL`` (the
+Huey queue's Redis or Postgres, when not the store's).
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field, InstanceOf
 
 from .agents import Agent
 from .blobs import BLOB_STORES
+from .executors import EXECUTORS
 from .loading import resolve
 from .stores import STORES
 
 DEFAULT_CONFIG = "bread_sync.demo:config"
 DEFAULT_DB_NAME = "bread.db"
+#: The Huey queue's SQLite file, beside the SQLite store's: ``bread.db`` -> ``bread-queue.db``.
+QUEUE_DB_SUFFIX = "-queue"
 #: A ``BREAD_DB`` that starts with one of these is a Postgres database; anything else, a SQLite file.
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: A lease is renewed every third of it; one longer than a year only postpones noticing a death.
@@ -96,6 +100,9 @@ class Config(BaseModel):
     #: ``bread-sync gc`` deletes finished runs (logs, checkpoints, loops, task runs) and stored
     #: files older than this many days; None: ``gc`` needs ``--older-than``.
     retention_days: float | None = None
+    #: Where a run is driven: ``"inline"`` (None; the process whose request opened it) or
+    #: ``"huey"`` (queued for ``bread-sync worker`` processes; extra ``queue``), or an executor.
+    executor: Any = None
 
 
 def default_instance_path() -> Path:
@@ -124,6 +131,18 @@ def make_store(config: Config) -> Any:
 
         return store(path=default_db_path(config))
     return resolve(config.store, STORES, "store")
+
+
+def make_executor(config: Config) -> Any:
+    """The executor the config names; Huey's queue follows the store unless ``BREAD_QUEUE_URL``
+    names one: the Postgres database of a Postgres store, else an SQLite file beside the store's."""
+    if config.executor != "huey":
+        return resolve(config.executor or "inline", EXECUTORS, "executor")
+    url = os.environ.get("BREAD_QUEUE_URL") or postgres_url()
+    if url:
+        return resolve("huey", EXECUTORS, "executor", url=url)
+    db = default_db_path(config)
+    return resolve("huey", EXECUTORS, "executor", path=db.with_name(f"{db.stem}{QUEUE_DB_SUFFIX}{db.suffix}"))
 
 
 def make_blob_store(config: Config) -> Any:
@@ -180,6 +199,8 @@ def apply_environment(config: Config) -> Config:
         updates["lease_seconds"] = _number("BREAD_LEASE_SECONDS", most=MAX_LEASE_SECONDS)
     if os.environ.get("BREAD_RETENTION_DAYS"):
         updates["retention_days"] = _number("BREAD_RETENTION_DAYS")
+    if os.environ.get("BREAD_EXECUTOR"):
+        updates["executor"] = os.environ["BREAD_EXECUTOR"]
     return config.model_copy(update=updates) if updates else config
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ class Run:
         session_id: str | None = None,
         agent_id: str | None = None,
         trace: Any = None,
+        rest: Callable[[int], Iterator[dict[str, Any]]] | None = None,
     ):
         self.run_id = run_id
         #: True when this follows a run another request started (same ``run_id``).
@@ -47,7 +48,11 @@ class Run:
         self.first_seq = first_seq
         self._steps = crumbs
         self._labels = RunLabels(run_id, session_id, agent_id, trace)
-        self._crumbs = BoundRun(self._labels, crumbs)  # its log records carry its labels
+        #: True when a worker drives the run (executors/): its crumbs here end with its opening,
+        #: and ``rest(after)`` follows the rest from the log.
+        self.queued = rest is not None
+        seen = crumbs if rest is None else _then_follow(crumbs, rest, first_seq)
+        self._crumbs = BoundRun(self._labels, seen)  # its log records carry its labels
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._crumbs
@@ -69,6 +74,19 @@ class Run:
         """Drive the run to its end or pause and sum it up."""
         seen = list(self._crumbs)
         return summarize(self.run_id, seen)
+
+
+def _then_follow(
+    crumbs: Iterator[dict[str, Any]], rest: Callable[[int], Iterator[dict[str, Any]]], first_seq: int
+) -> Iterator[dict[str, Any]]:
+    """A queued run's crumbs: its opening, driven here, then the rest, followed from the log
+    after it, to the run's end or pause (a worker drives them)."""
+    after, last = first_seq - 1, None
+    for last in crumbs:
+        after += last["type"] not in c.NOT_DURABLE
+        yield last
+    if last is None or last["type"] not in c.STREAM_END:
+        yield from rest(after)
 
 
 def summarize(run_id: str, seen: list[dict[str, Any]]) -> RunResult:

@@ -13,9 +13,9 @@ from typing import Any
 
 from .agents import Agent, ServedAgent
 from .cancel import CancelToken, registry
-from .config import Config, make_blob_store, make_store
+from .config import Config, make_blob_store, make_executor, make_store
 from .crumbs import Frame
-from .engine import owners, recovery
+from .engine import owners, queued, recovery
 from .engine.context import RunContext
 from .engine.emitter import fan_out
 from .engine.lease import LeaseKeeper
@@ -67,9 +67,12 @@ class Bread:
         self.publish = fan_out(self._listeners, self.transport)
         self.leases = LeaseKeeper(self)
         self.follower = LogFollower(self)
+        #: Where an opened run is driven: here (inline), or queued for workers (executors/).
+        self.executor = make_executor(config)
         #: Whether this instance carries on runs whose owner is gone (engine/recovery.py); a
-        #: server worker that is shutting down hands runs over and takes none.
-        self.carries_on = True
+        #: server worker that is shutting down hands runs over and takes none, nor does a web
+        #: tier whose runs are queued: its workers do (the Huey consumer sets it).
+        self.carries_on = not self.executor.queues
         #: Traces runs when the ``OTEL_*`` variables ask for it (bread_sync/tracing/), else None.
         #: Set it to ``bread_sync.tracing.otel.tracer(provider)`` to trace to a provider of yours.
         self.tracer = tracer_from_environment()
@@ -203,17 +206,20 @@ class Bread:
         opened = open_continuation(
             self, checkpoint_id, response, signal=signal, may_interrupt=may_interrupt, state=state, context=context
         )
-        return self._deliver(_run_of(opened), mode)
+        return self._deliver(self._run_of(opened), mode)
 
     def cancel(self, run_id: str) -> bool:
-        """Cancel a run: live here, paused, or running in another process (recorded in the
-        store for its owner to honour, and sent on the transport's cancel channel if it has
-        one). False when the run is unknown or already finished."""
+        """Cancel a run: live here, queued (it never starts), paused, or running in another
+        process (recorded in the store for its owner to honour, and sent on the transport's
+        cancel channel if it has one). False when the run is unknown or already finished."""
         if self.cancels.cancel(run_id):
             return True
         record = self.store.get_run(run_id)
         if record is None:
             return False
+        if record["status"] == "queued" and queued.cancel_queued(self, record):
+            return True
+        record = self.store.get_run(run_id) or record  # claimed by a worker meanwhile: running
         if record["status"] == "paused":
             return recovery.cancel_paused(self, record)
         if record["status"] == "running":
@@ -235,7 +241,20 @@ class Bread:
         if opened is None:
             assert run_id is not None  # only a runId the caller gave can name a run that exists
             return self._attach(run_id, definition_id)
-        return _run_of(opened)
+        return self._run_of(opened)
+
+    def _run_of(self, opened: Opened) -> Run:
+        run_id, session_id, agent_id, trace = opened.labels
+        rest = partial(self._follow_to_pause, run_id) if opened.queued else None
+        return Run(
+            run_id,
+            opened.crumbs,
+            first_seq=opened.first_seq,
+            session_id=session_id,
+            agent_id=agent_id,
+            trace=trace,
+            rest=rest,
+        )
 
     def _attach(self, run_id: str, agent_id: str) -> Run:
         # A retried request with the same runId follows the run it started, to its end or pause.
@@ -246,9 +265,9 @@ class Bread:
             run_id, self._follow_to_pause(run_id), attached=True, session_id=record["sessionId"], agent_id=agent_id
         )
 
-    def _follow_to_pause(self, run_id: str) -> Iterator[dict[str, Any]]:
+    def _follow_to_pause(self, run_id: str, after: int = 0) -> Iterator[dict[str, Any]]:
         # A generator, so the tail subscribes only once someone iterates the attached run.
-        for frame in tail(self, run_id, through_pause=False):
+        for frame in tail(self, run_id, after, through_pause=False):
             if isinstance(frame, Frame):
                 yield frame.crumb
 
@@ -286,8 +305,9 @@ class Bread:
 
     def sweep_interrupted(self) -> int:
         """Recover every running run whose owner is gone: carried on here (or its relay taken
-        over), else interrupted; how many this process did."""
-        return recovery.sweep(self)
+        over), else interrupted; and submit again the runs queued past a lease (a lost
+        enqueue). How many this process did."""
+        return recovery.sweep(self) + queued.requeue_stale(self)
 
     def interrupt(self, record: dict[str, Any]) -> bool:
         """End a run whose owner died with ``RUN_INTERRUPTED``; False when the record changed
@@ -326,8 +346,3 @@ def create_bread(config: Config | None = None) -> Bread:
 def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> Relay:
     """The root activity of a remote agent's run; the remote run's id is chosen here."""
     return Relay(ctx, agent_id, input, skill, new_id("run"))
-
-
-def _run_of(opened: Opened) -> Run:
-    run_id, session_id, agent_id, trace = opened.labels
-    return Run(run_id, opened.crumbs, first_seq=opened.first_seq, session_id=session_id, agent_id=agent_id, trace=trace)

@@ -35,15 +35,21 @@ WITHOUT_PROGRESS = (
     frozenset({c.AGENT_RUN_START, c.TOOL_INPUT_DELTA, c.AGENT_RUN_CONTINUED}) | c.STREAM_END | c.NOT_DURABLE
 )
 STATUS_OF_ERROR = {RUN_CANCELLED: "cancelled", RUN_TIMEOUT: "cancelled", RUN_INTERRUPTED: "interrupted"}
+#: What the steps of a run to be queued yield once its opening crumb is logged (see Execution).
+QUEUE_HERE = object()
 
 
 class Execution:
-    """Drives one run (or one continuation of it) through the choke point."""
+    """Drives one run (or one continuation of it) through the choke point. With ``queue`` it
+    drives only the run's opening (its start crumb, or a resume's ``human:resumed``), then
+    writes the run ``queued`` and submits it to the runtime's executor, whose worker drives the
+    rest (engine/queued.py): what can fail before a run exists fails here, as inline."""
 
-    def __init__(self, ctx: RunContext, root: Any, opening: Steps | None = None):
+    def __init__(self, ctx: RunContext, root: Any, opening: Steps | None = None, queue: bool = False):
         self.ctx = ctx
         self.root = root
         self.opening = opening
+        self.queue = queue
         self.runtime = ctx.runtime
         self.store = ctx.runtime.store
         self.emitter = ctx.emitter
@@ -57,17 +63,18 @@ class Execution:
         return self._final
 
     def start(
-        self, resume: tuple[dict[str, Any], Any] | None = None, carry_on: bool = False
+        self, resume: tuple[dict[str, Any], Any] | None = None, carry_on: bool = False, resumed: bool = False
     ) -> Iterator[dict[str, Any]]:
         """The run's crumbs, each yielded once the choke point has logged it; pulling drives the
         run. With ``resume`` (the checkpoint and the human's response) the root continues from
-        its pause; with ``carry_on``, from its progress after its process died. Ends with
+        its pause (``resumed``: its ``human:resumed`` is logged already, by the process that
+        queued it); with ``carry_on``, from its progress after its process died. Ends with
         exactly one terminal crumb (or a pause), and a caller that stops pulling early leaves
         the run interrupted, so no run is left running without a driver."""
         run_id = self.ctx.run_id
         self.runtime.cancels.register(run_id, self.ctx.token)
         self.runtime.leases.watch(run_id)
-        steps = self._steps(resume, carry_on)
+        steps = self._steps(resume, carry_on, resumed)
         if resume is not None or carry_on:
             self._progress = ""  # it may have saved some before: the first crumb saves what holds now
         emit, token = self.emitter.emit, self.ctx.token
@@ -76,6 +83,9 @@ class Execution:
         pace = Pacer().pace
         try:
             for item in steps:
+                if item is QUEUE_HERE:
+                    self._queue()
+                    return
                 if isinstance(item, Pause):
                     crumb, final = self._pause(item), "paused"
                 elif item["type"] == c.AGENT_RUN_END:
@@ -126,21 +136,35 @@ class Execution:
             log.warning("run %s: handed over; the next process to notice carries it on", self.ctx.run_id)
         return True
 
-    def _steps(self, resume: tuple[dict[str, Any], Any] | None, carry_on: bool) -> Steps:
+    def _queue(self) -> None:
+        """The run's opening is logged: it is ``queued`` now, no longer this process's, and
+        submitted to the executor (unless a cancel or another process changed it meanwhile)."""
+        self._final = "queued"
+        self._unregister()
+        owned = {"status": "running", "owner": self.runtime.owner}
+        if self.store.update_run(self.ctx.run_id, expect=owned, status="queued", owner=None, leaseUntil=0.0):
+            self.runtime.executor.submit(self.runtime, self.ctx.run_id)
+
+    def _steps(self, resume: tuple[dict[str, Any], Any] | None, carry_on: bool, resumed: bool) -> Steps:
         if self.opening is not None:
             yield from self.opening
         if carry_on:
             output = yield from self.root.carry_on()
         elif resume is not None:
             checkpoint, response = resume
-            yield {
-                "type": c.HUMAN_RESUMED,
-                "runId": self.ctx.run_id,
-                "checkpointId": checkpoint["id"],
-                "response": response,
-            }
+            if not resumed:
+                yield {
+                    "type": c.HUMAN_RESUMED,
+                    "runId": self.ctx.run_id,
+                    "checkpointId": checkpoint["id"],
+                    "response": response,
+                }
+            if self.queue:
+                yield QUEUE_HERE
             output = yield from self.root.resume(response)
         else:
+            if self.queue:
+                yield QUEUE_HERE
             output = yield from self.root.run()
         end = {"type": c.AGENT_RUN_END, "runId": self.ctx.run_id, "output": output}
         if self.ctx.usage:

@@ -41,6 +41,8 @@ class Opened(NamedTuple):
     crumbs: Iterator[dict[str, Any]]
     #: The seq of its first durable crumb: 1, or where a continuation goes on.
     first_seq: int = 1
+    #: Whether its crumbs end with its opening, the run then queued for the executor's worker.
+    queued: bool = False
 
 
 def open_run(
@@ -72,8 +74,10 @@ def open_run(
     if not runtime.store.create_run(record):
         return None
     opening = root.open(tags, _session_wait(runtime, ctx, claimed))
-    crumbs = _traced(ctx, definition_id, Execution(ctx, root, opening), lambda execution: execution.start())
-    return Opened(RunLabels(run_id, session_id, definition_id, ctx.trace), crumbs)
+    queue = _queues(runtime, root)
+    execution = Execution(ctx, root, opening, queue=queue)
+    crumbs = _traced(ctx, definition_id, execution, lambda e: e.start())
+    return Opened(RunLabels(run_id, session_id, definition_id, ctx.trace), crumbs, queued=queue)
 
 
 def open_continuation(
@@ -110,9 +114,17 @@ def open_continuation(
     if state is not None:  # kept with the continuation's first crumb
         ctx.touch_session_with_next_crumb(None, state)
     wait = _session_wait(runtime, ctx, claimed)
-    execution = Execution(ctx, root, None if wait is None else _waiting(wait))
+    queue = _queues(runtime, root)
+    execution = Execution(ctx, root, None if wait is None else _waiting(wait), queue=queue)
     crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
-    return Opened(RunLabels(run_id, session_id, root.definition_id, ctx.trace), crumbs, next_seq)
+    labels = RunLabels(run_id, session_id, root.definition_id, ctx.trace)
+    return Opened(labels, crumbs, next_seq, queued=queue)
+
+
+def _queues(runtime: Runtime, root: Any) -> bool:
+    """Whether the run of ``root`` is queued for the executor's workers once opened: with a
+    queueing executor, every run but a remote agent's relay, which its caller's process drives."""
+    return runtime.executor.queues and not root.outlives_process
 
 
 def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: int) -> Opened | None:
@@ -149,19 +161,20 @@ def continuation_root(ctx: RunContext) -> Any | None:
     if not first:
         return None
     start = first[0].crumb
-    ctx.context = start.get("context", [])
     progress = store.get_checkpoint(progress_id(ctx.run_id))
     if progress is not None:  # its stack None: it was where it cannot be carried on
+        ctx.context = start.get("context", [])
         if progress.get("usage"):
             ctx.usage = RunUsage.from_wire(progress["usage"])
         root = ctx.restore(progress["stack"]) if progress["stack"] else None
     else:
-        root = _root_from_start(ctx, start)
+        root = root_from_start(ctx, start)
     return root if root is not None and root.continuable() else None
 
 
-def _root_from_start(ctx: RunContext, start: dict[str, Any]) -> Any:
+def root_from_start(ctx: RunContext, start: dict[str, Any]) -> Any:
     """The root activity of a run that saved no progress, from its start crumb, not begun."""
+    ctx.context = start.get("context", [])  # what its tools are given again
     runtime = ctx.runtime
     if "pipelineId" in start:
         return ctx.kinds["pipeline"](ctx, runtime.pipeline(start["pipelineId"]), start["input"])

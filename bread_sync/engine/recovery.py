@@ -92,7 +92,9 @@ def interrupt(runtime: Runtime, record: dict[str, Any]) -> bool:
     marked or claimed it, or its owner renewed)."""
     if not runtime.store.update_run(record["id"], expect=_as_read(record), status="interrupted", owner=None):
         return False
-    _end(runtime, record["id"], "interrupted", BreadError(RUN_INTERRUPTED, "the process running this run stopped"))
+    end_undriven(
+        runtime, record["id"], "interrupted", BreadError(RUN_INTERRUPTED, "the process running this run stopped")
+    )
     return True
 
 
@@ -103,7 +105,9 @@ def cancel_orphaned(runtime: Runtime, record: dict[str, Any]) -> bool:
     if not runtime.store.update_run(record["id"], expect=_as_read(record), status="cancelled", owner=None):
         return False
     _cancel_remote(runtime, record)
-    _end(runtime, record["id"], "cancelled", BreadError(RUN_CANCELLED, "the run was cancelled after its owner stopped"))
+    end_undriven(
+        runtime, record["id"], "cancelled", BreadError(RUN_CANCELLED, "the run was cancelled after its owner stopped")
+    )
     return True
 
 
@@ -136,7 +140,7 @@ def cancel_paused(runtime: Runtime, record: dict[str, Any]) -> bool:
     runtime.store.update_run(record["id"], status="cancelled", checkpointId=None)
     _cancel_remote(runtime, record)
     error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
-    _end(runtime, record["id"], "cancelled", error)
+    end_undriven(runtime, record["id"], "cancelled", error)
     return True
 
 
@@ -145,7 +149,7 @@ def _cancel_remote(runtime: Runtime, record: dict[str, Any]) -> None:
         quietly(runtime.remote_agents[record["agentId"]].cancel, record["remoteRunId"])
 
 
-def _end(runtime: Runtime, run_id: str, status: str, error: BreadError) -> None:
+def end_undriven(runtime: Runtime, run_id: str, status: str, error: BreadError) -> None:
     """The terminal crumb of a run no process drives, and its unfinished loops' end."""
     _append_final(runtime, run_id, c.error_crumb(run_id, error))
     close_loops(runtime.store, run_id, status)

@@ -60,6 +60,8 @@ class SessionGuard:
 
     def _stale(self, holder: str) -> bool:
         record = self.bread.store.get_run(holder)
+        if record is not None and record["status"] == "queued":
+            return False  # it holds the session from its opening, for the worker that claims it
         if record is None or record["status"] != "running":
             return True
         if recovery.orphaned(self.bread, record):

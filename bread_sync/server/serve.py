@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from .. import logs
@@ -36,6 +37,11 @@ def start(config: Config, host: str, port: int, workers: int, config_name: str |
     from . import gunicorn_conf
 
     check_listen(config, host)
+    from .worker import live_text_note
+
+    note = live_text_note(config)
+    if note:
+        print(note, file=sys.stderr)
     playground.default_on(config, host, dev=False)  # the workers load the config again
     if config_name:
         os.environ["BREAD_CONFIG"] = config_name

@@ -41,10 +41,12 @@ def start_run_stream(
         run = begin(slot.token)
         if run.attached:  # another request's run: its caller must own it
             authorize_run(run.run_id)
-        # Subscribed before the run's first crumb; a continuation skips the run's past.
+        # Subscribed before the run's first crumb; a continuation skips the run's past. A run a
+        # worker drives (queued) is followed in the log too, as a run of another process is.
         after = 0 if run.attached else run.first_seq - 1
+        replay = run.attached or run.queued
         frames = state().bread.tail(
-            run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=run.attached, batched=True
+            run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=replay, batched=True
         )
         slot.drive(run)
     return run, frames

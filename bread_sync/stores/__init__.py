@@ -25,7 +25,8 @@ STORES = {
     "postgres": "bread_sync.stores.postgres",
 }
 
-RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interrupted")
+#: ``queued`` (an addition, listed last): opened, waiting for a worker to claim it (executors/).
+RUN_STATUSES = ("running", "paused", "completed", "failed", "cancelled", "interrupted", "queued")
 FINISHED = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
 

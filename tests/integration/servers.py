@@ -256,3 +256,69 @@ def _keyed(transport: str, config: str | None) -> str:
 
 def _config_env(config: str | None) -> dict[str, str]:
     return {} if config is None else {"BREAD_CONFIG": config}
+
+
+#: What ``bread-sync worker`` prints once its consumer runs.
+WORKER_READY = b"greenlets driving queued runs"
+
+
+@dataclass(eq=False)
+class Worker:
+    """One ``bread-sync worker`` process (the runs' driver when ``BREAD_EXECUTOR=huey``): no
+    fork, so its pid is the owner its runs' records name."""
+
+    name: str
+    home: Path
+    db: Path | str
+    env: dict[str, str] = field(default_factory=dict)
+    greenlets: int = 8
+    _proc: subprocess.Popen | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / f"{self.name}.log"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> Worker:
+        """Start the process and return once its consumer runs."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BREAD_") and k not in _SCRUBBED}
+        env.update(BREAD_DB=str(self.db), BREAD_INSTANCE=str(self.home / f"{self.name}-instance"), PYTHONUNBUFFERED="1")
+        env.update(self.env)
+        cmd = [str(MAIN / ".venv" / "bin" / "bread-sync"), "worker", "--workers", str(self.greenlets)]
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                cmd, cwd=MAIN, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + READY_SECONDS
+        while WORKER_READY not in self.log_path.read_bytes():
+            if time.monotonic() > deadline or self._proc.poll() is not None:
+                raise ServerFailed(f"{self.name} did not start:\n{self.log()}")
+            time.sleep(POLL_SECONDS)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the worker, as a machine that loses power would."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=KILL_SECONDS)
+
+    def stop(self) -> int | None:
+        """SIGTERM (a warm shutdown), then SIGKILL after a deadline; its exit code."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait(timeout=KILL_SECONDS)

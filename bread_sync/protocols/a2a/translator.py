@@ -27,8 +27,10 @@ from ...errors import RUN_CANCELLED
 
 #: The task states bread's runs take, in v0.3's spelling (a dialect spells them its way).
 WORKING, INPUT_REQUIRED, COMPLETED, CANCELED, FAILED = "working", "input-required", "completed", "canceled", "failed"
+SUBMITTED = "submitted"
 #: A run record's status as a task state.
 RUN_STATES = {
+    "queued": SUBMITTED,
     "running": WORKING,
     "paused": INPUT_REQUIRED,
     "completed": COMPLETED,

@@ -1,0 +1,106 @@
+"""A queued run: claimed by one process, then driven from its opening crumb to its end or pause.
+
+A queueing executor (executors/huey.py) leaves a run ``queued`` once its opening is logged
+(execution.py): its start crumb, or a resume's ``human:resumed``, the last crumb of its log. The
+process that takes the run from the queue claims it by compare-and-set (``queued`` to
+``running``, with its owner and a lease): one winner, however often the message is delivered.
+From then on the run is like any other: its lease renewed, its cancel heard, carried on if this
+process dies (recovery.py). A run left queued past a lease (an enqueue lost) is submitted again
+by :func:`requeue_stale`; a cancel ends a queued run before it starts (:func:`cancel_queued`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from .. import crumbs as c
+from ..errors import RUN_CANCELLED, BreadError
+from ..logs import RunLabels
+from . import Runtime
+from .execution import Execution, drain
+from .lease import lease_end
+from .opening import Opened, new_context, root_from_start
+from .recovery import end_undriven
+
+log = logging.getLogger("bread_sync")
+
+
+def drive_queued(runtime: Runtime, run_id: str) -> bool:
+    """Claim the queued run ``run_id`` and drive it here to its end or pause; False when it is
+    not queued any more (another process claimed it, or it was cancelled)."""
+    opened = open_queued(runtime, run_id)
+    if opened is None:
+        return False
+    drain(opened.labels, opened.crumbs)
+    return True
+
+
+def open_queued(runtime: Runtime, run_id: str) -> Opened | None:
+    """Claim the queued run and open it from its opening crumb; None when another claimed it."""
+    store = runtime.store
+    record = store.get_run(run_id)
+    if record is None or record["status"] != "queued":
+        return None
+    claim = {"status": "running", "owner": runtime.owner, "leaseUntil": lease_end(runtime.config)}
+    if not store.update_run(run_id, expect={"status": "queued"}, **claim):
+        return None
+    last = store.last_seq(run_id)
+    (opening,) = store.get_crumbs(run_id, after=last - 1, limit=1)
+    ctx = new_context(runtime, run_id, record["sessionId"], next_seq=last + 1)
+    try:
+        root, crumbs = _driven_from(ctx, opening.crumb)
+    except BreadError as exc:  # its agent or pipeline is no longer configured here
+        _fail(runtime, run_id, exc)
+        return None
+    return Opened(RunLabels(run_id, record["sessionId"], root.definition_id), crumbs, last + 1)
+
+
+def _driven_from(ctx: Any, opening: dict[str, Any]) -> tuple[Any, Any]:
+    """The run's root activity and its crumbs, going on after its opening crumb."""
+    if opening["type"] == c.HUMAN_RESUMED:
+        checkpoint = ctx.runtime.store.get_checkpoint(opening["checkpointId"])
+        root = ctx.restore(checkpoint["stack"])
+        return root, Execution(ctx, root).start(resume=(checkpoint, opening["response"]), resumed=True)
+    root = root_from_start(ctx, opening)
+    return root, Execution(ctx, root).start(carry_on=True)  # not begun: it runs from its start
+
+
+def _fail(runtime: Runtime, run_id: str, error: BreadError) -> None:
+    log.warning("queued run %s cannot be driven here (%s); it fails", run_id, error.message)
+    if runtime.store.update_run(run_id, expect={"owner": runtime.owner}, status="failed", owner=None):
+        end_undriven(runtime, run_id, "failed", error)
+
+
+def cancel_queued(runtime: Runtime, record: dict[str, Any]) -> bool:
+    """Cancel a run no worker has claimed yet: it never starts, and ends with ``RUN_CANCELLED``
+    after its opening (one process wins against the workers' claim)."""
+    run_id = record["id"]
+    if not runtime.store.update_run(run_id, expect={"status": "queued"}, status="cancelled"):
+        return False
+    runtime.sessions.release(record["sessionId"], run_id)
+    end_undriven(runtime, run_id, "cancelled", BreadError(RUN_CANCELLED, "the run was cancelled before it started"))
+    return True
+
+
+def requeue_stale(runtime: Runtime) -> int:
+    """Submit again each run queued for longer than a lease (its enqueue lost, or its message
+    taken by a worker that stopped); how many. One sweeper wins each, by compare-and-set on the
+    record's ``updatedAt``, which the submission moves on."""
+    if not runtime.executor.queues:
+        return 0
+    bound = time.time() - runtime.config.lease_seconds
+    stale = [r for r in runtime.store.list_runs(status="queued") if _updated_at(r) < bound]
+    resubmitted = 0
+    for record in stale:
+        as_read = {"status": "queued", "updatedAt": record["updatedAt"]}
+        if runtime.store.update_run(record["id"], expect=as_read, owner=None):
+            runtime.executor.submit(runtime, record["id"])
+            resubmitted += 1
+    return resubmitted
+
+
+def _updated_at(record: dict[str, Any]) -> float:
+    return datetime.fromisoformat(record["updatedAt"]).timestamp()

@@ -1,0 +1,76 @@
+"""The Huey executor (extra ``queue``): runs queued for ``bread-sync worker`` processes.
+
+Huey carries only a run's id; the run record decides (engine/queued.py), so Huey's at-most-once
+delivery loses nothing a sweep does not find again, and a message delivered twice is claimed
+once. Huey's storage follows the store: an SQLite file beside the SQLite store, the Postgres
+database of a Postgres store, or whatever ``BREAD_QUEUE_URL`` names (``redis://``,
+``postgresql://``). The consumer runs greenlet workers: a run waits on its model and its store
+most of the time, so one process drives many.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from huey import MemoryHuey, PostgresHuey, RedisHuey, SqliteHuey
+from huey.api import Huey
+
+from ..config import POSTGRES_SCHEMES
+from ..engine.queued import drive_queued
+
+#: The task's name (Huey prefixes its module): the same in the web tier and the workers.
+TASK = "drive_run"
+#: How often an idle worker looks at an SQLite queue at most (Huey polls it, backing off from
+#: its first delay); Postgres and Redis wake it when a task arrives.
+POLL_SECONDS = (0.05, 0.25)
+
+
+class HueyExecutor:
+    queues = True
+
+    def __init__(self, huey: Huey):
+        self.huey = huey
+        #: The runtime that drives the tasks, in a worker process (:meth:`consumer`).
+        self.runtime: Any = None
+        self._drive = huey.task(name=TASK)(self._run)
+
+    def submit(self, runtime: Any, run_id: str) -> None:
+        self._drive(run_id)
+
+    def consumer(self, runtime: Any, workers: int, worker_type: str = "greenlet") -> Any:
+        """A Huey consumer of ``workers`` greenlets (gevent must have patched the process
+        first) driving this queue's runs with ``runtime``, which carries on the runs of dead
+        workers from now on (recovery.py)."""
+        self.runtime = runtime
+        runtime.carries_on = True
+        first, most = POLL_SECONDS
+        return self.huey.create_consumer(
+            workers=workers, worker_type=worker_type, periodic=False, initial_delay=first, max_delay=most
+        )
+
+    def _run(self, run_id: str) -> None:
+        runtime = self.runtime
+        if not runtime.carries_on:  # shutting down: back in the queue for another worker
+            self.submit(runtime, run_id)
+            return
+        drive_queued(runtime, run_id)
+
+
+def executor(path: str | Path | None = None, url: str | None = None, name: str = "bread") -> HueyExecutor:
+    """A Huey executor on the SQLite file ``path``, or on the Redis or Postgres ``url``; with
+    neither, in this process's memory (tests)."""
+    return HueyExecutor(_huey(name, path, url))
+
+
+def _huey(name: str, path: str | Path | None, url: str | None) -> Huey:
+    options: dict[str, Any] = {"results": False, "utc": True}
+    if url is not None and url.startswith(("redis://", "rediss://", "unix://")):
+        return RedisHuey(name, url=url, **options)
+    if url is not None and url.startswith(POSTGRES_SCHEMES):
+        return PostgresHuey(name, dsn=url, **options)
+    if url is not None:
+        raise ValueError(f"BREAD_QUEUE_URL must be a redis:// or postgresql:// URL, not {url!r}")
+    if path is not None:
+        return SqliteHuey(name, filename=str(path), **options)
+    return MemoryHuey(name, **options)

@@ -1,0 +1,92 @@
+"""``bread-sync worker``: a Huey consumer driving the runs the web tier queued (executors/huey.py).
+
+The process is gevent's, patched before anything else runs, with greenlet workers: a run waits on
+its model and the store most of the time. Beside the consumer it does what a server worker does
+around runs (lifecycle.py): it sweeps (runs whose owner is gone are carried on here, runs left
+queued past a lease are submitted again), and told to stop (SIGTERM, SIGINT) it takes no more
+runs and hands the unfinished ones over at their next step, for another worker to carry on.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+log = logging.getLogger("bread_sync.server")
+
+#: How long a worker told to stop gives its runs to reach a step and be handed over.
+STOP_SECONDS = 5.0
+#: A worker sweeps at least every half lease, but not more often than this.
+MIN_SWEEP_SECONDS = 0.1
+
+
+def live_text_note(config: Any) -> str | None:
+    """What ``start`` and ``worker`` say when runs are queued without a live channel between the
+    workers and the web tier (Redis): text reaches a stream only with the next durable crumb."""
+    from ..transports import reports_health
+
+    transport = config.transport
+    shared = transport is not None and not isinstance(transport, str) and reports_health(transport)
+    if config.executor != "huey" or shared:
+        return None
+    return (
+        "note: runs are queued for workers (BREAD_EXECUTOR=huey) with no live channel to the web tier "
+        "(REDIS_URL): a stream gets each text segment with the run's next durable crumb"
+    )
+
+
+def patch() -> None:
+    """Make the process gevent's, before the config loads: what it builds (a Redis transport's
+    connections and threads, psycopg's wait) must be gevent's too."""
+    from gevent import monkey
+
+    monkey.patch_all()
+
+
+def work(config: Any, workers: int) -> None:
+    """Drive queued runs with ``workers`` greenlets until told to stop (see the module's doc);
+    :func:`patch` first."""
+    from huey.consumer import ConsumerStopped
+
+    from .. import logs
+    from ..runtime import Bread
+    from .lifecycle import Lifecycle
+    from .runner import Runner
+
+    logs.configure()
+    bread = Bread(_sweeping_every_half_lease(config))
+    if not bread.executor.queues:
+        bread.close()
+        raise ValueError("bread-sync worker drives queued runs: set BREAD_EXECUTOR=huey (or Config.executor)")
+    note = live_text_note(config)
+    if note:
+        print(note, file=sys.stderr)
+    consumer = bread.executor.consumer(bread, workers)
+    life = Lifecycle(bread, Runner(0, None, bread.cancels), STOP_SECONDS)
+    bread.start()
+    life.sweep_later()
+    consumer.start()
+    print(f"bread-sync worker: {workers} greenlets driving queued runs", file=sys.stderr, flush=True)
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):  # instead of Huey's: the runs are handed over first
+        signal.signal(signum, lambda signum, frame: stopping.set())
+    try:
+        while not stopping.is_set():
+            consumer.loop()
+    except ConsumerStopped:
+        pass
+    life.stop(STOP_SECONDS, drain=False)  # each run handed over at its next step
+    consumer.stop(graceful=True)  # the greenlets' tasks return once their runs are handed over
+    bread.close()
+
+
+def _sweeping_every_half_lease(config: Any) -> Any:
+    """The config with sweeps at least every half lease: a worker's sweep is what carries on the
+    runs of a dead worker, and submits again a run whose enqueue was lost."""
+    half = max(config.lease_seconds / 2, MIN_SWEEP_SECONDS)
+    if config.sweep_seconds and config.sweep_seconds <= half:
+        return config
+    return config.model_copy(update={"sweep_seconds": half})

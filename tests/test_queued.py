@@ -1,0 +1,81 @@
+"""Queued runs in-process (the huey executor on Huey's memory storage, never consumed unless a
+test says so): a cancel ends a queued run before it starts, a queued run holds its session, a
+lost enqueue is submitted again by the sweep, and ``start``/``worker`` say when text waits for
+the next durable crumb. Across real processes: tests/integration/test_queued_runs.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bread_sync import crumbs as c
+from bread_sync.errors import RUN_CANCELLED, SESSION_BUSY, BreadError
+from bread_sync.executors import huey as huey_executor
+from bread_sync.protocols.a2a.translator import RUN_STATES
+from bread_sync.server.worker import live_text_note
+from bread_sync.transports import http_chunked, redis
+
+DEADLINE = 10
+
+
+@pytest.fixture
+def queue():
+    return huey_executor.executor()
+
+
+@pytest.fixture
+def bread(make_bread, queue):
+    return make_bread(executor=queue)
+
+
+def _queued(bread, agent: str = "echo", **options) -> str:
+    run = bread.run(agent, "hello there", **options)
+    run.drain()  # its opening; the rest is a worker's
+    assert bread.store.get_run(run.run_id)["status"] == "queued"
+    return run.run_id
+
+
+def test_a_queued_run_cancelled_never_starts_and_ends_once_after_its_start(bread, queue):
+    run_id = _queued(bread)
+    assert bread.cancel(run_id)
+    assert [frame.type for frame in bread.store.get_crumbs(run_id)] == [c.AGENT_RUN_START, c.AGENT_ERROR]
+    assert bread.store.get_crumbs(run_id)[-1].crumb["error"]["code"] == RUN_CANCELLED
+    assert bread.store.get_run(run_id)["status"] == "cancelled"
+    queue.consumer(bread, workers=1, worker_type="thread")
+    queue.huey.execute(queue.huey.dequeue())  # the message comes too late: nothing is driven
+    assert len(bread.store.get_crumbs(run_id)) == 2
+    assert not bread.cancel(run_id)
+
+
+def test_a_queued_run_holds_its_session(bread):
+    _queued(bread, session="ses_1")
+    with pytest.raises(BreadError) as caught:
+        bread.run("echo", "again", session="ses_1", session_policy="reject")
+    assert caught.value.code == SESSION_BUSY
+
+
+def test_a_run_queued_past_a_lease_is_submitted_again_by_the_sweep(make_bread, queue):
+    bread = make_bread(executor=queue, lease_seconds=0.05)
+    run_id = _queued(bread)
+    queue.huey.flush()  # the enqueue lost
+    deadline = time.monotonic() + DEADLINE
+    while bread.sweep_interrupted() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert queue.huey.pending_count() == 1
+    queue.consumer(bread, workers=1, worker_type="thread")
+    queue.huey.execute(queue.huey.dequeue())
+    assert bread.store.get_run(run_id)["status"] == "completed"
+    assert [frame.type for frame in bread.store.get_crumbs(run_id)][-1] == c.AGENT_RUN_END
+
+
+def test_a2a_shows_a_queued_run_as_submitted():
+    assert RUN_STATES["queued"] == "submitted"
+
+
+def test_start_and_worker_say_when_text_waits_for_the_next_durable_crumb(make_bread):
+    config = make_bread().config
+    assert live_text_note(config.model_copy(update={"executor": "huey"})) is not None
+    assert live_text_note(config) is None  # inline
+    shared = http_chunked.transport(pubsub=redis.transport(url="redis://127.0.0.1:1/0"))
+    assert live_text_note(config.model_copy(update={"executor": "huey", "transport": shared})) is None

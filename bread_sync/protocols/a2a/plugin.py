@@ -185,12 +185,15 @@ class A2AServer:
                 raise RpcError(rpc.METHOD_NOT_FOUND, f"no method {method}")
             answer = handle(bread, request_id, params)
         except RpcError as error:
-            return jsonify(rpc.failure(getattr(error, "request_id", request_id), error))
+            return self._failure(getattr(error, "request_id", request_id), error)
         except BadParams as error:
-            return jsonify(rpc.failure(request_id, RpcError(rpc.INVALID_PARAMS, str(error))))
+            return self._failure(request_id, RpcError(rpc.INVALID_PARAMS, str(error)))
         except BreadError as error:
-            return jsonify(rpc.failure(request_id, RpcError.of(error)))
+            return self._failure(request_id, RpcError.of(error))
         return answer if isinstance(answer, Response) else jsonify(rpc.success(request_id, answer))
+
+    def _failure(self, request_id: Any, error: RpcError) -> Response:
+        return jsonify(rpc.failure(request_id, error, self.dialect.ERROR_DETAILS))
 
     def _check_version(self) -> None:
         """A2A-Version: empty means 0.3 (spec 3.6); a version this mount does not serve is -32009."""

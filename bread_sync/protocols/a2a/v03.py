@@ -30,6 +30,8 @@ PUSH_REF = ("id", "pushNotificationConfigId")
 INLINE_BYTES = ("file", "bytes")
 #: v0.3's streaming status updates say whether they end the stream.
 HAS_FINAL = True
+#: Whether an error carries its ``google.rpc.ErrorInfo`` in ``data`` (v1.0 spec 9.5).
+ERROR_DETAILS = False
 
 
 def _dump(model: Any) -> dict[str, Any]:

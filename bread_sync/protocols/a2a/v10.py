@@ -33,6 +33,8 @@ PUSH_REF = ("taskId", "id")
 INLINE_BYTES = ("raw",)
 #: v1.0 ends a stream by closing it: its status updates have no ``final``.
 HAS_FINAL = False
+#: Whether an error carries its ``google.rpc.ErrorInfo`` in ``data`` (v1.0 spec 9.5).
+ERROR_DETAILS = True
 
 
 def state(name: str) -> int:

@@ -1,0 +1,56 @@
+"""Issue 33: the A2A endpoints as the v0.3 and v1.0 specifications read them, in raw HTTP on a
+real gunicorn gevent server with two workers (the official client's side is test_a2a_sdk.py)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from .a2a_fixtures import rpc_body
+
+V1 = {"A2A-Version": "1.0"}
+TEXT = {"role": "user", "parts": [{"kind": "text", "text": "hello spec"}], "messageId": "m1", "kind": "message"}
+TEXT_V1 = {"role": "ROLE_USER", "parts": [{"text": "hello spec"}], "messageId": "m1"}
+
+
+@pytest.fixture(scope="module")
+def http():
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+def post(http, server, path, method, params, headers=None):
+    answer = http.post(server.url + path, json=rpc_body(method, params), headers=headers or {})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def error_info(reason):
+    return {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "a2a-protocol.org",
+            "metadata": {}}  # fmt: skip
+
+
+# -- item 3: v1.0 errors carry google.rpc.ErrorInfo ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "params", "headers", "reason"),
+    [
+        ("/a2a-v1", "GetTask", {"id": "run_unknown"}, V1, "TASK_NOT_FOUND"),
+        ("/a2a-v1", "GetTask", {}, V1, "INVALID_PARAMS"),
+        ("/a2a-v1", "Nope", {}, V1, "METHOD_NOT_FOUND"),
+        ("/a2a-v1", "GetExtendedAgentCard", {}, V1, "EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
+        ("/a2a-v1", "GetTask", {"id": "x"}, {}, "VERSION_NOT_SUPPORTED"),
+        ("/a2a/writer-v1", "CreateTaskPushNotificationConfig", {"taskId": "x", "url": "https://example.com/h"}, V1,
+         "PUSH_NOTIFICATION_NOT_SUPPORTED"),
+    ],
+)  # fmt: skip
+def test_a_v10_error_carries_its_error_info(http, a2a, path, method, params, headers, reason):
+    error = post(http, a2a, path, method, params, headers)["error"]
+    assert error["data"] == [error_info(reason)], error
+
+
+def test_a_v10_parse_error_carries_its_error_info_and_v03_errors_none(http, a2a):
+    raw = http.post(a2a.url + "/a2a-v1", content=b"{not json", headers={"Content-Type": "application/json", **V1})
+    assert raw.json()["error"]["data"] == [error_info("PARSE_ERROR")]
+    assert "data" not in post(http, a2a, "/a2a", "tasks/get", {"id": "run_unknown"})["error"]

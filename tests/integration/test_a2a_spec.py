@@ -3,6 +3,8 @@ real gunicorn gevent server with two workers (the official client's side is test
 
 from __future__ import annotations
 
+import hashlib
+
 import httpx
 import pytest
 
@@ -54,3 +56,20 @@ def test_a_v10_parse_error_carries_its_error_info_and_v03_errors_none(http, a2a)
     raw = http.post(a2a.url + "/a2a-v1", content=b"{not json", headers={"Content-Type": "application/json", **V1})
     assert raw.json()["error"]["data"] == [error_info("PARSE_ERROR")]
     assert "data" not in post(http, a2a, "/a2a", "tasks/get", {"id": "run_unknown"})["error"]
+
+
+# -- item 4: agent cards are cacheable -------------------------------------------------------
+
+
+@pytest.mark.parametrize("card", ["/.well-known/agent-card.json", "/.well-known/agent-card-v1.json"])
+def test_a_card_is_cacheable_with_a_strong_etag_and_304(http, a2a, card):
+    first = http.get(a2a.url + card)
+    assert first.status_code == 200 and first.headers["Cache-Control"] == "max-age=300"
+    etag = first.headers["ETag"]
+    assert etag == f'"{hashlib.sha256(first.content).hexdigest()}"'  # strong: no W/
+    again = http.get(a2a.url + card)  # the other worker, maybe: the same bytes, the same tag
+    assert again.headers["ETag"] == etag and again.content == first.content
+    for matching in (etag, f'"other", {etag}', "*"):
+        cached = http.get(a2a.url + card, headers={"If-None-Match": matching})
+        assert cached.status_code == 304 and cached.content == b"" and cached.headers["ETag"] == etag, matching
+    assert http.get(a2a.url + card, headers={"If-None-Match": '"other"'}).status_code == 200

@@ -4,6 +4,7 @@ route), in v0.3 or v1.0."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -47,6 +48,8 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_PUSH_CONFIGS = 10
 #: ListTasks' page size when the client names none, and the most it may ask for.
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
+#: How long a client may keep an Agent Card before it asks again (``Cache-Control: max-age``).
+DEFAULT_CARD_MAX_AGE = 300
 #: The card's ``version``: the version of the agent, which bread does not track.
 AGENT_VERSION = "1.0.0"
 
@@ -67,6 +70,7 @@ def a2a_server(
     allow_private_webhooks: bool = False,
     max_push_configs_per_task: int = DEFAULT_MAX_PUSH_CONFIGS,
     authorize_context: ContextAuthorizer | None = None,
+    card_max_age: int = DEFAULT_CARD_MAX_AGE,
 ) -> A2AServer:
     """The A2A plugin, for ``Config.plugins``: ``agent_id`` served as an A2A agent (``"0.3"`` or
     ``"1.0"``), its Agent Card at ``GET card_path`` (action ``a2a.card``) and its JSON-RPC endpoint
@@ -77,6 +81,8 @@ def a2a_server(
     """
     if spec_version not in DIALECTS:
         raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")
+    if isinstance(card_max_age, bool) or not isinstance(card_max_age, int) or card_max_age < 0:
+        raise ValueError(f"card_max_age must be a whole number of seconds, 0 or more, not {card_max_age!r}")
     return A2AServer(
         agent_id,
         url,
@@ -88,6 +94,7 @@ def a2a_server(
         allow_private_webhooks,
         max_push_configs_per_task,
         authorize_context,
+        card_max_age,
     )
 
 
@@ -108,6 +115,7 @@ class A2AServer:
         allow_private_webhooks: bool,
         max_push_configs_per_task: int,
         authorize_context: ContextAuthorizer | None,
+        card_max_age: int = DEFAULT_CARD_MAX_AGE,
     ):
         self.agent_id, self.url = agent_id, url
         self.card_path, self.rpc_path = card_path, rpc_path
@@ -117,6 +125,7 @@ class A2AServer:
         self.allow_private_webhooks = allow_private_webhooks
         self.max_push_configs_per_task = max_push_configs_per_task
         self.authorize_context = authorize_context
+        self.card_max_age = card_max_age
         #: Where a pushed file's relative uri is resolved: the origin of ``url``, when given.
         self.base_url = urljoin(url, "/") if url else None
         self._methods: dict[str, Callable[[Any, Any, Any], Any]] = {
@@ -145,7 +154,9 @@ class A2AServer:
         return self.push_notifications and records_pushes(bread.store)
 
     def routes(self, blueprint: Any, bread: Any) -> None:
-        register_http_route(blueprint, "GET", self.card_path, A2A_ACTIONS.card, lambda: self._card(bread))
+        register_http_route(
+            blueprint, "GET", self.card_path, A2A_ACTIONS.card, lambda: self._card(bread), statuses=(304,)
+        )
         register_http_route(
             blueprint,
             "POST",
@@ -167,8 +178,13 @@ class A2AServer:
         return url_for(f"{request.blueprint}.{endpoint}", _external=True)
 
     def _card(self, bread: Any) -> Any:
+        """The Agent Card, cacheable (spec v1.0 8.6.1): ``max-age``, a strong ETag of its bytes,
+        304 for a matching ``If-None-Match``."""
         facts = card_facts(bread.agent(self.agent_id), self._rpc_url(), AGENT_VERSION, push=self._pushes(bread))
-        return jsonify(self.dialect.card(facts))
+        response = jsonify(self.dialect.card(facts))
+        response.set_etag(hashlib.sha256(response.get_data()).hexdigest())
+        response.cache_control.max_age = self.card_max_age
+        return response.make_conditional(request)
 
     # -- the JSON-RPC route -------------------------------------------------------------------
 

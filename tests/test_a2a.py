@@ -188,7 +188,7 @@ def test_a_v10_message_reads_parts_by_member_and_ignores_unknown_fields():
     assert parts == [{"text": "t"}, {"data": [1, 2]}, {"file": {"uri": "u", "mimeType": "a/b", "name": None}}]
     assert (task_id, context_id) == (None, "c")
     with pytest.raises(ValueError, match="one of"):
-        v10.read_message({"message": {"parts": [{"mediaType": "a/b"}], "messageId": "m"}})
+        v10.read_message({"message": {"parts": [{"mediaType": "a/b"}], "messageId": "m", "role": "ROLE_USER"}})
 
 
 def test_the_state_enums_round_trip():

@@ -73,3 +73,28 @@ def test_a_card_is_cacheable_with_a_strong_etag_and_304(http, a2a, card):
         cached = http.get(a2a.url + card, headers={"If-None-Match": matching})
         assert cached.status_code == 304 and cached.content == b"" and cached.headers["ETag"] == etag, matching
     assert http.get(a2a.url + card, headers={"If-None-Match": '"other"'}).status_code == 200
+
+
+# -- item 6: invalid messages are refused, and nothing runs ------------------------------------
+
+
+def runs_of(http, server, agent):
+    return {r["id"] for r in http.get(server.url + "/runs", params={"agent": agent}).json()}
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "message", "headers"),
+    [
+        ("/a2a", "message/send", {**TEXT, "parts": [{"text": "no kind"}]}, {}),
+        ("/a2a", "message/stream", {**TEXT, "parts": [{"kind": "text", "text": "a"}, {"text": "no kind"}]}, {}),
+        ("/a2a", "message/send", {**TEXT, "parts": [{"kind": "video", "text": "unknown kind"}]}, {}),
+        ("/a2a-v1", "SendMessage", {"role": "ROLE_USER", "parts": [{"text": "no messageId"}]}, V1),
+        ("/a2a-v1", "SendStreamingMessage", {"messageId": "m", "parts": [{"text": "no role"}]}, V1),
+        ("/a2a-v1", "SendMessage", {**TEXT_V1, "role": "ROLE_UNSPECIFIED"}, V1),
+    ],
+)  # fmt: skip
+def test_an_invalid_message_is_invalid_params_and_starts_no_run(http, a2a, path, method, message, headers):
+    before = runs_of(http, a2a, "echo")
+    answer = http.post(a2a.url + path, json=rpc_body(method, {"message": message}), headers=headers)
+    assert answer.status_code == 200 and answer.json()["error"]["code"] == -32602, answer.text
+    assert runs_of(http, a2a, "echo") == before

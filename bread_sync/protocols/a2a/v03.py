@@ -111,7 +111,9 @@ def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
 def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | None]:
     """The message of message/send or message/stream params: its parts (neutral: ``{"text"}``,
     ``{"data"}``, ``{"file": {"uri" | "bytes", "mimeType"?, "name"?}}``), its taskId and
-    contextId. ValueError names what is wrong."""
+    contextId. ValueError names what is wrong: a part without a known ``kind`` too (the models
+    would take it as text)."""
+    _check_part_kinds(params)
     try:
         message = t.MessageSendParams.model_validate(params).message
     except ValidationError as exc:
@@ -128,6 +130,18 @@ def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | N
             source = {"uri": file.uri} if isinstance(file, t.FileWithUri) else {"bytes": file.bytes}
             parts.append({"file": {**source, "mimeType": file.mime_type, "name": file.name}})
     return parts, message.task_id, message.context_id
+
+
+#: The kinds a v0.3 part may have: its ``kind`` is REQUIRED in the v0.3 JSON Schema.
+PART_KINDS = ("text", "file", "data")
+
+
+def _check_part_kinds(params: Any) -> None:
+    message = params.get("message") if isinstance(params, dict) else None
+    parts = message.get("parts") if isinstance(message, dict) else None
+    for n, part in enumerate(parts if isinstance(parts, list) else ()):
+        if not isinstance(part, dict) or part.get("kind") not in PART_KINDS:
+            raise ValueError(f"message.parts.{n}.kind must be one of {', '.join(PART_KINDS)}")
 
 
 def _problems(exc: ValidationError) -> str:

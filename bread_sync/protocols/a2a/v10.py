@@ -114,8 +114,9 @@ def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
 
 
 def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | None]:
-    """The message of SendMessage or SendStreamingMessage params, as ``v03.read_message``.
-    Unknown fields are ignored, as the SDK's own server does (a stray ``kind`` is not an error)."""
+    """The message of SendMessage or SendStreamingMessage params, as ``v03.read_message``; one
+    without ``messageId`` or ``role`` is a ValueError. Unknown fields are ignored, as the SDK's
+    own server does (a stray ``kind`` is not an error)."""
     if not isinstance(params, dict):
         raise ValueError("params must be an object")
     try:
@@ -124,6 +125,11 @@ def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | N
         raise ValueError(str(exc)) from None
     if not request.HasField("message"):
         raise ValueError("params.message is required")
+    # REQUIRED in a2a.proto; ProtoJSON reads a missing one as its default (spec 5.7: reject).
+    if not request.message.message_id:
+        raise ValueError("params.message.messageId is required")
+    if request.message.role == t.Role.ROLE_UNSPECIFIED:
+        raise ValueError("params.message.role is required: ROLE_USER or ROLE_AGENT")
     parts = []
     for part in request.message.parts:
         content = part.WhichOneof("content")

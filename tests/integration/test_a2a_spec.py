@@ -8,7 +8,7 @@ import hashlib
 import httpx
 import pytest
 
-from .a2a_fixtures import rpc_body
+from .a2a_fixtures import Webhook, rpc_body
 
 V1 = {"A2A-Version": "1.0"}
 TEXT = {"role": "user", "parts": [{"kind": "text", "text": "hello spec"}], "messageId": "m1", "kind": "message"}
@@ -98,3 +98,33 @@ def test_an_invalid_message_is_invalid_params_and_starts_no_run(http, a2a, path,
     answer = http.post(a2a.url + path, json=rpc_body(method, {"message": message}), headers=headers)
     assert answer.status_code == 200 and answer.json()["error"]["code"] == -32602, answer.text
     assert runs_of(http, a2a, "echo") == before
+
+
+# -- item 7: v1.0 push configs -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hook():
+    webhook = Webhook()
+    yield webhook
+    webhook.close()
+
+
+def test_v10_push_configs_take_the_task_id_alike_list_as_get_writes_and_delete_twice(http, a2a, hook):
+    path = "/a2a/push-v1"
+    task = post(http, a2a, path, "SendMessage", {"message": {**TEXT_V1, "parts": [{"text": "1"}]}}, V1)
+    task_id = task["result"]["task"]["id"]
+    made = post(http, a2a, path, "CreateTaskPushNotificationConfig", {"task_id": task_id, "id": "a", "url": hook.url},
+                V1)["result"]  # fmt: skip
+    assert made == {"id": "a", "taskId": task_id, "url": hook.url}
+    for key in ("taskId", "task_id"):
+        assert post(http, a2a, path, "GetTaskPushNotificationConfig", {key: task_id, "id": "a"}, V1)["result"] == made
+        listed = post(http, a2a, path, "ListTaskPushNotificationConfigs", {key: task_id}, V1)["result"]
+        assert listed == {"configs": [made], "nextPageToken": ""}, key
+    for key in ("taskId", "task_id"):  # the second delete of the same config succeeds too
+        deleted = post(http, a2a, path, "DeleteTaskPushNotificationConfig", {key: task_id, "id": "a"}, V1)
+        assert deleted == {"jsonrpc": "2.0", "id": 1, "result": None}, deleted
+    assert post(http, a2a, path, "ListTaskPushNotificationConfigs", {"taskId": task_id}, V1)["result"]["configs"] == []
+    unknown = post(http, a2a, path, "DeleteTaskPushNotificationConfig", {"taskId": "run_nope", "id": "a"}, V1)
+    assert unknown["error"]["code"] == -32001
+    assert post(http, a2a, path, "GetTaskPushNotificationConfig", {"id": "a"}, V1)["error"]["code"] == -32602

@@ -421,7 +421,7 @@ class A2AServer:
     def _push_ref(self, bread: Any, params: Any) -> tuple[str, list[dict[str, Any]], str | None]:
         """A get, list or delete's task id (a task of this agent), its subscriptions, the one named."""
         self._check_pushes(bread)
-        task_id, config_id = _valid(lambda given: rpc.push_ref(given, *self.dialect.PUSH_REF), params)
+        task_id, config_id = _valid(self.dialect.read_push_ref, params)
         task_id = self._record(bread, task_id)["id"]
         return task_id, bread.store.list_push_configs(task_id), config_id
 
@@ -438,7 +438,9 @@ class A2AServer:
 
     def _push_delete(self, bread: Any, request_id: Any, params: Any) -> Any:
         task_id, _, config_id = self._push_ref(bread, params)
-        if config_id is None or not bread.store.delete_push_config(task_id, config_id):
+        if config_id is None:
+            raise BadParams("the push notification config to delete must be named by its id")
+        if not bread.store.delete_push_config(task_id, config_id) and not self.dialect.IDEMPOTENT_DELETE:
             raise RpcError(rpc.TASK_NOT_FOUND, f"no push notification config {config_id} on this task")
         return None
 

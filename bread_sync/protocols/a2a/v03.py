@@ -9,6 +9,7 @@ from a2a.compat.v0_3 import types as t
 from pydantic import ValidationError
 
 from .card import MODES, CardFacts
+from .rpc import push_ref
 from .translator import ArtifactChunk, Event, Status, TextChunk
 
 VERSION = "0.3"
@@ -24,8 +25,8 @@ METHODS = {
     "tasks/pushNotificationConfig/delete": "push_delete",
     "agent/getAuthenticatedExtendedCard": "extended_card",
 }
-#: The keys of a push config's get, list and delete: the task's id, the config's.
-PUSH_REF = ("id", "pushNotificationConfigId")
+#: Deleting a config that is not there is -32001 (v0.3 says nothing of a second delete).
+IDEMPOTENT_DELETE = False
 #: Where a part's inline bytes are, in the raw JSON: ``part["file"]["bytes"]``.
 INLINE_BYTES = ("file", "bytes")
 #: v0.3's streaming status updates say whether they end the stream.
@@ -177,6 +178,11 @@ def read_push_config(params: Any) -> dict[str, Any]:
     except ValidationError as exc:
         raise ValueError(_problems(exc)) from None
     return {"taskId": given.task_id, **_push_target(given.push_notification_config)}
+
+
+def read_push_ref(params: Any) -> tuple[str, str | None]:
+    """A push config's get, list or delete params: ``(id, pushNotificationConfigId)``."""
+    return push_ref(params, "id", "pushNotificationConfigId")
 
 
 def read_send_push(params: Any) -> dict[str, Any] | None:

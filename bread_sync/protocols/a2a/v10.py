@@ -27,8 +27,8 @@ METHODS = {
     "DeleteTaskPushNotificationConfig": "push_delete",
     "GetExtendedAgentCard": "extended_card",
 }
-#: The keys of a push config's get, list and delete: the task's id, the config's.
-PUSH_REF = ("taskId", "id")
+#: Deleting a config that is not there succeeds (spec 3.1.10: Delete MUST be idempotent).
+IDEMPOTENT_DELETE = True
 #: Where a part's inline bytes are, in the raw JSON: ``part["raw"]``.
 INLINE_BYTES = ("raw",)
 #: v1.0 ends a stream by closing it: its status updates have no ``final``.
@@ -197,6 +197,21 @@ def read_push_config(params: Any) -> dict[str, Any]:
     return {"taskId": given.task_id, **_push_target(given)}
 
 
+def read_push_ref(params: Any) -> tuple[str, str | None]:
+    """A push config's get, list or delete params: ``(taskId, id)``, read as ProtoJSON as
+    Create's are (so ``task_id`` too); ValueError names what is wrong."""
+    if not isinstance(params, dict):
+        raise ValueError("params must be an object with the task's id")
+    try:
+        # Get's request has the fields of all three (List's page fields are ignored: one page).
+        ref = json_format.ParseDict(params, t.GetTaskPushNotificationConfigRequest(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise ValueError(str(exc)) from None
+    if not ref.task_id:
+        raise ValueError("params.taskId must be the task's id")
+    return ref.task_id, ref.id or None
+
+
 def read_send_push(params: Any) -> dict[str, Any] | None:
     """The push config a SendMessage names (``configuration.taskPushNotificationConfig``)."""
     request = json_format.ParseDict(params, t.SendMessageRequest(), ignore_unknown_fields=True)
@@ -223,7 +238,6 @@ def push_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def push_list(configs: list[dict[str, Any]]) -> dict[str, Any]:
-    listed = t.ListTaskPushNotificationConfigsResponse()
-    for config in configs:
-        json_format.ParseDict(push_config(config), listed.configs.add())
-    return json_format.MessageToDict(listed, always_print_fields_with_no_presence=True)
+    """ListTaskPushNotificationConfigs' result: each config as Get writes it (no empty fields),
+    and ``nextPageToken``, empty: there is one page."""
+    return {"configs": [push_config(config) for config in configs], "nextPageToken": ""}

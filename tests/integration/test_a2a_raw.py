@@ -52,6 +52,13 @@ def error_of(answer, request_id=1):
     return answer["error"]["code"]
 
 
+def stream_error(answer):
+    """A v0.3 streaming method's error: an SSE stream of that one event (test_a2a_spec.py)."""
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream"), answer.text
+    ((_, event, _),) = sse_frames(answer.text)
+    return event
+
+
 def test_a_v03_stream_is_strict_v03(http, a2a):
     frames = stream(http, a2a, "/a2a", "message/stream", {"message": TEXT})
     items = [data["result"] for _, data, _ in frames]
@@ -116,7 +123,8 @@ def test_a_resubscribe_says_connected_then_replays_after_its_position(http, a2a)
     frames = stream(http, a2a, "/a2a/slow", "message/stream", {"message": message({"kind": "text", "text": "6"})})
     task_id = frames[0][1]["result"]["id"]
     # The run has ended: a resubscribe is -32004; its log is the stream a live resubscribe replays.
-    assert error_of(call(http, a2a, "/a2a/slow", "tasks/resubscribe", {"id": task_id})) == -32004
+    resubscribed = http.post(a2a.url + "/a2a/slow", json=rpc_body("tasks/resubscribe", {"id": task_id}))
+    assert error_of(stream_error(resubscribed)) == -32004
     ids = [seq for seq, _, _ in frames if seq is not None]
     assert ids == sorted(ids) and len(ids) >= 1
     texts = [d["result"]["artifact"] for _, d, _ in frames if d["result"].get("kind") == "artifact-update"]
@@ -185,14 +193,15 @@ def test_task_errors_of_the_lifecycle(http, a2a):
     assert error_of(call(http, a2a, "/a2a/slow", "tasks/get", {"id": done["id"]})) == -32001
     assert error_of(call(http, a2a, "/a2a/slow", "tasks/cancel", {"id": done["id"]})) == -32001
     assert error_of(call(http, a2a, "/a2a", "tasks/cancel", {"id": done["id"]})) == -32002
-    assert error_of(call(http, a2a, "/a2a", "tasks/resubscribe", {"id": done["id"]})) == -32004
+    resubscribed = http.post(a2a.url + "/a2a", json=rpc_body("tasks/resubscribe", {"id": done["id"]}))
+    assert error_of(stream_error(resubscribed)) == -32004
     running = stream_start(http, a2a)
     bad = http.post(a2a.url + "/a2a/slow", json=rpc_body("tasks/resubscribe", {"id": running}),
                     headers={"Last-Event-ID": "x"})  # fmt: skip
-    assert error_of(bad.json()) == -32602
+    assert error_of(stream_error(bad)) == -32602
     past = http.post(a2a.url + "/a2a/slow", json=rpc_body("tasks/resubscribe", {"id": running}),
                      params={"after": "100000"})  # fmt: skip
-    assert error_of(past.json()) == -32602
+    assert error_of(stream_error(past)) == -32602
     assert call(http, a2a, "/a2a/slow", "tasks/cancel", {"id": running})["result"]["status"] == {"state": "canceled"}
 
 

@@ -145,3 +145,17 @@ def test_an_unknown_task_is_task_not_found(a2a, version):
 
     with pytest.raises(TaskNotFoundError):
         run(go())
+
+
+def test_a_stream_refused_at_once_raises_its_a2a_error_in_the_client(a2a, version):
+    """v0.3 answers it as an SSE stream of the one error event, v1.0 as JSON: the client raises
+    the A2A error from either (issue 33 item 5)."""
+
+    async def go(open_stream):
+        async with await client_for(a2a, version, "echo") as client:
+            return await collect(open_stream(client))
+
+    with pytest.raises(TaskNotFoundError):
+        run(go(lambda client: client.subscribe(SubscribeToTaskRequest(id="run_nope"))))
+    with pytest.raises(TaskNotFoundError):
+        run(go(lambda client: client.send_message(request("hi", task_id="run_nope"))))

@@ -8,7 +8,7 @@ import hashlib
 import httpx
 import pytest
 
-from .a2a_fixtures import Webhook, rpc_body
+from .a2a_fixtures import Webhook, rpc_body, sse_frames
 
 V1 = {"A2A-Version": "1.0"}
 TEXT = {"role": "user", "parts": [{"kind": "text", "text": "hello spec"}], "messageId": "m1", "kind": "message"}
@@ -24,6 +24,14 @@ def http():
 def post(http, server, path, method, params, headers=None):
     answer = http.post(server.url + path, json=rpc_body(method, params), headers=headers or {})
     assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def error_body(answer):
+    """An error answer's body: JSON, or a v0.3 stream's one event (item 5)."""
+    if answer.headers["content-type"].startswith("text/event-stream"):
+        ((_, event, _),) = sse_frames(answer.text)
+        return event
     return answer.json()
 
 
@@ -96,7 +104,7 @@ def runs_of(http, server, agent):
 def test_an_invalid_message_is_invalid_params_and_starts_no_run(http, a2a, path, method, message, headers):
     before = runs_of(http, a2a, "echo")
     answer = http.post(a2a.url + path, json=rpc_body(method, {"message": message}), headers=headers)
-    assert answer.status_code == 200 and answer.json()["error"]["code"] == -32602, answer.text
+    assert answer.status_code == 200 and error_body(answer)["error"]["code"] == -32602, answer.text
     assert runs_of(http, a2a, "echo") == before
 
 
@@ -128,3 +136,31 @@ def test_v10_push_configs_take_the_task_id_alike_list_as_get_writes_and_delete_t
     unknown = post(http, a2a, path, "DeleteTaskPushNotificationConfig", {"taskId": "run_nope", "id": "a"}, V1)
     assert unknown["error"]["code"] == -32001
     assert post(http, a2a, path, "GetTaskPushNotificationConfig", {"id": "a"}, V1)["error"]["code"] == -32602
+
+
+# -- item 5: v0.3 stream errors are an SSE stream of one JSON-RPC error event ------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "code"),
+    [
+        ("message/stream", {"message": {**TEXT, "parts": []}}, -32602),
+        ("message/stream", {"message": {**TEXT, "taskId": "run_unknown"}}, -32001),
+        ("tasks/resubscribe", {"id": "run_unknown"}, -32001),
+        ("tasks/resubscribe", {}, -32602),
+    ],
+)
+def test_a_v03_stream_refused_at_once_is_an_sse_stream_of_its_error(http, a2a, method, params, code):
+    answer = http.post(a2a.url + "/a2a", json=rpc_body(method, params, request_id="s-1"))
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
+    ((_, event, _),) = sse_frames(answer.text)
+    assert event["id"] == "s-1" and event["error"]["code"] == code and set(event) == {"jsonrpc", "id", "error"}
+
+
+def test_v03_other_methods_and_v10_streams_still_answer_errors_as_json(http, a2a):
+    got = http.post(a2a.url + "/a2a", json=rpc_body("tasks/get", {"id": "run_unknown"}))
+    assert got.headers["content-type"].startswith("application/json") and got.json()["error"]["code"] == -32001
+    v10 = http.post(a2a.url + "/a2a-v1", json=rpc_body("SubscribeToTask", {"id": "run_unknown"}), headers=V1)
+    assert v10.headers["content-type"].startswith("application/json") and v10.json()["error"]["code"] == -32001
+    envelope = http.post(a2a.url + "/a2a", json={"id": 1, "method": "message/stream"})  # no jsonrpc: not read
+    assert envelope.headers["content-type"].startswith("application/json")

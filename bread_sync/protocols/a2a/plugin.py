@@ -31,7 +31,7 @@ from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
 from .push import check_webhook, records_pushes, sender_of
 from .rpc import RpcError
-from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder
+from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder, one_event
 from .translator import CANCELED, INPUT_REQUIRED, RUN_STATES, TERMINAL_STATES, Status, TaskFold, pause_part
 
 log = logging.getLogger("bread_sync.protocols.a2a")
@@ -189,11 +189,11 @@ class A2AServer:
     # -- the JSON-RPC route -------------------------------------------------------------------
 
     def _rpc(self, bread: Any) -> Any:
-        request_id = None
+        request_id, op = None, None
         try:
             request_id, method, params = rpc.parse_request(_request_json())
-            self._check_version()
             op = self.dialect.METHODS.get(method)
+            self._check_version()
             handle = self._methods.get(op) if op is not None else None
             if op is not None and handle is None:
                 raise RpcError(rpc.UNSUPPORTED_OPERATION, f"{method} is not supported by this server")
@@ -201,15 +201,20 @@ class A2AServer:
                 raise RpcError(rpc.METHOD_NOT_FOUND, f"no method {method}")
             answer = handle(bread, request_id, params)
         except RpcError as error:
-            return self._failure(getattr(error, "request_id", request_id), error)
+            return self._failure(getattr(error, "request_id", request_id), error, op)
         except BadParams as error:
-            return self._failure(request_id, RpcError(rpc.INVALID_PARAMS, str(error)))
+            return self._failure(request_id, RpcError(rpc.INVALID_PARAMS, str(error)), op)
         except BreadError as error:
-            return self._failure(request_id, RpcError.of(error))
+            return self._failure(request_id, RpcError.of(error), op)
         return answer if isinstance(answer, Response) else jsonify(rpc.success(request_id, answer))
 
-    def _failure(self, request_id: Any, error: RpcError) -> Response:
-        return jsonify(rpc.failure(request_id, error, self.dialect.ERROR_DETAILS))
+    def _failure(self, request_id: Any, error: RpcError, op: str | None) -> Response:
+        """The error answer: JSON, but for a v0.3 streaming method an SSE stream of that one
+        event (v0.3 clients read its answer as a stream; v1.0 ones take the JSON)."""
+        body = rpc.failure(request_id, error, self.dialect.ERROR_DETAILS)
+        if op in self.dialect.ERRORS_AS_EVENTS:
+            return Response(one_event(body), content_type=CONTENT_TYPE)
+        return jsonify(body)
 
     def _check_version(self) -> None:
         """A2A-Version: empty means 0.3 (spec 3.6); a version this mount does not serve is -32009."""

@@ -33,6 +33,9 @@ INLINE_BYTES = ("file", "bytes")
 HAS_FINAL = True
 #: Whether an error carries its ``google.rpc.ErrorInfo`` in ``data`` (v1.0 spec 9.5).
 ERROR_DETAILS = False
+#: The streaming methods whose errors are an SSE stream of one event (spec v0.3 7.2, 7.9: its
+#: clients read their answer as a stream).
+ERRORS_AS_EVENTS = frozenset({"stream", "resubscribe"})
 
 
 def _dump(model: Any) -> dict[str, Any]:

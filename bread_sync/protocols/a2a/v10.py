@@ -35,6 +35,8 @@ INLINE_BYTES = ("raw",)
 HAS_FINAL = False
 #: Whether an error carries its ``google.rpc.ErrorInfo`` in ``data`` (v1.0 spec 9.5).
 ERROR_DETAILS = True
+#: v1.0 answers every error as JSON, a streaming method's too (its kit and clients take it).
+ERRORS_AS_EVENTS = frozenset()
 
 
 def state(name: str) -> int:

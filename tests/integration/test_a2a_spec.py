@@ -4,11 +4,13 @@ real gunicorn gevent server with two workers (the official client's side is test
 from __future__ import annotations
 
 import hashlib
+import json
 
 import httpx
 import pytest
+from a2a import types as t1
 
-from .a2a_fixtures import Webhook, rpc_body, sse_frames
+from .a2a_fixtures import Webhook, rpc_body, sse_frames, strict_v03, strict_v10
 
 V1 = {"A2A-Version": "1.0"}
 TEXT = {"role": "user", "parts": [{"kind": "text", "text": "hello spec"}], "messageId": "m1", "kind": "message"}
@@ -164,3 +166,74 @@ def test_v03_other_methods_and_v10_streams_still_answer_errors_as_json(http, a2a
     assert v10.headers["content-type"].startswith("application/json") and v10.json()["error"]["code"] == -32001
     envelope = http.post(a2a.url + "/a2a", json={"id": 1, "method": "message/stream"})  # no jsonrpc: not read
     assert envelope.headers["content-type"].startswith("application/json")
+
+
+# -- item 2: tasks with their artifacts and history, rebuilt from the run's log ----------------
+
+
+def texts(task):
+    return ["".join(p["text"] for p in a["parts"] if "text" in p) for a in task.get("artifacts", [])]
+
+
+def test_get_task_answers_the_artifacts_and_history_send_answered(http, a2a):
+    sent = post(http, a2a, "/a2a", "message/send", {"message": TEXT})["result"]
+    got = post(http, a2a, "/a2a", "tasks/get", {"id": sent["id"]})["result"]
+    strict_v03(got)
+    assert got["artifacts"] == sent["artifacts"] and texts(got) == ["hello spec"]
+    assert [(m["role"], m["parts"]) for m in got["history"]] == [("user", [{"kind": "text", "text": "hello spec"}])]
+    assert post(http, a2a, "/a2a", "tasks/get", {"id": sent["id"], "historyLength": 0})["result"].get("history") is None
+    sent = post(http, a2a, "/a2a-v1", "SendMessage", {"message": TEXT_V1}, V1)["result"]["task"]
+    got = post(http, a2a, "/a2a-v1", "GetTask", {"id": sent["id"]}, V1)["result"]
+    strict_v10(got, t1.Task)
+    assert got["artifacts"] == sent["artifacts"] and got["history"][0]["role"] == "ROLE_USER"
+    assert "history" not in post(http, a2a, "/a2a-v1", "GetTask", {"id": sent["id"], "historyLength": 0}, V1)["result"]
+    for path, method, headers in (("/a2a", "tasks/get", {}), ("/a2a-v1", "GetTask", V1)):
+        task_id = sent["id"] if headers else got["id"]
+        refused = post(http, a2a, path, method, {"id": task_id, "historyLength": -1}, headers)
+        assert refused["error"]["code"] == -32602, refused
+
+
+def test_a_paused_and_answered_tasks_history_is_its_messages_in_order_by_history_length(http, a2a):
+    paused = post(http, a2a, "/a2a/writer", "message/send", {"message": {**TEXT, "parts": [
+        {"kind": "text", "text": "rye"}]}})["result"]  # fmt: skip
+    assert paused["status"]["state"] == "input-required"
+    got = post(http, a2a, "/a2a/writer", "tasks/get", {"id": paused["id"]})["result"]
+    assert [m["role"] for m in got["history"]] == ["user", "agent"]
+    assert got["history"][1]["parts"][0]["data"]["checkpointId"] == paused["status"]["message"]["messageId"]
+    answer = {**TEXT, "taskId": paused["id"], "contextId": paused["contextId"], "parts": [
+        {"kind": "text", "text": "yes"}]}  # fmt: skip
+    done = post(http, a2a, "/a2a/writer", "message/send", {"message": answer})["result"]
+    assert done["status"]["state"] == "completed"
+    got = post(http, a2a, "/a2a/writer", "tasks/get", {"id": paused["id"]})["result"]
+    assert [m["role"] for m in got["history"]] == ["user", "agent", "user"]
+    assert got["history"][2]["parts"] == [{"kind": "data", "data": {"approved": True}}]
+    # Every turn's text: the continuation's send answered its own turn's only.
+    assert len(texts(got)) == 2 and texts(got)[1:] == texts(done) and len({m["messageId"] for m in got["history"]}) == 3
+    last = post(http, a2a, "/a2a/writer", "tasks/get", {"id": paused["id"], "historyLength": 2})["result"]
+    assert last["history"] == got["history"][1:]
+
+
+def test_a_running_task_is_working_with_its_input_and_list_tasks_includes_outputs_when_asked(http, a2a):
+    """A running task's artifacts so far are what its log holds (text at its next durable crumb:
+    slow has none before its end; tests/test_a2a.py folds a log cut mid-run)."""
+    data = {"count": 400, "delayMs": 20}
+    body = rpc_body("SendStreamingMessage", {"message": {**TEXT_V1, "parts": [{"data": data}]}})
+    with http.stream("POST", a2a.url + "/a2a/slow-v1", json=body, headers=V1) as streaming:
+        first = next(line for line in streaming.iter_lines() if line.startswith("data: "))
+        task_id = json.loads(first[6:])["result"]["task"]["id"]
+        got = post(http, a2a, "/a2a/slow-v1", "GetTask", {"id": task_id}, V1)["result"]
+        assert got["status"]["state"] == "TASK_STATE_WORKING"
+        assert [(m["role"], m["parts"]) for m in got["history"]] == [("ROLE_USER", [{"data": data}])]
+        listed = post(http, a2a, "/a2a/slow-v1", "ListTasks", {"includeArtifacts": True, "historyLength": 1}, V1)
+        mine = next(t for t in listed["result"]["tasks"] if t["id"] == task_id)
+        # ListTasks writes every field, the empty ones too (as the SDK's server does).
+        assert [(m["messageId"], m["parts"]) for m in mine["history"]] == [(got["history"][0]["messageId"],
+                                                                             [{"data": data}])]  # fmt: skip
+        assert post(http, a2a, "/a2a/slow-v1", "CancelTask", {"id": task_id}, V1)["result"]
+    done = post(http, a2a, "/a2a/slow-v1", "SendMessage", {"message": {**TEXT_V1, "parts": [{"text": "3"}]}}, V1)
+    task_id = done["result"]["task"]["id"]
+    listed = post(http, a2a, "/a2a/slow-v1", "ListTasks", {"includeArtifacts": True}, V1)["result"]["tasks"]
+    assert texts(next(t for t in listed if t["id"] == task_id)) == ["tick 1 tick 2 tick 3 "]
+    bare = post(http, a2a, "/a2a/slow-v1", "ListTasks", {"historyLength": 0}, V1)["result"]["tasks"]
+    assert all("artifacts" not in t and "history" not in t for t in bare)
+    assert post(http, a2a, "/a2a/slow-v1", "ListTasks", {"historyLength": -2}, V1)["error"]["code"] == -32602

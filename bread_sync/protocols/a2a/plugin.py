@@ -32,7 +32,16 @@ from .parts import BadParams, check_inline_sizes, pause_answer, run_input
 from .push import check_webhook, records_pushes, sender_of
 from .rpc import RpcError
 from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder, one_event
-from .translator import CANCELED, INPUT_REQUIRED, RUN_STATES, TERMINAL_STATES, Status, TaskFold, pause_part
+from .translator import (
+    CANCELED,
+    INPUT_REQUIRED,
+    RUN_STATES,
+    TERMINAL_STATES,
+    Status,
+    TaskFold,
+    TaskLog,
+    pause_part,
+)
 
 log = logging.getLogger("bread_sync.protocols.a2a")
 
@@ -50,6 +59,8 @@ DEFAULT_MAX_PUSH_CONFIGS = 10
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
 #: How long a client may keep an Agent Card before it asks again (``Cache-Control: max-age``).
 DEFAULT_CARD_MAX_AGE = 300
+#: The most messages of its history a task is answered with when ``historyLength`` is not given.
+MAX_HISTORY = 100
 #: The card's ``version``: the version of the agent, which bread does not track.
 AGENT_VERSION = "1.0.0"
 
@@ -321,16 +332,39 @@ class A2AServer:
         return record
 
     def _snapshot(self, bread: Any, record: dict[str, Any]) -> dict[str, Any]:
-        """The task as its run record says it is now; a paused one with its pause's data part."""
+        """The task as its run record says it is now, without its outputs."""
+        return self.dialect.task(record["id"], record["sessionId"], self._status(bread, record))
+
+    def _status(self, bread: Any, record: dict[str, Any]) -> Status:
+        """The task's status as its run record says it is now; a paused one with its pause's data part."""
         state = RUN_STATES[record["status"]]
         parts = None
         if state == INPUT_REQUIRED and record.get("checkpointId"):
             checkpoint = bread.store.get_checkpoint(record["checkpointId"])
             parts = [pause_part({**checkpoint, "checkpointId": checkpoint["id"]})] if checkpoint else None
-        return self.dialect.task(record["id"], record["sessionId"], Status(state, parts, record.get("checkpointId")))
+        return Status(state, parts, record.get("checkpointId"))
+
+    def _task(self, bread: Any, record: dict[str, Any], history_length: int | None, artifacts: bool = True) -> Any:
+        """The task now, with its artifacts (so far) and the last ``history_length`` messages of
+        its history (None: up to :data:`MAX_HISTORY`), rebuilt from its run's log. Its status is
+        the record's (a cancel lands there first), with the log's message when they agree."""
+        if history_length == 0 and not artifacts:
+            return self._snapshot(bread, record)
+        log = TaskLog(record["id"], self._base_url())
+        for frame in read_log(bread.store, record["id"]):
+            log.add(frame.crumb)
+        folded = log.fold.status
+        status = folded if folded.state == RUN_STATES[record["status"]] else self._status(bread, record)
+        kept = MAX_HISTORY if history_length is None else history_length
+        history = log.history[-kept:] if kept else []
+        outputs = list(log.fold.artifacts.values()) if artifacts else []
+        return self.dialect.task(record["id"], record["sessionId"], status, outputs, history)
 
     def _get(self, bread: Any, request_id: Any, params: Any) -> Any:
-        return self._snapshot(bread, self._record(bread, _task_id(params)))
+        """The task with its artifacts and history (``historyLength``: unset, up to
+        :data:`MAX_HISTORY` messages; 0 none; N the last N)."""
+        record = self._record(bread, _task_id(params))
+        return self._task(bread, record, _history_length(self.dialect.read_history_length, params))
 
     def _cancel(self, bread: Any, request_id: Any, params: Any) -> Any:
         """Cancel the task wherever it runs (any replica sharing the store); the answer is the
@@ -371,9 +405,10 @@ class A2AServer:
         caller's tasks up to this page's last, and one more when there is a next page: exact on
         the last page, and never a task of another's (counting them all would read them all)."""
         try:
-            context_id, state, page_size, token = self.dialect.read_list(params)
+            context_id, state, page_size, token, history_length, artifacts = self.dialect.read_list(params)
         except ValueError as exc:
             raise BadParams(str(exc)) from None
+        _check_history_length(history_length)
         if not 0 <= page_size <= MAX_PAGE_SIZE:
             raise BadParams(f"pageSize must be at most {MAX_PAGE_SIZE}")
         cursor, counted = _read_page_token(token)
@@ -382,7 +417,7 @@ class A2AServer:
         page, more = self._reachable(bread, context_id, statuses, cursor, size)
         counted += len(page)
         after = _page_token(page[-1], counted) if more else ""
-        tasks = [self._snapshot(bread, r) for r in page]
+        tasks = [self._task(bread, r, history_length, artifacts) for r in page]
         return self.dialect.task_list(tasks, after, size, counted + (1 if more else 0))
 
     def _reachable(
@@ -459,6 +494,16 @@ def _valid(read: Callable[[Any], Any], params: Any) -> Any:
         return read(params)
     except ValueError as exc:
         raise BadParams(str(exc)) from None
+
+
+def _history_length(read: Callable[[Any], int | None], params: Any) -> int | None:
+    return _check_history_length(_valid(read, params))
+
+
+def _check_history_length(history_length: int | None) -> int | None:
+    if history_length is not None and history_length < 0:
+        raise BadParams("historyLength must be 0 or more")
+    return history_length
 
 
 def _task_id(params: Any) -> Any:

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from .card import MODES, CardFacts
 from .rpc import push_ref
-from .translator import ArtifactChunk, Event, Status, TextChunk
+from .translator import ArtifactChunk, Event, Message, Status, TextChunk
 
 VERSION = "0.3"
 METHODS = {
@@ -75,7 +75,13 @@ def _artifact(chunk: ArtifactChunk) -> t.Artifact:
     return t.Artifact(artifact_id=chunk.artifact_id, parts=[_part(p) for p in chunk.parts])
 
 
-def task(task_id: str, context_id: str, status: Status, artifacts: list[ArtifactChunk] = ()) -> dict[str, Any]:
+def task(
+    task_id: str,
+    context_id: str,
+    status: Status,
+    artifacts: list[ArtifactChunk] = (),
+    history: list[Message] = (),
+) -> dict[str, Any]:
     """A Task (``kind: "task"``): what get, cancel and send answer, and a stream opens with."""
     return _dump(
         t.Task(
@@ -83,7 +89,18 @@ def task(task_id: str, context_id: str, status: Status, artifacts: list[Artifact
             context_id=context_id,
             status=_status(task_id, context_id, status),
             artifacts=[_artifact(a) for a in artifacts] or None,
+            history=[_history_message(task_id, context_id, m) for m in history] or None,
         )
+    )
+
+
+def _history_message(task_id: str, context_id: str, message: Message) -> t.Message:
+    return t.Message(
+        role=t.Role(message.role),
+        parts=[_part(p) for p in message.parts],
+        task_id=task_id,
+        context_id=context_id,
+        message_id=message.message_id,
     )
 
 
@@ -181,6 +198,14 @@ def read_push_config(params: Any) -> dict[str, Any]:
     except ValidationError as exc:
         raise ValueError(_problems(exc)) from None
     return {"taskId": given.task_id, **_push_target(given.push_notification_config)}
+
+
+def read_history_length(params: Any) -> int | None:
+    """tasks/get's ``historyLength``, None when not given; ValueError when not an integer."""
+    given = params.get("historyLength") if isinstance(params, dict) else None
+    if given is not None and (isinstance(given, bool) or not isinstance(given, int)):
+        raise ValueError("params.historyLength must be an integer")
+    return given
 
 
 def read_push_ref(params: Any) -> tuple[str, str | None]:

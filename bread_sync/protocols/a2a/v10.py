@@ -11,7 +11,7 @@ from a2a import types as t
 from google.protobuf import json_format, struct_pb2
 
 from .card import MODES, CardFacts
-from .translator import ArtifactChunk, Event, Status, TextChunk
+from .translator import ArtifactChunk, Event, Message, Status, TextChunk
 
 VERSION = "1.0"
 METHODS = {
@@ -62,17 +62,21 @@ def _part(part: dict[str, Any]) -> t.Part:
     return t.Part(data=json_format.ParseDict(part["data"], struct_pb2.Value()))
 
 
+def _message(task_id: str, context_id: str, message: Message) -> t.Message:
+    return t.Message(
+        role=t.Role.Value("ROLE_" + message.role.upper()),
+        parts=[_part(p) for p in message.parts],
+        task_id=task_id,
+        context_id=context_id,
+        message_id=message.message_id,
+    )
+
+
 def _status(task_id: str, context_id: str, status: Status) -> t.TaskStatus:
     message = None
     if status.parts:
-        message_id = status.message_id or f"{task_id}-{status.state}"
-        message = t.Message(
-            role=t.Role.ROLE_AGENT,
-            parts=[_part(p) for p in status.parts],
-            task_id=task_id,
-            context_id=context_id,
-            message_id=message_id,
-        )
+        said = Message("agent", status.parts, status.message_id or f"{task_id}-{status.state}")
+        message = _message(task_id, context_id, said)
     return t.TaskStatus(state=state(status.state), message=message)
 
 
@@ -80,7 +84,13 @@ def _artifact(chunk: ArtifactChunk) -> t.Artifact:
     return t.Artifact(artifact_id=chunk.artifact_id, parts=[_part(p) for p in chunk.parts])
 
 
-def task(task_id: str, context_id: str, status: Status, artifacts: list[ArtifactChunk] = ()) -> dict[str, Any]:
+def task(
+    task_id: str,
+    context_id: str,
+    status: Status,
+    artifacts: list[ArtifactChunk] = (),
+    history: list[Message] = (),
+) -> dict[str, Any]:
     """A Task: what get and cancel answer (bare), send and a stream wrap in ``{"task"}``."""
     return _dump(
         t.Task(
@@ -88,6 +98,7 @@ def task(task_id: str, context_id: str, status: Status, artifacts: list[Artifact
             context_id=context_id,
             status=_status(task_id, context_id, status),
             artifacts=[_artifact(a) for a in artifacts],
+            history=[_message(task_id, context_id, m) for m in history],
         )
     )
 
@@ -166,27 +177,34 @@ def card(facts: CardFacts) -> dict[str, Any]:
     )
 
 
-def read_list(params: Any) -> tuple[str | None, str | None, int, str]:
-    """ListTasks params: ``(contextId, state, pageSize, pageToken)``, the state in the translator's
-    spelling; ValueError names what is wrong."""
+def read_list(params: Any) -> tuple[str | None, str | None, int, str, int | None, bool]:
+    """ListTasks params: ``(contextId, state, pageSize, pageToken, historyLength,
+    includeArtifacts)``, the state in the translator's spelling, historyLength None when not
+    given; ValueError names what is wrong."""
     try:
         query = json_format.ParseDict(params or {}, t.ListTasksRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError) as exc:
         raise ValueError(str(exc)) from None
     wanted = state_name(query.status) if query.status else None
-    return query.context_id or None, wanted, query.page_size, query.page_token
+    history = query.history_length if query.HasField("history_length") else None
+    return query.context_id or None, wanted, query.page_size, query.page_token, history, query.include_artifacts
+
+
+def read_history_length(params: Any) -> int | None:
+    """GetTask's ``historyLength``, None when not given; ValueError when it is no int32."""
+    try:
+        query = json_format.ParseDict(params, t.GetTaskRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return query.history_length if query.HasField("history_length") else None
 
 
 def task_list(tasks: list[dict[str, Any]], next_page_token: str, page_size: int, total: int) -> dict[str, Any]:
-    """ListTasks' result, written as the SDK's server writes it: every field, an empty one too
-    (``nextPageToken`` is REQUIRED, and empty on the last page), and the tasks without artifacts."""
+    """ListTasks' result, written as the SDK's server writes it: each of its fields, an empty one
+    too (``nextPageToken`` is REQUIRED, and empty on the last page); each task as GetTask writes
+    it (no empty fields, so no artifacts or history when none were asked for)."""
     listed = t.ListTasksResponse(next_page_token=next_page_token, page_size=page_size, total_size=total)
-    for task_ in tasks:
-        json_format.ParseDict(task_, listed.tasks.add())
-    result = json_format.MessageToDict(listed, always_print_fields_with_no_presence=True)
-    for task_ in result["tasks"]:
-        task_.pop("artifacts", None)
-    return result
+    return {**json_format.MessageToDict(listed, always_print_fields_with_no_presence=True), "tasks": tasks}
 
 
 def read_push_config(params: Any) -> dict[str, Any]:

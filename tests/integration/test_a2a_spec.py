@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
+import time
 
 import httpx
 import pytest
 from a2a import types as t1
 
-from .a2a_fixtures import Webhook, rpc_body, sse_frames, strict_v03, strict_v10
+from .a2a_fixtures import Webhook, rpc_body, sse_frames, strict_v03, strict_v10, v03_ended
 
 V1 = {"A2A-Version": "1.0"}
 TEXT = {"role": "user", "parts": [{"kind": "text", "text": "hello spec"}], "messageId": "m1", "kind": "message"}
@@ -237,3 +239,84 @@ def test_a_running_task_is_working_with_its_input_and_list_tasks_includes_output
     bare = post(http, a2a, "/a2a/slow-v1", "ListTasks", {"historyLength": 0}, V1)["result"]["tasks"]
     assert all("artifacts" not in t and "history" not in t for t in bare)
     assert post(http, a2a, "/a2a/slow-v1", "ListTasks", {"historyLength": -2}, V1)["error"]["code"] == -32602
+
+
+# -- item 1: non-blocking sends ------------------------------------------------------------------
+
+#: How long a polled task may take to end.
+POLL_SECONDS = 30.0
+
+
+def poll(http, server, path, method, task_id, headers, ended):
+    """Get Task until ``ended(task)``, within POLL_SECONDS."""
+    deadline = time.monotonic() + POLL_SECONDS
+    while True:
+        task = post(http, server, path, method, {"id": task_id}, headers)["result"]
+        if ended(task) or time.monotonic() > deadline:
+            return task
+        time.sleep(0.05)
+
+
+def slow_v03(text, **configuration):
+    return {"message": {**TEXT, "parts": [{"kind": "text", "text": text}]}, "configuration": configuration}
+
+
+def slow_v1(text, **configuration):
+    return {"message": {**TEXT_V1, "parts": [{"text": text}]}, "configuration": configuration}
+
+
+def test_a_v03_send_not_blocking_answers_working_at_once_and_polls_to_its_artifacts(http, a2a):
+    sent = post(http, a2a, "/a2a/slow", "message/send", slow_v03("20", blocking=False))["result"]
+    strict_v03(sent)
+    assert sent["status"] == {"state": "working"} and "artifacts" not in sent  # blocking, it is completed
+    done = poll(http, a2a, "/a2a/slow", "tasks/get", sent["id"], {}, lambda t: t["status"]["state"] != "working")
+    assert done["status"]["state"] == "completed", done
+    assert texts(done) == ["".join(f"tick {n} " for n in range(1, 21))]
+    assert [m["role"] for m in done["history"]] == ["user"]
+    blocking = post(http, a2a, "/a2a/slow", "message/send", slow_v03("2", blocking=True))["result"]
+    assert blocking["status"]["state"] == "completed"
+
+
+def test_a_v10_send_returning_immediately_is_working_and_can_be_subscribed_to_or_cancelled(http, a2a):
+    sent = post(http, a2a, "/a2a/slow-v1", "SendMessage", slow_v1("5", returnImmediately=True), V1)["result"]["task"]
+    assert sent["status"]["state"] == "TASK_STATE_WORKING"
+    body = rpc_body("SubscribeToTask", {"id": sent["id"]})
+    followed = http.post(a2a.url + "/a2a/slow-v1", json=body, headers=V1)
+    items = [data["result"] for _, data, _ in sse_frames(followed.text) if data]
+    assert items[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    long = post(http, a2a, "/a2a/slow-v1", "SendMessage", slow_v1("600", returnImmediately=True), V1)
+    task_id = long["result"]["task"]["id"]
+    assert post(http, a2a, "/a2a/slow-v1", "CancelTask", {"id": task_id}, V1)["result"]["status"]["state"] == (
+        "TASK_STATE_CANCELED")  # fmt: skip
+    ended = poll(http, a2a, "/a2a/slow-v1", "GetTask", task_id, V1, lambda t: "WORKING" not in t["status"]["state"])
+    assert ended["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+def test_a_non_blocking_send_whose_client_leaves_at_once_completes_and_get_task_has_its_outputs(http, a2a):
+    context = f"ctx-leaves-{time.monotonic_ns()}"
+    params = {"message": {**TEXT_V1, "parts": [{"text": "10"}], "contextId": context},
+              "configuration": {"returnImmediately": True}}  # fmt: skip
+    payload = json.dumps(rpc_body("SendMessage", params)).encode()
+    head = (f"POST /a2a/slow-v1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"A2A-Version: 1.0\r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n").encode()  # fmt: skip
+    with socket.create_connection(("127.0.0.1", int(a2a.url.rsplit(":", 1)[1]))) as sock:
+        sock.sendall(head + payload)  # and gone, reading nothing
+    deadline, listed = time.monotonic() + POLL_SECONDS, []
+    while not listed and time.monotonic() < deadline:
+        listed = post(http, a2a, "/a2a/slow-v1", "ListTasks", {"contextId": context}, V1)["result"]["tasks"]
+    (task,) = listed
+    done = poll(http, a2a, "/a2a/slow-v1", "GetTask", task["id"], V1, lambda t: "WORKING" not in t["status"]["state"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert texts(done) == ["".join(f"tick {n} " for n in range(1, 11))]
+    # The input as the run took it: slow's input model read the text as its object.
+    given = [{"data": {"count": 10, "delayMs": 100}}]
+    assert [(m["role"], m["parts"]) for m in done["history"]] == [("ROLE_USER", given)]
+
+
+def test_a_non_blocking_send_naming_a_push_config_delivers_to_its_end(http, a2a, hook):
+    params = slow_v03("3", blocking=False, pushNotificationConfig={"url": hook.url})
+    sent = post(http, a2a, "/a2a/push", "message/send", params)["result"]
+    assert sent["status"] == {"state": "working"}
+    bodies = hook.wait_for_end(sent["id"], v03_ended)
+    assert "".join(b["artifact"]["parts"][0]["text"] for b in bodies if b["kind"] == "artifact-update") == (
+        "tick 1 tick 2 tick 3 ")  # fmt: skip

@@ -19,6 +19,7 @@ from ...runtime import new_id
 from ...server import (
     authorize_run,
     register_http_route,
+    start_run_detached,
     start_run_stream,
     stream_body,
     stream_position,
@@ -272,14 +273,23 @@ class A2AServer:
         if hook is not None and hook(g.get("bread_identity"), context_id) is not True:
             raise RpcError(rpc.INVALID_PARAMS, f"contextId {context_id} is not one this caller may continue")
 
+    def _launch(self, bread: Any, params: Any, start: Callable[[Any], tuple[Any, Any]]) -> tuple[Any, Any, str]:
+        """Start the run a message asks for with ``start(begin)`` (``(run, its tail)``), and
+        subscribe the push config it names: ``(run, tail, context id)``."""
+        begin, context_id = self._begin(bread, params)
+        target = self._send_push(bread, params)
+        run, frames = start(begin)
+        if target is not None:  # its sender starts from the task's first event: nothing is missed
+            self._subscribe(bread, run.run_id, target)
+        return run, frames, context_id
+
     def _start(self, bread: Any, request_id: Any, params: Any) -> tuple[Any, Iterator[Any], StreamEncoder]:
         """Start the run a message asks for and tail it; its encoder, brought up to where a
         continuation starts (so its artifacts are the next turn's)."""
-        begin, context_id = self._begin(bread, params)
-        target = self._send_push(bread, params)
-        run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
-        if target is not None:  # its sender starts from the task's first event: nothing is missed
-            self._subscribe(bread, run.run_id, target)
+        heartbeat = getattr(bread.transport, "heartbeat", None)
+        run, frames, context_id = self._launch(
+            bread, params, lambda begin: start_run_stream(begin, heartbeat=heartbeat)
+        )
         encoder = StreamEncoder(self.dialect, request_id, run.run_id, context_id, self._base_url())
         for frame in read_log(bread.store, run.run_id, run.first_seq - 1):
             encoder.translator(frame.crumb)
@@ -294,7 +304,12 @@ class A2AServer:
         return target
 
     def _send(self, bread: Any, request_id: Any, params: Any) -> Any:
-        """message/send: the run to its end or pause, answered as its Task."""
+        """message/send: the run to its end or pause, answered as its Task; or, not blocking
+        (v0.3 ``blocking: false``, v1.0 ``returnImmediately``), its Task ``working`` at once,
+        the run going on detached from the request."""
+        if not _valid(self.dialect.read_blocking, params):
+            run, _, context_id = self._launch(bread, params, lambda begin: (start_run_detached(begin), None))
+            return self.dialect.send_result(self.dialect.task(run.run_id, context_id, Status("working")))
         run, frames, encoder = self._start(bread, request_id, params)
         fold = TaskFold()
         try:

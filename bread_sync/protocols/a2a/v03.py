@@ -200,6 +200,16 @@ def read_push_config(params: Any) -> dict[str, Any]:
     return {"taskId": given.task_id, **_push_target(given.push_notification_config)}
 
 
+def read_blocking(params: Any) -> bool:
+    """Whether message/send waits for the run's end or pause: unless ``configuration.blocking``
+    is false. ValueError names what is wrong."""
+    configuration = params.get("configuration") if isinstance(params, dict) else None
+    blocking = configuration.get("blocking") if isinstance(configuration, dict) else None
+    if blocking is not None and not isinstance(blocking, bool):
+        raise ValueError("params.configuration.blocking must be a boolean")
+    return blocking is not False
+
+
 def read_history_length(params: Any) -> int | None:
     """tasks/get's ``historyLength``, None when not given; ValueError when not an integer."""
     given = params.get("historyLength") if isinstance(params, dict) else None

@@ -190,6 +190,18 @@ def read_list(params: Any) -> tuple[str | None, str | None, int, str, int | None
     return query.context_id or None, wanted, query.page_size, query.page_token, history, query.include_artifacts
 
 
+def read_blocking(params: Any) -> bool:
+    """Whether SendMessage waits for the run's end or pause: unless
+    ``configuration.returnImmediately`` (spec 3.2.2). ValueError names what is wrong."""
+    if not isinstance(params, dict):
+        return True  # read_message says what is wrong
+    try:
+        request = json_format.ParseDict(params, t.SendMessageRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return not request.configuration.return_immediately
+
+
 def read_history_length(params: Any) -> int | None:
     """GetTask's ``historyLength``, None when not given; ValueError when it is no int32."""
     try:

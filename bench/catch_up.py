@@ -45,10 +45,11 @@ PROBE_AFTER = 0.1
 ENDED = b'"agent:run:end"'
 
 
-def crumb(run_id: str, seq: int, last: int) -> dict[str, Any]:
+def crumb(run_id: str, seq: int, last: int, agent_id: str = "bench") -> dict[str, Any]:
     """A realistic mix: run start, then aggregated text, tool calls and results, run end."""
     if seq == 1:
-        return {"type": "agent:run:start", "runId": run_id, "agentId": "bench", "sessionId": "ses_bench", "input": "go"}
+        return {"type": "agent:run:start", "runId": run_id, "agentId": agent_id, "sessionId": "ses_bench",
+                "input": "go"}  # fmt: skip
     if seq == last:
         return {"type": "agent:run:end", "runId": run_id, "output": "done"}
     kind = seq % 3
@@ -61,16 +62,17 @@ def crumb(run_id: str, seq: int, last: int) -> dict[str, Any]:
             "output": {"found": True, "id": seq}}  # fmt: skip
 
 
-def write_log(store: Any, run_id: str, length: int) -> None:
+def write_log(store: Any, run_id: str, length: int, agent_id: str = "bench") -> None:
+    """A completed run of ``agent_id`` whose log is ``length`` crumbs of :func:`crumb`."""
     now = now_iso()
-    record = {"id": run_id, "agentId": "bench", "sessionId": "ses_bench", "status": "completed",
+    record = {"id": run_id, "agentId": agent_id, "sessionId": "ses_bench", "status": "completed",
               "checkpointId": None, "owner": None, "leaseUntil": 0.0, "cancelRequested": False, "createdAt": now,
               "updatedAt": now}  # fmt: skip
     if not store.create_run(record):
         raise RuntimeError(f"run {run_id} exists")
     for first in range(1, length + 1, BATCH):
         seqs = range(first, min(first + BATCH, length + 1))
-        store.append_crumbs(run_id, [Frame(run_id, seq, crumb(run_id, seq, length)) for seq in seqs])
+        store.append_crumbs(run_id, [Frame(run_id, seq, crumb(run_id, seq, length, agent_id)) for seq in seqs])
     if store.last_seq(run_id) != length:
         raise RuntimeError(f"run {run_id}: the log has {store.last_seq(run_id)} crumbs, not {length}")
 

@@ -14,7 +14,7 @@ from bread_sync.errors import RUN_CANCELLED, BreadError
 from bread_sync.protocols.a2a import A2ATranslator, a2a_server, v03, v10
 from bread_sync.protocols.a2a.parts import BadParams, check_inline_sizes, decoded_size, pause_answer, run_input
 from bread_sync.protocols.a2a.stream import StreamEncoder
-from bread_sync.protocols.a2a.translator import ArtifactChunk, Status, TaskFold, TextChunk
+from bread_sync.protocols.a2a.translator import ArtifactChunk, Status, TaskFold, TaskLog, TextChunk, input_parts
 
 RUN = "run_1"
 #: One crumb of every type, as a run writes them.
@@ -188,7 +188,7 @@ def test_a_v10_message_reads_parts_by_member_and_ignores_unknown_fields():
     assert parts == [{"text": "t"}, {"data": [1, 2]}, {"file": {"uri": "u", "mimeType": "a/b", "name": None}}]
     assert (task_id, context_id) == (None, "c")
     with pytest.raises(ValueError, match="one of"):
-        v10.read_message({"message": {"parts": [{"mediaType": "a/b"}], "messageId": "m"}})
+        v10.read_message({"message": {"parts": [{"mediaType": "a/b"}], "messageId": "m", "role": "ROLE_USER"}})
 
 
 def test_the_state_enums_round_trip():
@@ -217,3 +217,39 @@ def test_the_demo_serves_without_the_extra(make_bread, monkeypatch):
     assert [p for p in config.plugins if p.name == "a2a"] == []
     client = create_server(make_bread(config, transport="http-sse")).test_client()
     assert client.get("/.well-known/agent-card.json").status_code == 404
+
+
+def test_a_task_log_cut_mid_run_holds_the_artifacts_so_far_and_the_history_in_order():
+    log = TaskLog(RUN, "http://h/")
+    start = {"type": c.AGENT_RUN_START, "runId": RUN, "agentId": "a", "sessionId": "s", "input": "draw"}
+    pause = {"type": c.HUMAN_REQUIRED, "runId": RUN, "checkpointId": "cp", "kind": "input", "toolName": "ask",
+             "toolCallId": "t", "input": {"question": "which?"}}  # fmt: skip
+    for crumb in (start, {"type": c.TEXT_DELTA, "runId": RUN, "delta": "a "},
+                  {"type": c.FILE_GENERATED, "runId": RUN, "uri": "/files/ab", "mimeType": "image/png"}):  # fmt: skip
+        log.add(crumb)
+    assert log.fold.status == Status("working")  # running: the artifacts so far
+    assert [a.artifact_id for a in log.fold.artifacts.values()] == [f"{RUN}-text-1", f"{RUN}-file-1"]
+    log.add(pause)
+    log.add({"type": c.HUMAN_RESUMED, "runId": RUN, "checkpointId": "cp", "response": {"answer": "red"}})
+    log.add({**start, "input": "again"})  # a continuation's start: its input is not a new message
+    assert [(m.role, m.parts, m.message_id) for m in log.history] == [
+        ("user", [{"text": "draw"}], f"{RUN}-user-1"),
+        ("agent", log.history[1].parts, "cp"),
+        ("user", [{"data": {"answer": "red"}}], f"{RUN}-user-2"),
+    ]
+    assert log.history[1].parts[0]["data"]["question"] == "which?"
+
+
+@pytest.mark.parametrize(
+    ("value", "parts"),
+    [
+        ("hi", [{"text": "hi"}]),
+        ({"n": 1}, [{"data": {"n": 1}}]),
+        ({"uri": "/files/x", "mimeType": "a/b"}, [{"file": {"uri": "http://h/files/x", "mimeType": "a/b"}}]),
+        ([{"text": "a"}, {"data": 2}], [{"text": "a"}, {"data": 2}]),
+        ([1, 2], [{"data": [1, 2]}]),
+        (None, [{"data": None}]),
+    ],
+)
+def test_a_runs_input_is_the_parts_that_gave_it(value, parts):
+    assert input_parts(value, "http://h/") == parts

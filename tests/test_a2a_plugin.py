@@ -9,6 +9,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from bread_sync.agents import Agent
 from bread_sync.demo import config as demo_config
 from bread_sync.models import script
@@ -70,6 +72,16 @@ def test_the_card_names_the_configured_url_or_the_requests_own(make_bread):
     interfaces = client.get("/card-v1.json", base_url="http://localhost:8080").get_json()["supportedInterfaces"]
     assert interfaces == [{"url": "http://localhost:8080/x/rpc", "protocolBinding": "JSONRPC",
                            "protocolVersion": "1.0"}]  # fmt: skip
+
+
+def test_the_cards_max_age_is_the_mounts_option(make_bread):
+    _, client = serve(make_bread, a2a_server("echo", card_max_age=60),
+                      a2a_server("echo", card_path="/card-v1.json", rpc_path="/v1", spec_version="1.0"))  # fmt: skip
+    assert client.get("/.well-known/agent-card.json").headers["Cache-Control"] == "max-age=60"
+    assert client.get("/card-v1.json").headers["Cache-Control"] == "max-age=300"
+    for wrong in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="card_max_age"):
+            a2a_server("echo", card_max_age=wrong)
 
 
 def test_list_tasks_pages_through_this_agents_tasks_only(make_bread):

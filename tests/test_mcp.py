@@ -145,7 +145,7 @@ def test_the_discover_probe_is_refused_at_once_with_method_not_found(make_bread)
 def test_a_request_without_a_session_is_400(make_bread):
     answer = Mcp(serve(make_bread, mcp_server())).request("tools/list")
     assert answer.status_code == 400
-    assert answer.get_json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": answer.get_json()[
+    assert answer.get_json() == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32600, "message": answer.get_json()[
         "error"]["message"]}}  # fmt: skip
     assert "Mcp-Session-Id" in answer.get_json()["error"]["message"]
 

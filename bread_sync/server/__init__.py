@@ -4,7 +4,14 @@ from .actions import HTTP_ACTIONS, register_http_route
 from .auth import AUTH_ACTIONS, auth_plugin
 from .extension import BreadSync, create_server
 from .guard import authorize_run
-from .streams import followed_run, start_run_stream, stream_body, stream_position, stream_response
+from .streams import (
+    followed_run,
+    start_run_detached,
+    start_run_stream,
+    stream_body,
+    stream_position,
+    stream_response,
+)
 
 __all__ = [
     "AUTH_ACTIONS",
@@ -15,6 +22,7 @@ __all__ = [
     "create_server",
     "followed_run",
     "register_http_route",
+    "start_run_detached",
     "start_run_stream",
     "stream_body",
     "stream_position",

@@ -37,19 +37,35 @@ def start_run_stream(
     another request that ``begin`` attached to (a retry by run id) must pass the run-ownership
     hook. Raises :class:`~bread_sync.BreadError` when no run could start (``TOO_MANY_RUNS``, or
     whatever ``begin`` raises): nothing was created then."""
-    with state().runner.slot() as slot:
-        run = begin(slot.token)
-        if run.attached:  # another request's run: its caller must own it
-            authorize_run(run.run_id)
+
+    def subscribe(run: Run) -> Iterator[list[Any] | None]:
         # Subscribed before the run's first crumb; a continuation skips the run's past. A run a
         # worker drives (queued) is followed in the log too, as a run of another process is.
         after = 0 if run.attached else run.first_seq - 1
         replay = run.attached or run.queued
-        frames = state().bread.tail(
+        return state().bread.tail(
             run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=replay, batched=True
         )
+
+    return _start_in_slot(begin, subscribe)
+
+
+def start_run_detached(begin: Callable[[Any], Run]) -> Run:
+    """Start a run as :func:`start_run_stream` does, and return it at once, tailed by nothing:
+    it goes on in this process's runner, detached from the request (its connection closing
+    changes nothing), and is read back from the store (its record, its log) or cancelled by id.
+    For the non-blocking sends and background runs. Raises as :func:`start_run_stream`."""
+    return _start_in_slot(begin, lambda run: None)[0]
+
+
+def _start_in_slot(begin: Callable[[Any], Run], subscribe: Callable[[Run], Any]) -> tuple[Run, Any]:
+    with state().runner.slot() as slot:
+        run = begin(slot.token)
+        if run.attached:  # another request's run: its caller must own it
+            authorize_run(run.run_id)
+        subscribed = subscribe(run)
         slot.drive(run)
-    return run, frames
+    return run, subscribed
 
 
 def stream_position() -> int:

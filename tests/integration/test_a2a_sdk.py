@@ -5,6 +5,7 @@ gunicorn gevent server with two workers: v0.3 (through the SDK's compat transpor
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import httpx
@@ -145,3 +146,39 @@ def test_an_unknown_task_is_task_not_found(a2a, version):
 
     with pytest.raises(TaskNotFoundError):
         run(go())
+
+
+def test_a_stream_refused_at_once_raises_its_a2a_error_in_the_client(a2a, version):
+    """v0.3 answers it as an SSE stream of the one error event, v1.0 as JSON: the client raises
+    the A2A error from either (issue 33 item 5)."""
+
+    async def go(open_stream):
+        async with await client_for(a2a, version, "echo") as client:
+            return await collect(open_stream(client))
+
+    with pytest.raises(TaskNotFoundError):
+        run(go(lambda client: client.subscribe(SubscribeToTaskRequest(id="run_nope"))))
+    with pytest.raises(TaskNotFoundError):
+        run(go(lambda client: client.send_message(request("hi", task_id="run_nope"))))
+
+
+def test_a_message_sent_without_waiting_is_working_and_polls_to_its_artifacts(a2a, version):
+    """returnImmediately (v1.0; the SDK's v0.3 transport sends it as blocking: false), then
+    GetTask until the task ends (issue 33 item 1)."""
+
+    async def go():
+        async with await client_for(a2a, version, "slow", streaming=False) as client:
+            sent = request("8")
+            sent.configuration.return_immediately = True
+            (first,) = await collect(client.send_message(sent))
+            task, deadline = first.task, time.monotonic() + CALL_SECONDS - 5
+            while task.status.state == TaskState.TASK_STATE_WORKING and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+                task = await client.get_task(GetTaskRequest(id=first.task.id))
+            return first.task, task
+
+    first, done = run(go())
+    assert first.status.state == TaskState.TASK_STATE_WORKING and not first.artifacts
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED
+    assert "".join(p.text for a in done.artifacts for p in a.parts) == "".join(f"tick {n} " for n in range(1, 9))
+    assert [m.role for m in done.history] == [Role.ROLE_USER]

@@ -196,11 +196,17 @@ def test_every_refusal_on_the_wire_leaves_the_server_serving(pool):
     with httpx.Client(timeout=SECONDS) as http:
         probe = rpc(http, url, "server/discover", {}, **{"MCP-Protocol-Version": "2026-07-28"})
         assert (probe.status_code, probe.json()["error"]["code"]) == (200, -32601)
-        assert rpc(http, url, "tools/list").status_code == 400  # no session
-        assert rpc(http, url, "tools/list", session="mcp_gone").status_code == 404
+        # Refused at the HTTP layer, each with its request's id (MCP basic), a string one too.
+        no_session = rpc(http, url, "tools/list", id="r-1")
+        assert (no_session.status_code, no_session.json()["id"]) == (400, "r-1")
+        gone = rpc(http, url, "tools/list", session="mcp_gone", id=41)
+        assert (gone.status_code, gone.json()["id"]) == (404, 41)
         session = initialize(http, url)
-        bad_version = rpc(http, url, "ping", session=session, **{"MCP-Protocol-Version": "1999-01-01"})
+        bad_version = rpc(http, url, "ping", session=session, id=42, **{"MCP-Protocol-Version": "1999-01-01"})
         assert bad_version.status_code == 400 and bad_version.json()["error"]["code"] == -32600
+        assert bad_version.json()["id"] == 42
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}  # no id to carry: null
+        assert http.post(f"{url}/mcp", json=note, headers=ACCEPT).json()["id"] is None
         garbage = http.post(f"{url}/mcp", content=b"{oops", headers={**ACCEPT, "Content-Type": "application/json"})
         assert garbage.status_code == 400 and set(garbage.json()) == {"jsonrpc", "id", "error"}
         assert garbage.json()["id"] is None and garbage.json()["error"]["code"] == -32700

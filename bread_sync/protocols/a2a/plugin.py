@@ -4,6 +4,7 @@ route), in v0.3 or v1.0."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from ...runtime import new_id
 from ...server import (
     authorize_run,
     register_http_route,
+    start_run_detached,
     start_run_stream,
     stream_body,
     stream_position,
@@ -30,8 +32,17 @@ from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
 from .push import check_webhook, records_pushes, sender_of
 from .rpc import RpcError
-from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder
-from .translator import CANCELED, INPUT_REQUIRED, RUN_STATES, TERMINAL_STATES, Status, TaskFold, pause_part
+from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder, one_event
+from .translator import (
+    CANCELED,
+    INPUT_REQUIRED,
+    RUN_STATES,
+    TERMINAL_STATES,
+    Status,
+    TaskFold,
+    TaskLog,
+    pause_part,
+)
 
 log = logging.getLogger("bread_sync.protocols.a2a")
 
@@ -47,6 +58,10 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_PUSH_CONFIGS = 10
 #: ListTasks' page size when the client names none, and the most it may ask for.
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 100
+#: How long a client may keep an Agent Card before it asks again (``Cache-Control: max-age``).
+DEFAULT_CARD_MAX_AGE = 300
+#: The most messages of its history a task is answered with when ``historyLength`` is not given.
+MAX_HISTORY = 100
 #: The card's ``version``: the version of the agent, which bread does not track.
 AGENT_VERSION = "1.0.0"
 
@@ -67,6 +82,7 @@ def a2a_server(
     allow_private_webhooks: bool = False,
     max_push_configs_per_task: int = DEFAULT_MAX_PUSH_CONFIGS,
     authorize_context: ContextAuthorizer | None = None,
+    card_max_age: int = DEFAULT_CARD_MAX_AGE,
 ) -> A2AServer:
     """The A2A plugin, for ``Config.plugins``: ``agent_id`` served as an A2A agent (``"0.3"`` or
     ``"1.0"``), its Agent Card at ``GET card_path`` (action ``a2a.card``) and its JSON-RPC endpoint
@@ -77,6 +93,8 @@ def a2a_server(
     """
     if spec_version not in DIALECTS:
         raise ValueError(f"spec_version must be one of {sorted(DIALECTS)}, not {spec_version!r}")
+    if isinstance(card_max_age, bool) or not isinstance(card_max_age, int) or card_max_age < 0:
+        raise ValueError(f"card_max_age must be a whole number of seconds, 0 or more, not {card_max_age!r}")
     return A2AServer(
         agent_id,
         url,
@@ -88,6 +106,7 @@ def a2a_server(
         allow_private_webhooks,
         max_push_configs_per_task,
         authorize_context,
+        card_max_age,
     )
 
 
@@ -108,6 +127,7 @@ class A2AServer:
         allow_private_webhooks: bool,
         max_push_configs_per_task: int,
         authorize_context: ContextAuthorizer | None,
+        card_max_age: int = DEFAULT_CARD_MAX_AGE,
     ):
         self.agent_id, self.url = agent_id, url
         self.card_path, self.rpc_path = card_path, rpc_path
@@ -117,6 +137,7 @@ class A2AServer:
         self.allow_private_webhooks = allow_private_webhooks
         self.max_push_configs_per_task = max_push_configs_per_task
         self.authorize_context = authorize_context
+        self.card_max_age = card_max_age
         #: Where a pushed file's relative uri is resolved: the origin of ``url``, when given.
         self.base_url = urljoin(url, "/") if url else None
         self._methods: dict[str, Callable[[Any, Any, Any], Any]] = {
@@ -145,7 +166,9 @@ class A2AServer:
         return self.push_notifications and records_pushes(bread.store)
 
     def routes(self, blueprint: Any, bread: Any) -> None:
-        register_http_route(blueprint, "GET", self.card_path, A2A_ACTIONS.card, lambda: self._card(bread))
+        register_http_route(
+            blueprint, "GET", self.card_path, A2A_ACTIONS.card, lambda: self._card(bread), statuses=(304,)
+        )
         register_http_route(
             blueprint,
             "POST",
@@ -167,17 +190,22 @@ class A2AServer:
         return url_for(f"{request.blueprint}.{endpoint}", _external=True)
 
     def _card(self, bread: Any) -> Any:
+        """The Agent Card, cacheable (spec v1.0 8.6.1): ``max-age``, a strong ETag of its bytes,
+        304 for a matching ``If-None-Match``."""
         facts = card_facts(bread.agent(self.agent_id), self._rpc_url(), AGENT_VERSION, push=self._pushes(bread))
-        return jsonify(self.dialect.card(facts))
+        response = jsonify(self.dialect.card(facts))
+        response.set_etag(hashlib.sha256(response.get_data()).hexdigest())
+        response.cache_control.max_age = self.card_max_age
+        return response.make_conditional(request)
 
     # -- the JSON-RPC route -------------------------------------------------------------------
 
     def _rpc(self, bread: Any) -> Any:
-        request_id = None
+        request_id, op = None, None
         try:
             request_id, method, params = rpc.parse_request(_request_json())
-            self._check_version()
             op = self.dialect.METHODS.get(method)
+            self._check_version()
             handle = self._methods.get(op) if op is not None else None
             if op is not None and handle is None:
                 raise RpcError(rpc.UNSUPPORTED_OPERATION, f"{method} is not supported by this server")
@@ -185,12 +213,20 @@ class A2AServer:
                 raise RpcError(rpc.METHOD_NOT_FOUND, f"no method {method}")
             answer = handle(bread, request_id, params)
         except RpcError as error:
-            return jsonify(rpc.failure(getattr(error, "request_id", request_id), error))
+            return self._failure(getattr(error, "request_id", request_id), error, op)
         except BadParams as error:
-            return jsonify(rpc.failure(request_id, RpcError(rpc.INVALID_PARAMS, str(error))))
+            return self._failure(request_id, RpcError(rpc.INVALID_PARAMS, str(error)), op)
         except BreadError as error:
-            return jsonify(rpc.failure(request_id, RpcError.of(error)))
+            return self._failure(request_id, RpcError.of(error), op)
         return answer if isinstance(answer, Response) else jsonify(rpc.success(request_id, answer))
+
+    def _failure(self, request_id: Any, error: RpcError, op: str | None) -> Response:
+        """The error answer: JSON, but for a v0.3 streaming method an SSE stream of that one
+        event (v0.3 clients read its answer as a stream; v1.0 ones take the JSON)."""
+        body = rpc.failure(request_id, error, self.dialect.ERROR_DETAILS)
+        if op in self.dialect.ERRORS_AS_EVENTS:
+            return Response(one_event(body), content_type=CONTENT_TYPE)
+        return jsonify(body)
 
     def _check_version(self) -> None:
         """A2A-Version: empty means 0.3 (spec 3.6); a version this mount does not serve is -32009."""
@@ -237,14 +273,23 @@ class A2AServer:
         if hook is not None and hook(g.get("bread_identity"), context_id) is not True:
             raise RpcError(rpc.INVALID_PARAMS, f"contextId {context_id} is not one this caller may continue")
 
+    def _launch(self, bread: Any, params: Any, start: Callable[[Any], tuple[Any, Any]]) -> tuple[Any, Any, str]:
+        """Start the run a message asks for with ``start(begin)`` (``(run, its tail)``), and
+        subscribe the push config it names: ``(run, tail, context id)``."""
+        begin, context_id = self._begin(bread, params)
+        target = self._send_push(bread, params)
+        run, frames = start(begin)
+        if target is not None:  # its sender starts from the task's first event: nothing is missed
+            self._subscribe(bread, run.run_id, target)
+        return run, frames, context_id
+
     def _start(self, bread: Any, request_id: Any, params: Any) -> tuple[Any, Iterator[Any], StreamEncoder]:
         """Start the run a message asks for and tail it; its encoder, brought up to where a
         continuation starts (so its artifacts are the next turn's)."""
-        begin, context_id = self._begin(bread, params)
-        target = self._send_push(bread, params)
-        run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
-        if target is not None:  # its sender starts from the task's first event: nothing is missed
-            self._subscribe(bread, run.run_id, target)
+        heartbeat = getattr(bread.transport, "heartbeat", None)
+        run, frames, context_id = self._launch(
+            bread, params, lambda begin: start_run_stream(begin, heartbeat=heartbeat)
+        )
         encoder = StreamEncoder(self.dialect, request_id, run.run_id, context_id, self._base_url())
         for frame in read_log(bread.store, run.run_id, run.first_seq - 1):
             encoder.translator(frame.crumb)
@@ -259,7 +304,12 @@ class A2AServer:
         return target
 
     def _send(self, bread: Any, request_id: Any, params: Any) -> Any:
-        """message/send: the run to its end or pause, answered as its Task."""
+        """message/send: the run to its end or pause, answered as its Task; or, not blocking
+        (v0.3 ``blocking: false``, v1.0 ``returnImmediately``), its Task ``working`` at once,
+        the run going on detached from the request."""
+        if not _valid(self.dialect.read_blocking, params):
+            run, _, context_id = self._launch(bread, params, lambda begin: (start_run_detached(begin), None))
+            return self.dialect.send_result(self.dialect.task(run.run_id, context_id, Status("working")))
         run, frames, encoder = self._start(bread, request_id, params)
         fold = TaskFold()
         try:
@@ -297,16 +347,39 @@ class A2AServer:
         return record
 
     def _snapshot(self, bread: Any, record: dict[str, Any]) -> dict[str, Any]:
-        """The task as its run record says it is now; a paused one with its pause's data part."""
+        """The task as its run record says it is now, without its outputs."""
+        return self.dialect.task(record["id"], record["sessionId"], self._status(bread, record))
+
+    def _status(self, bread: Any, record: dict[str, Any]) -> Status:
+        """The task's status as its run record says it is now; a paused one with its pause's data part."""
         state = RUN_STATES[record["status"]]
         parts = None
         if state == INPUT_REQUIRED and record.get("checkpointId"):
             checkpoint = bread.store.get_checkpoint(record["checkpointId"])
             parts = [pause_part({**checkpoint, "checkpointId": checkpoint["id"]})] if checkpoint else None
-        return self.dialect.task(record["id"], record["sessionId"], Status(state, parts, record.get("checkpointId")))
+        return Status(state, parts, record.get("checkpointId"))
+
+    def _task(self, bread: Any, record: dict[str, Any], history_length: int | None, artifacts: bool = True) -> Any:
+        """The task now, with its artifacts (so far) and the last ``history_length`` messages of
+        its history (None: up to :data:`MAX_HISTORY`), rebuilt from its run's log. Its status is
+        the record's (a cancel lands there first), with the log's message when they agree."""
+        if history_length == 0 and not artifacts:
+            return self._snapshot(bread, record)
+        log = TaskLog(record["id"], self._base_url())
+        for frame in read_log(bread.store, record["id"]):
+            log.add(frame.crumb)
+        folded = log.fold.status
+        status = folded if folded.state == RUN_STATES[record["status"]] else self._status(bread, record)
+        kept = MAX_HISTORY if history_length is None else history_length
+        history = log.history[-kept:] if kept else []
+        outputs = list(log.fold.artifacts.values()) if artifacts else []
+        return self.dialect.task(record["id"], record["sessionId"], status, outputs, history)
 
     def _get(self, bread: Any, request_id: Any, params: Any) -> Any:
-        return self._snapshot(bread, self._record(bread, _task_id(params)))
+        """The task with its artifacts and history (``historyLength``: unset, up to
+        :data:`MAX_HISTORY` messages; 0 none; N the last N)."""
+        record = self._record(bread, _task_id(params))
+        return self._task(bread, record, _history_length(self.dialect.read_history_length, params))
 
     def _cancel(self, bread: Any, request_id: Any, params: Any) -> Any:
         """Cancel the task wherever it runs (any replica sharing the store); the answer is the
@@ -347,9 +420,10 @@ class A2AServer:
         caller's tasks up to this page's last, and one more when there is a next page: exact on
         the last page, and never a task of another's (counting them all would read them all)."""
         try:
-            context_id, state, page_size, token = self.dialect.read_list(params)
+            context_id, state, page_size, token, history_length, artifacts = self.dialect.read_list(params)
         except ValueError as exc:
             raise BadParams(str(exc)) from None
+        _check_history_length(history_length)
         if not 0 <= page_size <= MAX_PAGE_SIZE:
             raise BadParams(f"pageSize must be at most {MAX_PAGE_SIZE}")
         cursor, counted = _read_page_token(token)
@@ -358,7 +432,7 @@ class A2AServer:
         page, more = self._reachable(bread, context_id, statuses, cursor, size)
         counted += len(page)
         after = _page_token(page[-1], counted) if more else ""
-        tasks = [self._snapshot(bread, r) for r in page]
+        tasks = [self._task(bread, r, history_length, artifacts) for r in page]
         return self.dialect.task_list(tasks, after, size, counted + (1 if more else 0))
 
     def _reachable(
@@ -402,7 +476,7 @@ class A2AServer:
     def _push_ref(self, bread: Any, params: Any) -> tuple[str, list[dict[str, Any]], str | None]:
         """A get, list or delete's task id (a task of this agent), its subscriptions, the one named."""
         self._check_pushes(bread)
-        task_id, config_id = _valid(lambda given: rpc.push_ref(given, *self.dialect.PUSH_REF), params)
+        task_id, config_id = _valid(self.dialect.read_push_ref, params)
         task_id = self._record(bread, task_id)["id"]
         return task_id, bread.store.list_push_configs(task_id), config_id
 
@@ -419,7 +493,9 @@ class A2AServer:
 
     def _push_delete(self, bread: Any, request_id: Any, params: Any) -> Any:
         task_id, _, config_id = self._push_ref(bread, params)
-        if config_id is None or not bread.store.delete_push_config(task_id, config_id):
+        if config_id is None:
+            raise BadParams("the push notification config to delete must be named by its id")
+        if not bread.store.delete_push_config(task_id, config_id) and not self.dialect.IDEMPOTENT_DELETE:
             raise RpcError(rpc.TASK_NOT_FOUND, f"no push notification config {config_id} on this task")
         return None
 
@@ -433,6 +509,16 @@ def _valid(read: Callable[[Any], Any], params: Any) -> Any:
         return read(params)
     except ValueError as exc:
         raise BadParams(str(exc)) from None
+
+
+def _history_length(read: Callable[[Any], int | None], params: Any) -> int | None:
+    return _check_history_length(_valid(read, params))
+
+
+def _check_history_length(history_length: int | None) -> int | None:
+    if history_length is not None and history_length < 0:
+        raise BadParams("historyLength must be 0 or more")
+    return history_length
 
 
 def _task_id(params: Any) -> Any:

@@ -75,8 +75,39 @@ def success(request_id: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def failure(request_id: Any, error: RpcError) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": error.code, "message": error.message}}
+def failure(request_id: Any, error: RpcError, details: bool = False) -> dict[str, Any]:
+    """An error answer; with ``details`` (v1.0, spec 9.5), its ``data`` is its ErrorInfo."""
+    body = {"code": error.code, "message": error.message}
+    if details:
+        body["data"] = [error_info(error.code)]
+    return {"jsonrpc": "2.0", "id": request_id, "error": body}
+
+
+#: v1.0's error reasons (``google.rpc.ErrorInfo.reason``), spelled as the a2a-sdk's server
+#: spells them; -32700, which its table lacks, is ``PARSE_ERROR``.
+REASONS = {
+    PARSE_ERROR: "PARSE_ERROR",
+    INVALID_JSONRPC: "INVALID_REQUEST",
+    METHOD_NOT_FOUND: "METHOD_NOT_FOUND",
+    INVALID_PARAMS: "INVALID_PARAMS",
+    INTERNAL_ERROR: "INTERNAL_ERROR",
+    TASK_NOT_FOUND: "TASK_NOT_FOUND",
+    TASK_NOT_CANCELABLE: "TASK_NOT_CANCELABLE",
+    PUSH_NOT_SUPPORTED: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    UNSUPPORTED_OPERATION: "UNSUPPORTED_OPERATION",
+    CONTENT_TYPE_NOT_SUPPORTED: "CONTENT_TYPE_NOT_SUPPORTED",
+    INVALID_AGENT_RESPONSE: "INVALID_AGENT_RESPONSE",
+    EXTENDED_CARD_NOT_CONFIGURED: "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    EXTENSION_SUPPORT_REQUIRED: "EXTENSION_SUPPORT_REQUIRED",
+    VERSION_NOT_SUPPORTED: "VERSION_NOT_SUPPORTED",
+}
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+ERROR_DOMAIN = "a2a-protocol.org"
+
+
+def error_info(code: int) -> dict[str, Any]:
+    """The ``google.rpc.ErrorInfo`` of an error code, as a ProtoJSON ``Any``."""
+    return {"@type": ERROR_INFO_TYPE, "reason": REASONS[code], "domain": ERROR_DOMAIN, "metadata": {}}
 
 
 def result_head(request_id: Any) -> str:

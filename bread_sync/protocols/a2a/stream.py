@@ -17,6 +17,11 @@ CONNECTED = b": connected\n\n"
 HEARTBEAT = b": ping\n\n"
 
 
+def one_event(body: dict[str, Any]) -> bytes:
+    """An SSE body of one event: ``body`` (a JSON-RPC error, for a v0.3 stream refused at once)."""
+    return f"data: {dumps(body)}\n\n".encode()
+
+
 class StreamEncoder:
     """One stream's frames: ``encoder.frame(item)`` for a stream item (a dict), ``encoder.crumb(
     frame)`` for the events of a run's frame. A text delta is written from a template made once

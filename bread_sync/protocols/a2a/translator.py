@@ -74,6 +74,15 @@ class TextChunk:
 Event = Status | ArtifactChunk | TextChunk
 
 
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message of a task's history: ``role`` ``"user"`` or ``"agent"``."""
+
+    role: str
+    parts: list[dict[str, Any]]
+    message_id: str
+
+
 def pause_part(crumb: dict[str, Any]) -> dict[str, Any]:
     """The data part of a pause (a ``human:required`` crumb or a checkpoint record): what was
     asked, and the checkpoint the next message answers."""
@@ -202,3 +211,61 @@ class TaskFold:
                 held_parts = held.parts
             parts = [*held_parts, *parts]
         self.artifacts[event.artifact_id] = ArtifactChunk(event.artifact_id, parts)
+
+
+class TaskLog:
+    """A task rebuilt from its run's log, crumb by crumb (``log.add(crumb)``): its status and
+    artifacts as its stream folded them, and its history: the user's input and answers, the
+    agent's status messages (a pause, a failure), in order. Sans-IO, as the translator."""
+
+    def __init__(self, task_id: str, base_url: str = ""):
+        self.task_id = task_id
+        self.translator = A2ATranslator(task_id, base_url)
+        self.fold = TaskFold()
+        self.history: list[Message] = []
+        self._started = False
+
+    def add(self, crumb: dict[str, Any]) -> None:
+        kind = crumb["type"]
+        if kind == c.AGENT_RUN_START and not self._started:  # a continuation starts again: one input
+            self._started = True
+            self._user(input_parts(crumb.get("input"), self.translator.base_url))
+        elif kind == c.HUMAN_RESUMED:
+            self._user([{"data": crumb.get("response")}])
+        for event in self.translator(crumb):
+            self.fold.add(event)
+            if event.__class__ is Status and event.parts:
+                self.history.append(Message("agent", event.parts, event.message_id or f"{self.task_id}-{event.state}"))
+
+    def _user(self, parts: list[dict[str, Any]]) -> None:
+        count = sum(1 for message in self.history if message.role == "user")
+        self.history.append(Message("user", parts, f"{self.task_id}-user-{count + 1}"))
+
+
+def input_parts(value: Any, base_url: str = "") -> list[dict[str, Any]]:
+    """A run's input as the parts of the message that gave it (``parts.run_input`` backwards):
+    a text, the tagged parts, a file (``{uri, mimeType?, name?}``), else one data part."""
+    if isinstance(value, str):
+        return [{"text": value}]
+    if isinstance(value, list) and value and all(_is_tagged_part(part) for part in value):
+        return [_absolute(part, base_url) for part in value]
+    if _is_file(value):
+        return [_absolute({"file": value}, base_url)]
+    return [{"data": value}]
+
+
+def _is_tagged_part(part: Any) -> bool:
+    if not isinstance(part, dict) or len(part) != 1:
+        return False
+    key, value = next(iter(part.items()))
+    return key == "data" or (key == "text" and isinstance(value, str)) or (key == "file" and _is_file(value))
+
+
+def _is_file(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("uri"), str) and set(value) <= {"uri", "mimeType", "name"}
+
+
+def _absolute(part: dict[str, Any], base_url: str) -> dict[str, Any]:
+    if "file" not in part:
+        return part
+    return {"file": {**part["file"], "uri": urljoin(base_url, part["file"]["uri"])}}

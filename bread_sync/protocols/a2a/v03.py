@@ -9,7 +9,8 @@ from a2a.compat.v0_3 import types as t
 from pydantic import ValidationError
 
 from .card import MODES, CardFacts
-from .translator import ArtifactChunk, Event, Status, TextChunk
+from .rpc import push_ref
+from .translator import ArtifactChunk, Event, Message, Status, TextChunk
 
 VERSION = "0.3"
 METHODS = {
@@ -24,12 +25,17 @@ METHODS = {
     "tasks/pushNotificationConfig/delete": "push_delete",
     "agent/getAuthenticatedExtendedCard": "extended_card",
 }
-#: The keys of a push config's get, list and delete: the task's id, the config's.
-PUSH_REF = ("id", "pushNotificationConfigId")
+#: Deleting a config that is not there is -32001 (v0.3 says nothing of a second delete).
+IDEMPOTENT_DELETE = False
 #: Where a part's inline bytes are, in the raw JSON: ``part["file"]["bytes"]``.
 INLINE_BYTES = ("file", "bytes")
 #: v0.3's streaming status updates say whether they end the stream.
 HAS_FINAL = True
+#: Whether an error carries its ``google.rpc.ErrorInfo`` in ``data`` (v1.0 spec 9.5).
+ERROR_DETAILS = False
+#: The streaming methods whose errors are an SSE stream of one event (spec v0.3 7.2, 7.9: its
+#: clients read their answer as a stream).
+ERRORS_AS_EVENTS = frozenset({"stream", "resubscribe"})
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -69,7 +75,13 @@ def _artifact(chunk: ArtifactChunk) -> t.Artifact:
     return t.Artifact(artifact_id=chunk.artifact_id, parts=[_part(p) for p in chunk.parts])
 
 
-def task(task_id: str, context_id: str, status: Status, artifacts: list[ArtifactChunk] = ()) -> dict[str, Any]:
+def task(
+    task_id: str,
+    context_id: str,
+    status: Status,
+    artifacts: list[ArtifactChunk] = (),
+    history: list[Message] = (),
+) -> dict[str, Any]:
     """A Task (``kind: "task"``): what get, cancel and send answer, and a stream opens with."""
     return _dump(
         t.Task(
@@ -77,7 +89,18 @@ def task(task_id: str, context_id: str, status: Status, artifacts: list[Artifact
             context_id=context_id,
             status=_status(task_id, context_id, status),
             artifacts=[_artifact(a) for a in artifacts] or None,
+            history=[_history_message(task_id, context_id, m) for m in history] or None,
         )
+    )
+
+
+def _history_message(task_id: str, context_id: str, message: Message) -> t.Message:
+    return t.Message(
+        role=t.Role(message.role),
+        parts=[_part(p) for p in message.parts],
+        task_id=task_id,
+        context_id=context_id,
+        message_id=message.message_id,
     )
 
 
@@ -109,7 +132,9 @@ def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
 def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | None]:
     """The message of message/send or message/stream params: its parts (neutral: ``{"text"}``,
     ``{"data"}``, ``{"file": {"uri" | "bytes", "mimeType"?, "name"?}}``), its taskId and
-    contextId. ValueError names what is wrong."""
+    contextId. ValueError names what is wrong: a part without a known ``kind`` too (the models
+    would take it as text)."""
+    _check_part_kinds(params)
     try:
         message = t.MessageSendParams.model_validate(params).message
     except ValidationError as exc:
@@ -126,6 +151,18 @@ def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | N
             source = {"uri": file.uri} if isinstance(file, t.FileWithUri) else {"bytes": file.bytes}
             parts.append({"file": {**source, "mimeType": file.mime_type, "name": file.name}})
     return parts, message.task_id, message.context_id
+
+
+#: The kinds a v0.3 part may have: its ``kind`` is REQUIRED in the v0.3 JSON Schema.
+PART_KINDS = ("text", "file", "data")
+
+
+def _check_part_kinds(params: Any) -> None:
+    message = params.get("message") if isinstance(params, dict) else None
+    parts = message.get("parts") if isinstance(message, dict) else None
+    for n, part in enumerate(parts if isinstance(parts, list) else ()):
+        if not isinstance(part, dict) or part.get("kind") not in PART_KINDS:
+            raise ValueError(f"message.parts.{n}.kind must be one of {', '.join(PART_KINDS)}")
 
 
 def _problems(exc: ValidationError) -> str:
@@ -161,6 +198,29 @@ def read_push_config(params: Any) -> dict[str, Any]:
     except ValidationError as exc:
         raise ValueError(_problems(exc)) from None
     return {"taskId": given.task_id, **_push_target(given.push_notification_config)}
+
+
+def read_blocking(params: Any) -> bool:
+    """Whether message/send waits for the run's end or pause: unless ``configuration.blocking``
+    is false. ValueError names what is wrong."""
+    configuration = params.get("configuration") if isinstance(params, dict) else None
+    blocking = configuration.get("blocking") if isinstance(configuration, dict) else None
+    if blocking is not None and not isinstance(blocking, bool):
+        raise ValueError("params.configuration.blocking must be a boolean")
+    return blocking is not False
+
+
+def read_history_length(params: Any) -> int | None:
+    """tasks/get's ``historyLength``, None when not given; ValueError when not an integer."""
+    given = params.get("historyLength") if isinstance(params, dict) else None
+    if given is not None and (isinstance(given, bool) or not isinstance(given, int)):
+        raise ValueError("params.historyLength must be an integer")
+    return given
+
+
+def read_push_ref(params: Any) -> tuple[str, str | None]:
+    """A push config's get, list or delete params: ``(id, pushNotificationConfigId)``."""
+    return push_ref(params, "id", "pushNotificationConfigId")
 
 
 def read_send_push(params: Any) -> dict[str, Any] | None:

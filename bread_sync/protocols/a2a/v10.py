@@ -11,7 +11,7 @@ from a2a import types as t
 from google.protobuf import json_format, struct_pb2
 
 from .card import MODES, CardFacts
-from .translator import ArtifactChunk, Event, Status, TextChunk
+from .translator import ArtifactChunk, Event, Message, Status, TextChunk
 
 VERSION = "1.0"
 METHODS = {
@@ -27,12 +27,16 @@ METHODS = {
     "DeleteTaskPushNotificationConfig": "push_delete",
     "GetExtendedAgentCard": "extended_card",
 }
-#: The keys of a push config's get, list and delete: the task's id, the config's.
-PUSH_REF = ("taskId", "id")
+#: Deleting a config that is not there succeeds (spec 3.1.10: Delete MUST be idempotent).
+IDEMPOTENT_DELETE = True
 #: Where a part's inline bytes are, in the raw JSON: ``part["raw"]``.
 INLINE_BYTES = ("raw",)
 #: v1.0 ends a stream by closing it: its status updates have no ``final``.
 HAS_FINAL = False
+#: Whether an error carries its ``google.rpc.ErrorInfo`` in ``data`` (v1.0 spec 9.5).
+ERROR_DETAILS = True
+#: v1.0 answers every error as JSON, a streaming method's too (its kit and clients take it).
+ERRORS_AS_EVENTS = frozenset()
 
 
 def state(name: str) -> int:
@@ -58,17 +62,21 @@ def _part(part: dict[str, Any]) -> t.Part:
     return t.Part(data=json_format.ParseDict(part["data"], struct_pb2.Value()))
 
 
+def _message(task_id: str, context_id: str, message: Message) -> t.Message:
+    return t.Message(
+        role=t.Role.Value("ROLE_" + message.role.upper()),
+        parts=[_part(p) for p in message.parts],
+        task_id=task_id,
+        context_id=context_id,
+        message_id=message.message_id,
+    )
+
+
 def _status(task_id: str, context_id: str, status: Status) -> t.TaskStatus:
     message = None
     if status.parts:
-        message_id = status.message_id or f"{task_id}-{status.state}"
-        message = t.Message(
-            role=t.Role.ROLE_AGENT,
-            parts=[_part(p) for p in status.parts],
-            task_id=task_id,
-            context_id=context_id,
-            message_id=message_id,
-        )
+        said = Message("agent", status.parts, status.message_id or f"{task_id}-{status.state}")
+        message = _message(task_id, context_id, said)
     return t.TaskStatus(state=state(status.state), message=message)
 
 
@@ -76,7 +84,13 @@ def _artifact(chunk: ArtifactChunk) -> t.Artifact:
     return t.Artifact(artifact_id=chunk.artifact_id, parts=[_part(p) for p in chunk.parts])
 
 
-def task(task_id: str, context_id: str, status: Status, artifacts: list[ArtifactChunk] = ()) -> dict[str, Any]:
+def task(
+    task_id: str,
+    context_id: str,
+    status: Status,
+    artifacts: list[ArtifactChunk] = (),
+    history: list[Message] = (),
+) -> dict[str, Any]:
     """A Task: what get and cancel answer (bare), send and a stream wrap in ``{"task"}``."""
     return _dump(
         t.Task(
@@ -84,6 +98,7 @@ def task(task_id: str, context_id: str, status: Status, artifacts: list[Artifact
             context_id=context_id,
             status=_status(task_id, context_id, status),
             artifacts=[_artifact(a) for a in artifacts],
+            history=[_message(task_id, context_id, m) for m in history],
         )
     )
 
@@ -112,8 +127,9 @@ def event(task_id: str, context_id: str, ev: Event) -> dict[str, Any]:
 
 
 def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | None]:
-    """The message of SendMessage or SendStreamingMessage params, as ``v03.read_message``.
-    Unknown fields are ignored, as the SDK's own server does (a stray ``kind`` is not an error)."""
+    """The message of SendMessage or SendStreamingMessage params, as ``v03.read_message``; one
+    without ``messageId`` or ``role`` is a ValueError. Unknown fields are ignored, as the SDK's
+    own server does (a stray ``kind`` is not an error)."""
     if not isinstance(params, dict):
         raise ValueError("params must be an object")
     try:
@@ -122,6 +138,11 @@ def read_message(params: Any) -> tuple[list[dict[str, Any]], str | None, str | N
         raise ValueError(str(exc)) from None
     if not request.HasField("message"):
         raise ValueError("params.message is required")
+    # REQUIRED in a2a.proto; ProtoJSON reads a missing one as its default (spec 5.7: reject).
+    if not request.message.message_id:
+        raise ValueError("params.message.messageId is required")
+    if request.message.role == t.Role.ROLE_UNSPECIFIED:
+        raise ValueError("params.message.role is required: ROLE_USER or ROLE_AGENT")
     parts = []
     for part in request.message.parts:
         content = part.WhichOneof("content")
@@ -156,27 +177,46 @@ def card(facts: CardFacts) -> dict[str, Any]:
     )
 
 
-def read_list(params: Any) -> tuple[str | None, str | None, int, str]:
-    """ListTasks params: ``(contextId, state, pageSize, pageToken)``, the state in the translator's
-    spelling; ValueError names what is wrong."""
+def read_list(params: Any) -> tuple[str | None, str | None, int, str, int | None, bool]:
+    """ListTasks params: ``(contextId, state, pageSize, pageToken, historyLength,
+    includeArtifacts)``, the state in the translator's spelling, historyLength None when not
+    given; ValueError names what is wrong."""
     try:
         query = json_format.ParseDict(params or {}, t.ListTasksRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError) as exc:
         raise ValueError(str(exc)) from None
     wanted = state_name(query.status) if query.status else None
-    return query.context_id or None, wanted, query.page_size, query.page_token
+    history = query.history_length if query.HasField("history_length") else None
+    return query.context_id or None, wanted, query.page_size, query.page_token, history, query.include_artifacts
+
+
+def read_blocking(params: Any) -> bool:
+    """Whether SendMessage waits for the run's end or pause: unless
+    ``configuration.returnImmediately`` (spec 3.2.2). ValueError names what is wrong."""
+    if not isinstance(params, dict):
+        return True  # read_message says what is wrong
+    try:
+        request = json_format.ParseDict(params, t.SendMessageRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return not request.configuration.return_immediately
+
+
+def read_history_length(params: Any) -> int | None:
+    """GetTask's ``historyLength``, None when not given; ValueError when it is no int32."""
+    try:
+        query = json_format.ParseDict(params, t.GetTaskRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    return query.history_length if query.HasField("history_length") else None
 
 
 def task_list(tasks: list[dict[str, Any]], next_page_token: str, page_size: int, total: int) -> dict[str, Any]:
-    """ListTasks' result, written as the SDK's server writes it: every field, an empty one too
-    (``nextPageToken`` is REQUIRED, and empty on the last page), and the tasks without artifacts."""
+    """ListTasks' result, written as the SDK's server writes it: each of its fields, an empty one
+    too (``nextPageToken`` is REQUIRED, and empty on the last page); each task as GetTask writes
+    it (no empty fields, so no artifacts or history when none were asked for)."""
     listed = t.ListTasksResponse(next_page_token=next_page_token, page_size=page_size, total_size=total)
-    for task_ in tasks:
-        json_format.ParseDict(task_, listed.tasks.add())
-    result = json_format.MessageToDict(listed, always_print_fields_with_no_presence=True)
-    for task_ in result["tasks"]:
-        task_.pop("artifacts", None)
-    return result
+    return {**json_format.MessageToDict(listed, always_print_fields_with_no_presence=True), "tasks": tasks}
 
 
 def read_push_config(params: Any) -> dict[str, Any]:
@@ -187,6 +227,21 @@ def read_push_config(params: Any) -> dict[str, Any]:
     except (json_format.ParseError, TypeError) as exc:
         raise ValueError(str(exc)) from None
     return {"taskId": given.task_id, **_push_target(given)}
+
+
+def read_push_ref(params: Any) -> tuple[str, str | None]:
+    """A push config's get, list or delete params: ``(taskId, id)``, read as ProtoJSON as
+    Create's are (so ``task_id`` too); ValueError names what is wrong."""
+    if not isinstance(params, dict):
+        raise ValueError("params must be an object with the task's id")
+    try:
+        # Get's request has the fields of all three (List's page fields are ignored: one page).
+        ref = json_format.ParseDict(params, t.GetTaskPushNotificationConfigRequest(), ignore_unknown_fields=True)
+    except json_format.ParseError as exc:
+        raise ValueError(str(exc)) from None
+    if not ref.task_id:
+        raise ValueError("params.taskId must be the task's id")
+    return ref.task_id, ref.id or None
 
 
 def read_send_push(params: Any) -> dict[str, Any] | None:
@@ -215,7 +270,6 @@ def push_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def push_list(configs: list[dict[str, Any]]) -> dict[str, Any]:
-    listed = t.ListTaskPushNotificationConfigsResponse()
-    for config in configs:
-        json_format.ParseDict(push_config(config), listed.configs.add())
-    return json_format.MessageToDict(listed, always_print_fields_with_no_presence=True)
+    """ListTaskPushNotificationConfigs' result: each config as Get writes it (no empty fields),
+    and ``nextPageToken``, empty: there is one page."""
+    return {"configs": [push_config(config) for config in configs], "nextPageToken": ""}

@@ -169,6 +169,7 @@ class McpPlugin:
     # the endpoint
 
     def _post(self, bread: Any) -> Response:
+        message = None
         try:
             message = _message()
             if isinstance(message, JSONRPCRequest) and message.method == DISCOVER:
@@ -178,7 +179,9 @@ class McpPlugin:
             _check_version()
             session_id = self.sessions.of_caller(bread.store)
         except _Refused as refused:
-            return _refusal(refused)
+            # The request's own id once its body was read (MCP basic: an error response has the
+            # id of its request); null for a body that is no request.
+            return _refusal(refused, message.id if isinstance(message, JSONRPCRequest) else None)
         if not isinstance(message, JSONRPCRequest):  # a notification, or a response to nothing we asked
             if isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
                 self._cancelled(bread, session_id, message)
@@ -514,5 +517,5 @@ def _error(request_id: Any, code: int, message: str, status: int = 200) -> Respo
     return Response(error.model_dump_json(by_alias=True, exclude_unset=True), status=status, content_type=_JSON)
 
 
-def _refusal(refused: _Refused) -> Response:
-    return _error(None, refused.code, refused.message, refused.status)
+def _refusal(refused: _Refused, request_id: Any = None) -> Response:
+    return _error(request_id, refused.code, refused.message, refused.status)

@@ -138,6 +138,12 @@ class Activity(ABC):
         continued: its run ends ``RUN_INTERRUPTED``."""
         raise NotImplementedError(f"a {self.kind} activity is not carried on")
 
+    def changed_with(self, crumb_type: str) -> bool:
+        """Whether the activity's state may have changed since its last durable crumb, with one
+        of ``crumb_type`` (always, unless a kind knows better): where it has not, the driver
+        does not even look at its snapshot for the run's progress (execution.py)."""
+        return True
+
     def continuable(self) -> bool:
         """Whether this activity, and the child under way, can be carried on."""
         own = type(self).carry_on is not Activity.carry_on

@@ -35,6 +35,9 @@ from .task_run import TaskRun
 
 log = logging.getLogger("bread_sync")
 
+#: The durable crumbs of a model call under way (see AgentRun.changed_with).
+MODEL_CALL_CRUMBS = frozenset({c.TOOL_INPUT_START, c.TOOL_INPUT_END})
+
 MAX_STEPS_EXCEEDED = "agent {agent!r} made more than {limit} model calls in one run"
 
 
@@ -169,6 +172,14 @@ class AgentRun(AgentActivity):
         if progress and self.in_session:
             kept["messages"] = len(self.messages)  # how many: a change is a change of progress
         return kept
+
+    def changed_with(self, crumb_type: str) -> bool:
+        """A tool input's start or end changes nothing of the run's own turn: it comes from the
+        model call under way, which a continuation makes again, and the turn's state moves only
+        once the call is made. Unless a history entry waits to be written with it (the run's
+        start), or a subagent or a remote one under way (whose crumb it may be) may have moved."""
+        streamed = crumb_type in MODEL_CALL_CRUMBS and self.record and self.child is None
+        return not streamed or bool(self._unwritten)
 
     @classmethod
     def restore(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:

@@ -174,12 +174,28 @@ class AgentRun(AgentActivity):
         return kept
 
     def changed_with(self, crumb_type: str) -> bool:
-        """A tool input's start or end changes nothing of the run's own turn: it comes from the
-        model call under way, which a continuation makes again, and the turn's state moves only
-        once the call is made. Unless a history entry waits to be written with it (the run's
-        start), or a subagent or a remote one under way (whose crumb it may be) may have moved."""
-        streamed = crumb_type in MODEL_CALL_CRUMBS and self.record and self.child is None
-        return not streamed or bool(self._unwritten)
+        """Two kinds of crumb of the run's own turn leave its progress as saved (with no subagent
+        or remote one under way, whose crumbs they may be): a tool input's start or end, which
+        comes from the model call under way, made again by a continuation, the turn's state
+        moving only once it is made (unless a history entry waits to be written with it: the
+        run's start); and its call's result or error, which a continuation reads from the log
+        after its progress (:meth:`catch_up`), with the one history entry written with it."""
+        if not self.record or self.child is not None:
+            return True
+        if crumb_type in MODEL_CALL_CRUMBS:
+            return bool(self._unwritten)
+        return crumb_type not in c.CALL_SETTLED or len(self._unwritten) != 1
+
+    def catch_up(self, logged: list[dict[str, Any]]) -> None:
+        """Settle the call under way whose result (or error) was logged after the progress this
+        run was restored from (see :meth:`changed_with`), its history entry read back with it."""
+        for crumb in logged:
+            if crumb["type"] in c.CALL_SETTLED and self.calling is not None and crumb["toolCallId"] == self.calling:
+                self.child = None
+                self._settled()
+                kept = len(self.messages) + 1
+                self.read_session()
+                del self.messages[kept:]
 
     @classmethod
     def restore(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:

@@ -154,11 +154,12 @@ class Execution:
         if seen == self._progress:
             return  # the same as saved with an earlier crumb (a tool input streamed, say)
         self._progress = seen
-        self.emitter.defer(partial(self._save_progress, stack))
+        self.emitter.defer(partial(self._save_progress, stack, self.emitter.next_seq))
 
-    def _save_progress(self, stack: dict[str, Any] | None) -> None:
-        """The run's progress, in the transaction of the crumb being logged: where a continuation
-        goes on if this process dies (engine/recovery.py); ``stack`` None: it cannot."""
+    def _save_progress(self, stack: dict[str, Any] | None, seq: int) -> None:
+        """The run's progress, in the transaction of the crumb being logged (``seq``): where a
+        continuation goes on if this process dies (engine/recovery.py), caught up with the
+        crumbs logged after it; ``stack`` None: it cannot."""
         ctx = self.ctx
         progress = {
             "version": CHECKPOINT_VERSION,
@@ -167,6 +168,7 @@ class Execution:
             "sessionId": ctx.session_id,
             "status": "progress",
             "createdAt": now_iso(),
+            "seq": seq,
             "stack": stack,
         }
         self.store.save_checkpoint(progress)

@@ -141,6 +141,8 @@ def continuation_root(ctx: RunContext) -> Any | None:
     progress = store.get_checkpoint(progress_id(ctx.run_id))
     if progress is not None:  # its stack None: it was where it cannot be carried on
         root = ctx.restore(progress["stack"]) if progress["stack"] else None
+        if root is not None and "seq" in progress:  # a progress saved before it had one has nothing to catch up
+            root.catch_up([frame.crumb for frame in store.get_crumbs(ctx.run_id, after=progress["seq"])])
     else:
         first = store.get_crumbs(ctx.run_id, after=0, limit=1)
         root = _root_from_start(ctx, first[0].crumb) if first else None

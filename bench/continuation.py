@@ -239,7 +239,7 @@ def child_rate(tree: Path, calls: int, deltas: int, runs: int, folder: Path, uns
     if unsaved:
         from bread_sync.engine.execution import Execution
 
-        Execution._note_progress = lambda self: None
+        Execution._note_progress = lambda self, crumb_type: None
     agent = workload_agent(calls, deltas)
     rates, cpu = [], []
     for n in range(runs + 2):

@@ -45,6 +45,9 @@ ALL_TYPES = (
     AGENT_RUN_CONTINUED,
 )  # fmt: skip
 
+#: The crumbs that settle a tool call: its result, or its error.
+CALL_SETTLED = frozenset({TOOL_RESULT, TOOL_ERROR})
+
 #: Every type but ``text:delta`` owns a log position; deltas are aggregated before persisting.
 NOT_DURABLE = frozenset({TEXT_DELTA})
 TERMINAL = frozenset({AGENT_RUN_END, AGENT_ERROR})

@@ -221,14 +221,26 @@ def test_progress_is_saved_with_the_crumbs_that_change_it_and_never_with_live_te
 
     logged = [f.type for f in bread.store.get_crumbs("run_2")]
     # Of the 12 crumbs that could carry it (per call: its input's start and end, the call, its
-    # result), those where the run's state changed: the first input's start (the turn begun), then
-    # each call and each result; the turn's other tool inputs changed nothing.
-    assert sum(t not in WITHOUT_PROGRESS for t in logged) == 12 and len(saves) == 7
+    # result), those where the run's state changed and the log does not tell how: the first
+    # input's start (the turn begun), then each call; the turn's other tool inputs changed
+    # nothing, and each result is read from the log after the progress by a continuation.
+    assert sum(t not in WITHOUT_PROGRESS for t in logged) == 12 and len(saves) == 4
     assert set(saves) == {progress_id("run_2")}
+    progress = bread.store.get_checkpoint(progress_id("run_2"))
     # the run's own turn leaves its conversation to the session's history, written with the same crumbs
-    assert (
-        bread.store.get_checkpoint(progress_id("run_2"))["stack"]["messages"] == 5
-    )  # its count as of the last tool result
+    assert progress["stack"]["messages"] == 4  # its count as of the last tool call
+    assert logged[progress["seq"] - 1] == "tool:call"  # the crumb it was saved with
+
+
+def test_a_run_killed_right_after_a_tool_result_reads_it_from_the_log_and_calls_nothing_again(place, bread):
+    crashed(place, "after-tool:result")  # the first call's result, logged without a progress
+    log = carried_on(bread)
+
+    assert len(continued(log)) == 1 and log[-1]["output"] == "Almost there: all done."
+    assert [types(log).count(kind) for kind in ("tool:call", "tool:result")] == [3, 3]
+    assert calls(place) == ["tool_run 1", "tool_ask 2", "tool_fail 3"]
+    history = bread.store.get_session(log[0]["sessionId"])["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "tool", "tool", "assistant"]
 
 
 def test_a_loop_killed_inside_an_iteration_carries_that_iteration_on(place, bread):

@@ -142,6 +142,16 @@ class Activity(ABC):
         continued: its run ends ``RUN_INTERRUPTED``."""
         raise NotImplementedError(f"a {self.kind} activity is not carried on")
 
+    def changed_with(self, crumb_type: str) -> bool:
+        """Whether the activity's state may have changed since its last durable crumb, with one
+        of ``crumb_type`` (always, unless a kind knows better): where it has not, the driver
+        does not even look at its snapshot for the run's progress (execution.py)."""
+        return True
+
+    def catch_up(self, logged: list[dict[str, Any]]) -> None:  # noqa: B027 - most kinds save every change
+        """Go on over the crumbs ``logged`` after the progress this activity was restored from,
+        which saved none since: what :meth:`changed_with` said left the progress as it was."""
+
     def continuable(self) -> bool:
         """Whether this activity, and the child under way, can be carried on."""
         own = type(self).carry_on is not Activity.carry_on

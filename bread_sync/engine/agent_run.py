@@ -37,6 +37,9 @@ from .task_run import TaskRun
 
 log = logging.getLogger("bread_sync")
 
+#: The durable crumbs of a model call under way (see AgentRun.changed_with).
+MODEL_CALL_CRUMBS = frozenset({c.TOOL_INPUT_START, c.TOOL_INPUT_END})
+
 MAX_STEPS_EXCEEDED = "agent {agent!r} made more than {limit} model calls in one run"
 
 
@@ -172,6 +175,30 @@ class AgentRun(AgentActivity):
         if progress and self.in_session:
             kept["messages"] = len(self.messages)  # how many: a change is a change of progress
         return kept
+
+    def changed_with(self, crumb_type: str) -> bool:
+        """Two kinds of crumb of the run's own turn leave its progress as saved (with no subagent
+        or remote one under way, whose crumbs they may be): a tool input's start or end, which
+        comes from the model call under way, made again by a continuation, the turn's state
+        moving only once it is made (unless a history entry waits to be written with it: the
+        run's start); and its call's result or error, which a continuation reads from the log
+        after its progress (:meth:`catch_up`), with the one history entry written with it."""
+        if not self.record or self.child is not None:
+            return True
+        if crumb_type in MODEL_CALL_CRUMBS:
+            return bool(self._unwritten)
+        return crumb_type not in c.CALL_SETTLED or len(self._unwritten) != 1
+
+    def catch_up(self, logged: list[dict[str, Any]]) -> None:
+        """Settle the call under way whose result (or error) was logged after the progress this
+        run was restored from (see :meth:`changed_with`), its history entry read back with it."""
+        for crumb in logged:
+            if crumb["type"] in c.CALL_SETTLED and self.calling is not None and crumb["toolCallId"] == self.calling:
+                self.child = None
+                self._settled()
+                kept = len(self.messages) + 1
+                self.read_session()
+                del self.messages[kept:]
 
     @classmethod
     def restore(cls, ctx: RunContext, snapshot: dict[str, Any]) -> Any:

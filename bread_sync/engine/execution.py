@@ -9,6 +9,7 @@ and a ``human:required`` crumb, and makes sure the run ends with exactly one ter
 from __future__ import annotations
 
 import logging
+import marshal
 import time
 import uuid
 from collections.abc import Iterator
@@ -54,8 +55,8 @@ class Execution:
         self.store = ctx.runtime.store
         self.emitter = ctx.emitter
         self._final: str | None = None
-        #: The run's progress as last saved, encoded ("null": none, or it cannot be gone on from).
-        self._progress = "null"
+        #: The run's progress as last saved, packed (:func:`packed`; None: none, or it cannot be gone on from).
+        self._progress: bytes | str = packed(None)
 
     @property
     def status(self) -> str | None:
@@ -76,7 +77,7 @@ class Execution:
         self.runtime.leases.watch(run_id)
         steps = self._steps(resume, carry_on, resumed)
         if resume is not None or carry_on:
-            self._progress = ""  # it may have saved some before: the first crumb saves what holds now
+            self._progress = b""  # it may have saved some before: the first crumb saves what holds now
         emit, token = self.emitter.emit, self.ctx.token
         # A model that never blocks (echo, a fast provider's buffered stream) would otherwise keep
         # a gevent worker from everyone else until the run ends, whoever pulls the crumbs.
@@ -94,7 +95,7 @@ class Execution:
                 else:
                     crumb, final = item, None
                     if crumb["type"] not in WITHOUT_PROGRESS:
-                        self._note_progress()
+                        self._note_progress(crumb["type"])
                 emit(crumb)
                 if final is not None:
                     self._settled(final)
@@ -171,22 +172,26 @@ class Execution:
             end["usage"] = self.ctx.usage.to_wire()
         yield end
 
-    def _note_progress(self) -> None:
+    def _note_progress(self, crumb_type: str) -> None:
         """Save the run's progress with the crumb about to be logged: its root's snapshot, or,
         while the run is where it cannot be carried on (a remote subagent under way),
         that it cannot, so a continuation never goes back to an older snapshot. A run that was
         never where it can be carried on saves nothing, and a progress already saved is not
-        saved again."""
-        stack = self.root.snapshot(progress=True) if self.root.continuable() else None
-        encoded = c.dumps(stack)
-        if encoded == self._progress:
+        saved again (nor looked at, where the root knows the crumb changed nothing)."""
+        root = self.root
+        if not root.changed_with(crumb_type):
+            return
+        stack = root.snapshot(progress=True) if root.continuable() else None
+        seen = packed(stack)
+        if seen == self._progress:
             return  # the same as saved with an earlier crumb (a tool input streamed, say)
-        self._progress = encoded
-        self.emitter.defer(partial(self._save_progress, stack))
+        self._progress = seen
+        self.emitter.defer(partial(self._save_progress, stack, self.emitter.next_seq))
 
-    def _save_progress(self, stack: dict[str, Any] | None) -> None:
-        """The run's progress, in the transaction of the crumb being logged: where a continuation
-        goes on if this process dies (engine/recovery.py); ``stack`` None: it cannot."""
+    def _save_progress(self, stack: dict[str, Any] | None, seq: int) -> None:
+        """The run's progress, in the transaction of the crumb being logged (``seq``): where a
+        continuation goes on if this process dies (engine/recovery.py), caught up with the
+        crumbs logged after it; ``stack`` None: it cannot."""
         ctx = self.ctx
         progress = {
             "version": CHECKPOINT_VERSION,
@@ -195,6 +200,7 @@ class Execution:
             "sessionId": ctx.session_id,
             "status": "progress",
             "createdAt": now_iso(),
+            "seq": seq,
             "stack": stack,
             "usage": ctx.usage.to_wire(),
         }
@@ -284,6 +290,17 @@ class Execution:
                 self.emitter.emit(c.error_crumb(self.ctx.run_id, error))
             except BreadError as exc:
                 log.warning("run %s: could not log its interruption (%s)", self.ctx.run_id, exc.code)
+
+
+def packed(stack: dict[str, Any] | None) -> bytes | str:
+    """``stack`` as a value that compares equal only to an equal stack's: to tell whether a run's
+    progress changed. ``marshal`` copies the values deeply in C, several times faster than JSON
+    encodes them (this is on the path of every durable crumb); JSON is the fallback for a
+    subclass of a JSON type (a str enum, say), which marshal refuses (a str never equals bytes)."""
+    try:
+        return marshal.dumps(stack)
+    except ValueError:
+        return c.dumps(stack)
 
 
 def progress_id(run_id: str) -> str:

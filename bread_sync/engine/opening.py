@@ -167,6 +167,8 @@ def continuation_root(ctx: RunContext) -> Any | None:
         if progress.get("usage"):
             ctx.usage = RunUsage.from_wire(progress["usage"])
         root = ctx.restore(progress["stack"]) if progress["stack"] else None
+        if root is not None and "seq" in progress:  # a progress saved before it had one has nothing to catch up
+            root.catch_up([frame.crumb for frame in store.get_crumbs(ctx.run_id, after=progress["seq"])])
     else:
         root = root_from_start(ctx, start)
     return root if root is not None and root.continuable() else None

@@ -201,7 +201,9 @@ class SQLiteStore(SQLStore):
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         values = (checkpoint["id"], checkpoint.get("runId"), checkpoint["status"], dumps(checkpoint))
         with self.connection() as db:
-            db.execute("INSERT OR REPLACE INTO checkpoints (id, run_id, status, data) VALUES (?, ?, ?, ?)", values)
+            # Straight to the connection, not through sqlite-utils: a run's progress is saved
+            # with many of its crumbs (engine/execution.py).
+            db.conn.execute("INSERT OR REPLACE INTO checkpoints (id, run_id, status, data) VALUES (?, ?, ?, ?)", values)
 
     # sessions
     def touch_session(

@@ -93,6 +93,7 @@ class Webhook(Receiver):
             time.sleep(0.05)
         raise AssertionError(f"the deliveries of {task_id} did not end within {seconds} s: {self.bodies_for(task_id)}")
 
+
 def _task_of(body):
     inner = body.get("statusUpdate") or body.get("artifactUpdate") or body
     return inner.get("taskId")

@@ -1,0 +1,98 @@
+"""The background runs' webhooks: a run's report POSTed when it pauses for a human and when it
+ends, signed with the secret its request named.
+
+A run's webhook is a subscription of the store's push role (``taskId`` the run's id, ``id``
+:data:`SUBSCRIPTION`, ``mount`` :data:`MOUNT`, ``token`` the secret), delivered by the one
+webhook sender of ``sender.py``, so a report goes out once across workers and replicas, retried
+with back-off. The bodies are read from the run's log, so any process can send them."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+from .. import crumbs as c
+from ..runs import summarize
+from ..stores import FINISHED, RunRecord, read_log
+from . import records_pushes
+
+#: The sender's name for the background runs' subscriptions.
+MOUNT = "bread:runs"
+#: The subscription id of a run's webhook: one per run.
+SUBSCRIPTION = "webhook"
+#: The signature's header: ``sha256=`` and the lowercase hex HMAC-SHA256 of the body's bytes.
+SIGNATURE_HEADER = "Bread-Signature"
+RUN_ID_HEADER = "Bread-Run-Id"
+#: What in a run's log is a report: its pauses, and its end.
+_PAUSE = c.HUMAN_REQUIRED
+
+
+def run_report(record: dict[str, Any], last: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's record as routes answer it, with what its ``last`` crumb (its end or pause, when
+    it has one) says: ``output`` (completed), ``error`` (failed, cancelled) or ``checkpoint``
+    (paused), each null otherwise. What ``GET /runs/<runId>/wait`` answers and a webhook gets."""
+    report = RunRecord.model_validate(record).model_dump(mode="json")
+    report.update(output=None, error=None, checkpoint=None, seq=None)
+    if last is None or last["type"] not in c.STREAM_END:
+        return report
+    result = summarize(record["id"], [last])
+    report.update(output=result.output, checkpoint=result.checkpoint, seq=last.get("seq"))
+    report["error"] = result.error.to_wire() if result.error else None
+    if result.status == "paused":  # a pause past which the run went on: as it was then
+        report.update(status="paused", checkpointId=result.checkpoint["checkpointId"])
+    return report
+
+
+def sign(secret: str, content: bytes) -> str:
+    """``sha256=<hex>``: the HMAC-SHA256 of ``content`` with ``secret`` (UTF-8)."""
+    return "sha256=" + hmac.new(secret.encode(), content, hashlib.sha256).hexdigest()
+
+
+def subscribe(store: Any, run_id: str, url: str, secret: str | None) -> None:
+    """Have the run's reports POSTed to ``url`` (checked by the caller)."""
+    config = {"taskId": run_id, "id": SUBSCRIPTION, "mount": MOUNT, "url": url, "token": secret}
+    store.save_push_config({**config, "authentication": None})
+
+
+class RunWebhooks:
+    """The sender's mount of the background runs' webhooks."""
+
+    def __init__(self, allow_private_webhooks: bool):
+        self.allow_private_webhooks = allow_private_webhooks
+
+    def events(self, bread: Any, record: dict[str, Any]) -> list[Any]:
+        """One report per pause in the run's log, then one for its end once it ended."""
+        frames = list(read_log(bread.store, record["id"]))
+        reports = [run_report(record, _with_seq(f)) for f in frames if f.crumb["type"] == _PAUSE]
+        if record["status"] in FINISHED:
+            reports.append(run_report(record, _with_seq(frames[-1]) if frames else None))
+        return reports
+
+    def ended(self, record: dict[str, Any]) -> bool:
+        return record["status"] in FINISHED
+
+    def headers(self, config: dict[str, Any], content: bytes) -> dict[str, str]:
+        headers = {RUN_ID_HEADER: config["taskId"]}
+        if config.get("token"):
+            headers[SIGNATURE_HEADER] = sign(config["token"], content)
+        return headers
+
+
+def _with_seq(frame: Any) -> dict[str, Any]:
+    return {**frame.crumb, "seq": frame.seq}
+
+
+def start_sender(bread: Any, allow_private_webhooks: bool) -> bool:
+    """Run this process's webhook sender (once per runtime) with the runs' mount; False when it
+    cannot: no ``httpx`` (the ``webhooks`` extra), or a store that does not keep subscriptions."""
+    if not records_pushes(bread.store):
+        return False
+    try:
+        from .sender import sender_of
+    except ImportError:  # httpx is an extra's
+        return False
+    sender = sender_of(bread)
+    sender.mounts.setdefault(MOUNT, RunWebhooks(allow_private_webhooks))
+    sender.start()
+    return True

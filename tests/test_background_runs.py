@@ -146,3 +146,19 @@ def test_an_unreadable_webhook_url_is_refused_before_any_run(make_bread, url):
     answer = client.post("/pipelines/x/run", json={"input": "x", "webhook": {"url": url}}, headers=ASYNC)
     assert answer.status_code == 400 and answer.get_json()["error"]["code"] == "INVALID_REQUEST"
     assert bread.store.list_runs() == []
+
+
+def test_the_in_process_client_sends_in_the_background_and_waits(make_bread):
+    from bread_sync.client import create_agent_client, local
+
+    bread = make_bread()
+    with create_agent_client(local.transport(bread)) as client:
+        thread = client.thread()
+        run = thread.send("writer", {"topic": "rye"}, background=True)
+        paused = run.wait(timeout=10)
+        assert (paused.run_id, paused.status, paused.pause["kind"]) == (run.run_id, "paused", "approval")
+        client.respond(paused.pause["checkpointId"], {"approved": True}).wait_until_idle()
+        assert run.wait().output == "Published."
+        slow = thread.send("slow", {"count": 200, "delayMs": 50}, background=True)
+        assert slow.wait(timeout=0.05).status in ("queued", "running")
+        assert slow.cancel() and slow.wait(timeout=10).status == "cancelled"

@@ -8,23 +8,17 @@ by the webhook sender of whichever process claims its subscription."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from flask import jsonify, request
 
 from ..errors import INVALID_REQUEST, NOT_SUPPORTED, RUN_NOT_FOUND, BreadError
-from ..stores import FINISHED
 from ..webhooks import records_pushes
-from ..webhooks.runs import run_report, start_sender, subscribe
+from ..webhooks.runs import SETTLED, start_sender, subscribe
 from .guard import authorize_run, valid_query
 from .schemas import WaitQuery, WebhookRef
 from .state import state
 
-#: The statuses a wait ends at: a run ended, or paused for a human.
-SETTLED = FINISHED | {"paused"}
-#: A wait reads the run's record this often: first quickly (a short run), then less and less.
-POLL_FIRST_SECONDS, POLL_MOST_SECONDS = 0.02, 0.25
 PREFERENCE = "respond-async"
 
 
@@ -81,28 +75,7 @@ def wait_for_run(runId: str) -> Any:  # noqa: N803 - the name http-api.md gives 
     when ``?timeout=`` seconds passed first (202)."""
     timeout = valid_query(WaitQuery).timeout
     authorize_run(runId)
-    record = _settled(runId, time.monotonic() + timeout)
-    report = run_report(record, _last_crumb(runId) if record["status"] in SETTLED else None)
-    return jsonify(report), 200 if record["status"] in SETTLED else 202
-
-
-def _settled(run_id: str, deadline: float) -> dict[str, Any]:
-    """The run's record once it ended or paused, or at ``deadline``. It polls the record: the
-    run may be driven by any process, and a sleep gives the worker's other requests their turn."""
-    store, pause = state().bread.store, POLL_FIRST_SECONDS
-    while True:
-        record = store.get_run(run_id)
-        if record is None:
-            raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
-        left = deadline - time.monotonic()
-        if record["status"] in SETTLED or left <= 0:
-            return record
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, POLL_MOST_SECONDS)
-
-
-def _last_crumb(run_id: str) -> dict[str, Any] | None:
-    store = state().bread.store
-    last = store.last_seq(run_id)
-    frames = store.get_crumbs(run_id, last - 1, limit=1) if last else []
-    return {**frames[0].crumb, "seq": frames[0].seq} if frames else None
+    report = state().bread.wait(runId, timeout)
+    if report is None:
+        raise BreadError(RUN_NOT_FOUND, f"no run {runId}")
+    return jsonify(report), 200 if report["status"] in SETTLED else 202

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from typing import Any
 
 from .. import crumbs as c
@@ -26,6 +27,10 @@ SIGNATURE_HEADER = "Bread-Signature"
 RUN_ID_HEADER = "Bread-Run-Id"
 #: What in a run's log is a report: its pauses, and its end.
 _PAUSE = c.HUMAN_REQUIRED
+#: The statuses a wait ends at: a run ended, or paused for a human.
+SETTLED = FINISHED | {"paused"}
+#: A wait reads the run's record this often: first quickly (a short run), then less and less.
+POLL_FIRST_SECONDS, POLL_MOST_SECONDS = 0.02, 0.25
 
 
 def run_report(record: dict[str, Any], last: dict[str, Any] | None) -> dict[str, Any]:
@@ -42,6 +47,30 @@ def run_report(record: dict[str, Any], last: dict[str, Any] | None) -> dict[str,
     if result.status == "paused":  # a pause past which the run went on: as it was then
         report.update(status="paused", checkpointId=result.checkpoint["checkpointId"])
     return report
+
+
+def wait_for_report(store: Any, run_id: str, timeout: float) -> dict[str, Any] | None:
+    """The run's report once it ended or paused (its ``status`` in :data:`SETTLED`), or as it
+    stands after ``timeout`` seconds; None when there is no such run. It polls the record: any
+    process may drive the run, and a sleep gives a gevent worker's other requests their turn."""
+    deadline, pause = time.monotonic() + timeout, POLL_FIRST_SECONDS
+    while True:
+        record = store.get_run(run_id)
+        if record is None:
+            return None
+        left = deadline - time.monotonic()
+        if record["status"] in SETTLED:
+            return run_report(record, _last_crumb(store, run_id))
+        if left <= 0:
+            return run_report(record, None)
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, POLL_MOST_SECONDS)
+
+
+def _last_crumb(store: Any, run_id: str) -> dict[str, Any] | None:
+    last = store.last_seq(run_id)
+    frames = store.get_crumbs(run_id, last - 1, limit=1) if last else []
+    return _with_seq(frames[0]) if frames else None
 
 
 def sign(secret: str, content: bytes) -> str:

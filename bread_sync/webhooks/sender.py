@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from ..runtime import new_id
+from ..engine.opening import new_id
 from . import Mount, PushStore, address
 
 log = logging.getLogger("bread_sync.webhooks")

@@ -71,7 +71,9 @@ def test_a_wait_whose_timeout_passes_first_answers_202_with_the_record(make_brea
     assert answer.status_code == 202 and answer.get_json()["status"] in ("queued", "running")
     assert answer.get_json()["output"] is None
     assert client.post(f"/runs/{run_id}/cancel").status_code == 200
-    assert client.get(f"/runs/{run_id}/wait?timeout=10").get_json()["status"] == "cancelled"
+    cancelled = client.get(f"/runs/{run_id}/wait?timeout=10").get_json()
+    assert cancelled["status"] == "cancelled" and set(cancelled["error"]) == {"code", "message"}  # as the wire's
+    assert cancelled["error"]["code"] == "RUN_CANCELLED"
 
 
 @pytest.mark.parametrize("timeout", ["-1", "61", "soon"])

@@ -43,7 +43,7 @@ def run_report(record: dict[str, Any], last: dict[str, Any] | None) -> dict[str,
         return report
     result = summarize(record["id"], [last])
     report.update(output=result.output, checkpoint=result.checkpoint, seq=last.get("seq"))
-    report["error"] = result.error.to_wire() if result.error else None
+    report["error"] = result.error.to_body()["error"] if result.error else None  # {code, message}
     if result.status == "paused":  # a pause past which the run went on: as it was then
         report.update(status="paused", checkpointId=result.checkpoint["checkpointId"])
     return report

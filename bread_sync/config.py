@@ -6,8 +6,8 @@ the demo config. The environment then overrides what it names: ``BREAD_DB`` (the
 ``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``,
 ``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis),
 ``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS``,
-``BREAD_PLAYGROUND``, ``BREAD_EXECUTOR`` (``inline`` or ``huey``) and ``BREAD_QUEUE_URL`` (the
-Huey queue's Redis or Postgres, when not the store's).
+``BREAD_PLAYGROUND``, ``BREAD_ALLOW_PRIVATE_WEBHOOKS``, ``BREAD_EXECUTOR`` (``inline`` or
+``huey``) and ``BREAD_QUEUE_URL`` (the Huey queue's Redis or Postgres, when not the store's).
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ class ServerSettings(BaseModel):
     #: Serve the playground page at ``GET /_bread/``; None: only under ``bread-sync dev`` and
     #: ``bread-sync start`` on a loopback bind, and never while auth is on (``BREAD_PLAYGROUND``).
     playground: bool | None = None
+    #: Let a run's webhook reach loopback and private addresses (a test, a private network);
+    #: refused otherwise, so a client cannot make the server call into its own network
+    #: (``BREAD_ALLOW_PRIVATE_WEBHOOKS``).
+    allow_private_webhooks: bool = False
 
 
 class Config(BaseModel):
@@ -193,6 +197,8 @@ def apply_environment(config: Config) -> Config:
         server["body_timeout_seconds"] = _number("BREAD_BODY_TIMEOUT_SECONDS")
     if os.environ.get("BREAD_PLAYGROUND"):
         server["playground"] = _flag("BREAD_PLAYGROUND")
+    if os.environ.get("BREAD_ALLOW_PRIVATE_WEBHOOKS"):
+        server["allow_private_webhooks"] = _flag("BREAD_ALLOW_PRIVATE_WEBHOOKS")
     if server:
         updates["server"] = config.server.model_copy(update=server)
     if os.environ.get("BREAD_LEASE_SECONDS"):

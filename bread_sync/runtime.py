@@ -41,6 +41,7 @@ from .tails import LogFollower, tail
 from .tasks import Task
 from .tracing import tracer_from_environment
 from .transports import TRANSPORTS
+from .webhooks.runs import wait_for_report
 
 #: ``RunResult`` was declared here before runs.py; its old path is kept for one release.
 __all__ = ["Bread", "Run", "RunResult", "create_bread"]
@@ -230,6 +231,13 @@ class Bread:
             self.leases.announce_cancel(run_id)
             return True
         return False
+
+    def wait(self, run_id: str, timeout: float) -> dict[str, Any] | None:
+        """Wait up to ``timeout`` seconds for a run, driven by any process sharing the store,
+        to end or pause; its report (its record with ``output``, ``error``, ``checkpoint`` and
+        ``seq``: what ``GET /runs/<runId>/wait`` answers), as it stands when the time is up.
+        None when the run is unknown."""
+        return wait_for_report(self.store, run_id, timeout)
 
     def tail(self, run_id: str, after: int = 0, **opts: Any) -> Iterator[Any]:
         """Follow a run from any process sharing the store: its log past ``after``, then live

@@ -15,7 +15,7 @@ from bread_sync.agents import Agent
 from bread_sync.demo import config as demo_config
 from bread_sync.models import script
 from bread_sync.protocols.a2a import A2A_ACTIONS, a2a_server
-from bread_sync.protocols.a2a.push import sender_of
+from bread_sync.protocols.a2a.push import A2APushes, sender_of
 from bread_sync.server import auth_plugin, create_server
 
 KEY = "k" * 40
@@ -156,7 +156,7 @@ def test_the_push_sender_delivers_from_the_memory_store(make_bread):
         params = {**message("push me"), "configuration": {"pushNotificationConfig": {"url": hook.url}}}
         sent = client.post("/a2a", json=rpc("message/send", params)).get_json()["result"]
         sender = sender_of(bread)
-        sender.mounts[mount.rpc_path] = mount  # as start() does, without the thread: stepped by hand
+        sender.mounts[mount.rpc_path] = A2APushes(mount)  # as start() does, without the thread: stepped by hand
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not (hook.bodies and hook.bodies[-1].get("kind") == "status-update"):
             sender.step()

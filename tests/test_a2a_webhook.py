@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from bread_sync.protocols.a2a import a2a_server
-from bread_sync.protocols.a2a.push import sender_of
-from bread_sync.protocols.a2a.webhook import Webhook, public_address
+from bread_sync.protocols.a2a.push import A2APushes, sender_of
+from bread_sync.webhooks.address import Webhook, public_address
 
 from .test_a2a_plugin import Hook, message, rpc, serve
 
@@ -90,7 +90,7 @@ def test_a_name_that_rebinds_to_loopback_after_the_check_is_never_connected_ther
         assert subscribe(client, task["id"], f"http://rebind.example:{port}/").get_json()["result"]
         dns.answers["rebind.example"] = [PUBLIC, "127.0.0.1"]  # public to the check, loopback after
         sender = sender_of(bread)
-        sender.mounts[mount.rpc_path] = mount
+        sender.mounts[mount.rpc_path] = A2APushes(mount)
         assert sender.step()
         assert hook.bodies == [] and dns.connects == [(PUBLIC, port)]  # only where the check looked
         (config,) = bread.store.list_push_configs(task["id"])
@@ -120,7 +120,7 @@ def test_a_stored_url_the_client_refuses_is_a_failed_attempt_not_a_crash(make_br
     # As an older version of the plugin took it, or another writer of the store.
     bread.store.save_push_config({"taskId": task["id"], "id": "bad", "url": "http://127.0.0.1:9/\tx", "mount": "/a2a"})
     sender = sender_of(bread)
-    sender.mounts[mount.rpc_path] = mount
+    sender.mounts[mount.rpc_path] = A2APushes(mount)
     assert sender.step()
     (config,) = bread.store.list_push_configs(task["id"])
     assert config["attempts"] == 1 and config["lastError"] and not config["done"]
@@ -137,7 +137,7 @@ def test_a_post_goes_to_the_checked_address_under_the_urls_name(dns):
         return httpx.Response(204)
 
     with httpx.Client(transport=httpx.MockTransport(answer)) as client:
-        assert webhook.post(client, {"kind": "status-update"}, {"Authorization": "Bearer t"}) == 204
+        assert webhook.post(client, b'{"kind":"status-update"}', {"Authorization": "Bearer t"}) == 204
     (request,) = seen
     assert str(request.url) == f"https://{PUBLIC}:8443/in?x=1"
     assert request.headers["Host"] == "hook.example:8443" and request.headers["Authorization"] == "Bearer t"
@@ -151,7 +151,7 @@ def test_an_address_that_refuses_gives_way_to_the_next_one_for_good(dns):
         dns.answers["both.example"] = ["::1,127.0.0.1"]  # an AAAA and an A record
         webhook = Webhook(f"http://both.example:{port}/", allow_private=True)
         with httpx.Client(timeout=5) as client:
-            assert webhook.post(client, {"n": 1}, {}) == 204 and webhook.post(client, {"n": 2}, {}) == 204
+            assert webhook.post(client, b'{"n":1}', {}) == 204 and webhook.post(client, b'{"n":2}', {}) == 204
         assert hook.bodies == [{"n": 1}, {"n": 2}]
         assert dns.connects[0] == ("::1", port) and set(dns.connects[1:]) == {("127.0.0.1", port)}
     finally:

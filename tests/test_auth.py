@@ -208,6 +208,7 @@ ROUTE_ACTIONS = {
     ("GET", "/tasks/<id>"): "task.read",
     ("GET", "/runs"): "run.list",
     ("GET", "/runs/<runId>"): "run.read",
+    ("GET", "/runs/<runId>/wait"): "run.read",  # waiting for a run reads it (issue 27)
     ("GET", "/files/<id>"): "file.read",
     ("GET", "/openapi.json"): "openapi.read",
     ("POST", "/auth/stream-token"): "auth.stream_token",
@@ -376,7 +377,7 @@ def test_a_preflight_is_answered_without_credentials(cors_client):
     assert answer.status_code == 200
     assert answer.headers["Access-Control-Allow-Origin"] == ORIGIN
     assert "POST" in answer.headers["Access-Control-Allow-Methods"]
-    assert answer.headers["Access-Control-Allow-Headers"] == "Authorization, Content-Type, Last-Event-ID"
+    assert answer.headers["Access-Control-Allow-Headers"] == "Authorization, Content-Type, Last-Event-ID, Prefer"
     assert "Origin" in answer.headers["Vary"] and "Access-Control-Allow-Credentials" not in answer.headers
 
 
@@ -392,7 +393,7 @@ def test_answers_to_a_listed_origin_expose_the_run_id_even_when_refused(cors_cli
     client = cors_client([ORIGIN])
     run = client.post("/agents/echo/run", json={"input": "hi"}, headers={"Origin": ORIGIN, **HEADERS})
     assert run.headers["Access-Control-Allow-Origin"] == ORIGIN
-    assert run.headers["Access-Control-Expose-Headers"] == "Bread-Run-Id"
+    assert run.headers["Access-Control-Expose-Headers"] == "Bread-Run-Id, Location, Preference-Applied"
     refused = client.get("/agents", headers={"Origin": ORIGIN})
     assert refused.status_code == 401 and refused.headers["Access-Control-Allow-Origin"] == ORIGIN
 

@@ -58,8 +58,8 @@ def test_named_finds_the_first_plugin_of_that_name():
     "name, home",
     [
         ("McpSessionStore", "bread_sync.protocols.mcp.plugin"),
-        ("PushStore", "bread_sync.protocols.a2a.push"),
-        ("records_pushes", "bread_sync.protocols.a2a.push"),
+        ("PushStore", "bread_sync.webhooks"),
+        ("records_pushes", "bread_sync.webhooks"),
     ],
 )
 def test_a_store_role_that_moved_to_its_bridge_is_still_found_at_its_old_path_with_a_warning(name, home):

@@ -11,11 +11,12 @@ this process, the reference). An operation bread has no counterpart for raises `
 from __future__ import annotations
 
 from .contract import AgentClientTransport, RunStream, StoredFile, ThreadState, optional
-from .facade import AgentClient, Outcome, Thread, ThreadEvent, ThreadRun, create_agent_client
+from .facade import AgentClient, BackgroundRun, Outcome, Thread, ThreadEvent, ThreadRun, create_agent_client
 
 __all__ = [
     "AgentClient",
     "AgentClientTransport",
+    "BackgroundRun",
     "Outcome",
     "Run",
     "RunStream",

@@ -59,6 +59,9 @@ class AgentClientTransport(Protocol):
     Optional: ``watch_thread(thread_id, interval, stop)``, an iterator of
     :class:`~bread_sync.client.facade.ThreadEvent` the facade uses instead of its own; and
     ``watch_thread_heads``. Neither built-in transport has them (``optional`` finds them).
+    Background runs need ``send_background(thread_id, agent_id, input, *, run_id, skill,
+    webhook) -> run_id`` and ``wait_run(run_id, timeout) -> report`` (the run's record with
+    ``output``, ``error``, ``checkpoint``), which both built-in transports have.
     """
 
     def get_manifest(self) -> dict[str, Any]: ...

@@ -11,18 +11,21 @@ active run's stream replays from its start (so a snapshot always resets what a w
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..crumbs import AGENT_ERROR, AGENT_RUN_END, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame
-from ..errors import CHECKPOINT_NOT_FOUND, BreadError
+from ..errors import CHECKPOINT_NOT_FOUND, NOT_SUPPORTED, BreadError
 from ..wire.replay import LiveText
 from .contract import ACTIVE, AgentClientTransport, RunStream, ThreadState, optional
 
 #: Seconds between looks for a thread's next run while none is active.
 WATCH_INTERVAL_SECONDS = 1.0
+#: How long one request of ``BackgroundRun.wait`` waits at most (the server's bound is 60 s).
+WAIT_SECONDS = 30.0
 
 
 def create_agent_client(transport: AgentClientTransport) -> AgentClient:
@@ -144,6 +147,51 @@ class ThreadRun:
         self._stream.close()
 
 
+class BackgroundRun:
+    """A run started with ``background=True``: nothing reads it until asked. :meth:`wait` for
+    how it stopped, :meth:`follow` its crumbs, or :meth:`cancel` it."""
+
+    def __init__(self, client: AgentClient, run_id: str):
+        self.client = client
+        self.run_id = run_id
+
+    def wait(self, timeout: float | None = None) -> Outcome:
+        """Wait until the run ends or pauses (at most ``timeout`` seconds; None: as long as it
+        takes) and say how it stopped: ``queued`` or ``running`` when the time ran out first.
+        Asked of the server WAIT_SECONDS at a time."""
+        wait_run = _background(self.client.transport, "wait_run")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = WAIT_SECONDS if deadline is None else min(WAIT_SECONDS, max(deadline - time.monotonic(), 0.0))
+            report = wait_run(self.run_id, left)
+            if report["status"] not in ("queued", "running") or (deadline is not None and left < WAIT_SECONDS):
+                return _outcome_of(report)
+
+    def follow(self, after: int = 0) -> ThreadRun:
+        """The run's crumbs from ``after``, through its pauses to its end."""
+        return self.client.run(self.run_id, after)
+
+    def cancel(self) -> bool:
+        """Cancel the run; False when it is unknown or already over."""
+        return self.client.transport.stop_run(self.run_id)
+
+
+def _outcome_of(report: dict[str, Any]) -> Outcome:
+    status, error = report["status"], report.get("error")
+    if status == "interrupted":  # as a stream reads its agent:error
+        status = "failed"
+    pause = report.get("checkpoint") if status == "paused" else None
+    failure = BreadError.from_wire(error) if error else None
+    return Outcome(report["id"], status, output=report.get("output"), error=failure, pause=pause)
+
+
+def _background(transport: AgentClientTransport, name: str) -> Any:
+    method = optional(transport, name)
+    if method is None:
+        raise BreadError(NOT_SUPPORTED, f"this client transport cannot run in the background: it has no {name}")
+    return method
+
+
 @dataclass
 class ThreadEvent:
     """What ``watch`` yields: a ``snapshot`` (``state``), or a ``crumb`` of a run (``frame``)."""
@@ -171,12 +219,51 @@ class Thread:
         """The thread's snapshot; empty before its first run."""
         return self.transport.get_thread_state(self.id) or ThreadState(self.id)
 
+    @overload
     def send(
-        self, agent_id: str, input: Any = None, *, run_id: str | None = None, skill: str | None = None
-    ) -> ThreadRun:
+        self,
+        agent_id: str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        skill: str | None = None,
+        background: Literal[False] = False,
+    ) -> ThreadRun: ...
+
+    @overload
+    def send(
+        self,
+        agent_id: str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        skill: str | None = None,
+        background: Literal[True],
+        webhook: dict[str, Any] | None = None,
+    ) -> BackgroundRun: ...
+
+    def send(
+        self,
+        agent_id: str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        skill: str | None = None,
+        background: bool = False,
+        webhook: dict[str, Any] | None = None,
+    ) -> ThreadRun | BackgroundRun:
         """Start a run of ``agent_id`` in this thread. With your own ``run_id``, sending again
-        follows the run the first send started instead of starting another."""
-        return ThreadRun(self.client, self.transport.send(self.id, agent_id, input, run_id=run_id, skill=skill))
+        follows the run the first send started instead of starting another. With
+        ``background=True`` the server answers at once (``Prefer: respond-async``) and this
+        returns a :class:`BackgroundRun` to ``wait()`` for; ``webhook`` (``{"url", "secret"?}``)
+        has the server POST the run's report at each pause and at its end."""
+        if not background:
+            if webhook is not None:
+                raise ValueError("webhook= goes with background=True")
+            return ThreadRun(self.client, self.transport.send(self.id, agent_id, input, run_id=run_id, skill=skill))
+        send = _background(self.transport, "send_background")
+        started = send(self.id, agent_id, input, run_id=run_id, skill=skill, webhook=webhook)
+        return BackgroundRun(self.client, started)
 
     def regenerate(self, *, run_id: str | None = None) -> ThreadRun:
         """Run the thread's last run's agent again on the same input."""

@@ -65,10 +65,19 @@ class HTTPClientTransport(Unsupported):
 
     # -- plain requests ------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, *, allow: tuple[int, ...] = (), **options: Any) -> httpx.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        allow: tuple[int, ...] = (),
+        headers: dict[str, str] | None = None,
+        **options: Any,
+    ) -> httpx.Response:
         """One request; an answer of 400 or more (but those in ``allow``) raises its BreadError."""
         try:
-            response = self.http.request(method, self.url + path, headers=self.headers, **options)
+            headers = {**self.headers, **(headers or {})}
+            response = self.http.request(method, self.url + path, headers=headers, **options)
         except httpx.TransportError as exc:
             raise unreachable(self.url, exc) from exc
         if response.status_code >= 400 and response.status_code not in allow:
@@ -99,6 +108,29 @@ class HTTPClientTransport(Unsupported):
 
     def stop_run(self, run_id: str) -> bool:
         return self.request("POST", f"/runs/{_segment(run_id)}/cancel", allow=(404,)).status_code == 200
+
+    def send_background(
+        self,
+        thread_id: str,
+        agent_id: str,
+        input: Any,
+        *,
+        run_id: str | None = None,
+        skill: str | None = None,
+        webhook: dict[str, Any] | None = None,
+    ) -> str:
+        """Start a run answered at once (``Prefer: respond-async``); its id."""
+        body = {"input": input, "session": {"id": thread_id}, "runId": run_id or f"run_{uuid.uuid4().hex}"}
+        body.update({k: v for k, v in (("skill", skill), ("webhook", webhook)) if v is not None})
+        path = f"/agents/{_segment(agent_id)}/run"
+        return self.request("POST", path, json=body, headers={"Prefer": "respond-async"}).json()["runId"]
+
+    def wait_run(self, run_id: str, timeout: float) -> dict[str, Any]:
+        """``GET /runs/<runId>/wait``: the run's report once it ended or paused, or as it stands
+        after ``timeout`` seconds (at most the server's 60)."""
+        wait = httpx.Timeout(self.http.timeout.connect, read=timeout + self.http.timeout.read)
+        path = f"/runs/{_segment(run_id)}/wait"
+        return self.request("GET", path, params={"timeout": timeout}, allow=(202,), timeout=wait).json()
 
     def stop_thread(self, thread_id: str) -> bool:
         state = self.get_thread_state(thread_id)

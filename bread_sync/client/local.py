@@ -13,8 +13,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import BLOB_STORE_NOT_CONFIGURED, FILE_NOT_FOUND, BreadError
-from .contract import StoredFile, ThreadState, Unsupported, last_turn
+from ..errors import BLOB_STORE_NOT_CONFIGURED, FILE_NOT_FOUND, RUN_NOT_FOUND, BreadError
+from .contract import StoredFile, ThreadState, Unsupported, last_turn, not_supported
 
 FILES = "/files/"
 
@@ -57,6 +57,30 @@ class LocalClientTransport(Unsupported):
         run = self.bread.run(agent_id, input, session={"id": thread_id}, skill=skill, run_id=run_id)
         return self._drive(run, 0)
 
+    def send_background(
+        self,
+        thread_id: str,
+        agent_id: str,
+        input: Any,
+        *,
+        run_id: str | None = None,
+        skill: str | None = None,
+        webhook: dict[str, Any] | None = None,
+    ) -> str:
+        """Start a run driven on a thread of its own, read by nothing; its id. A webhook needs
+        the server (its sender and the address rule)."""
+        if webhook is not None:
+            raise not_supported("a webhook", "the in-process transport has no webhook sender: use the server")
+        run = self.bread.run(agent_id, input, session={"id": thread_id}, skill=skill, run_id=run_id)
+        _start(run)
+        return run.run_id
+
+    def wait_run(self, run_id: str, timeout: float) -> dict[str, Any]:
+        report = self.bread.wait(run_id, timeout)
+        if report is None:
+            raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
+        return report
+
     def regenerate(self, thread_id: str, *, run_id: str | None = None) -> LocalRunStream:
         agent_id, input = last_turn(self, thread_id)
         return self.send(thread_id, agent_id, input, run_id=run_id)
@@ -66,8 +90,7 @@ class LocalClientTransport(Unsupported):
         return self._drive(run, run.first_seq - 1)
 
     def _drive(self, run: Any, after: int) -> LocalRunStream:
-        if not run.attached:  # an attached run (a retried run id) is driven by whoever started it
-            threading.Thread(target=run.drain, name=f"run {run.run_id}", daemon=True).start()
+        _start(run)
         return LocalRunStream(run.run_id, self.bread.tail(run.run_id, after, through_pause=False))
 
     def stop_thread(self, thread_id: str) -> bool:
@@ -106,6 +129,11 @@ class LocalClientTransport(Unsupported):
 
     def close(self) -> None:
         """Nothing to release: the ``Bread`` is its owner's to close."""
+
+
+def _start(run: Any) -> None:
+    if not run.attached:  # an attached run (a retried run id) is driven by whoever started it
+        threading.Thread(target=run.drain, name=f"run {run.run_id}", daemon=True).start()
 
 
 def _url(file_id: str) -> str:

@@ -175,14 +175,25 @@ def _json_or_text(text: str | None) -> Any:
     "run an agent once and stream its output",
     "AGENT is the agent's id, e.g. echo or writer; INPUT is the run's input: JSON when it "
     "parses, else a plain string (default: null). A pause for a human is asked at the "
-    "terminal, or reported as a JSON line (exit 3).",
+    "terminal, or reported as a JSON line (exit 3). With --background (and --url) the server "
+    "runs it on its own: the run id is printed at once (follow it with tail).",
 )
 @click.argument("agent", metavar="AGENT")
 @click.argument("input", metavar="[INPUT]", required=False)
+@click.option("--background", is_flag=True, help="start the run on the server and print its id (needs --url)")
 @_url
 @_api_key
-def invoke(agent: str, input: str | None, url: str | None, api_key: str | None) -> int:
+def invoke(agent: str, input: str | None, background: bool, url: str | None, api_key: str | None) -> int:
+    if background and not url:
+        raise click.UsageError("--background needs --url: a run in this process would end with it")
+    if background:
+        return _run(url, api_key, lambda console: _print_run_id(console, agent, _json_or_text(input)))
     return _run(url, api_key, lambda console: drive(console, console.client.thread().send(agent, _json_or_text(input))))
+
+
+def _print_run_id(console: Console, agent: str, input: Any) -> int:
+    print(console.client.thread().send(agent, input, background=True).run_id, file=console.sink.stream, flush=True)
+    return EXIT_OK
 
 
 @_command(

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from flask import Response, current_app, request
 
-ALLOW_HEADERS = "Authorization, Content-Type, Last-Event-ID"
-EXPOSE_HEADERS = "Bread-Run-Id"
+ALLOW_HEADERS = "Authorization, Content-Type, Last-Event-ID, Prefer"
+EXPOSE_HEADERS = "Bread-Run-Id, Location, Preference-Applied"
 MAX_AGE_SECONDS = 600
 
 

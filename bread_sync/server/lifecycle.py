@@ -24,6 +24,7 @@ from ..engine import recovery
 from ..errors import RUN_INTERRUPTED, BreadError
 from ..plugins import hooks
 from ..runtime import Bread
+from ..webhooks.runs import start_sender
 from .runner import Runner
 
 log = logging.getLogger("bread_sync.server")
@@ -149,6 +150,7 @@ def started(worker: Any) -> Lifecycle | None:
         return None  # an app that does not mount bread_sync, or wraps the Flask app
     life = worker.bread_lifecycle = Lifecycle(current.bread, current.runner, worker.cfg.graceful_timeout)
     life.sweep_later()
+    start_sender(current.bread, current.bread.config.server.allow_private_webhooks)  # the runs' webhooks
     for start in hooks(current.bread.config.plugins, "start"):  # what a plugin runs beside the requests
         start(current.bread)
     watcher = threading.Thread(target=life.watch, args=(lambda: worker.alive,), name="bread-shutdown", daemon=True)

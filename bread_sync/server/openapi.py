@@ -72,6 +72,16 @@ OPERATIONS: dict[str, Op] = {
     AUTH_ACTIONS.stream_token: Op("Mint a token that opens one run's stream", s.StreamToken, s.StreamTokenBody,
                                   errors=(*_BODY_ERRORS, 500)),
 }  # fmt: skip
+#: ``GET /runs/<runId>/wait`` reads a run (its action is ``run.read``), and answers its report.
+_WAIT = Op("Wait for a run to end or pause, and read its report", s.RunReport, query=s.WaitQuery, errors=(400, 404))
+#: The routes that start a run, which ``Prefer: respond-async`` answers with 202.
+_BACKGROUND = (A.run_start, A.pipeline_start, A.run_resume)
+_PREFER_PARAM = {
+    "name": "Prefer",
+    "in": "header",
+    "schema": {"type": "string"},
+    "description": "respond-async (RFC 7240): answer 202 at once; the run goes on in the background.",
+}
 _PAGE_MEDIA = ("text/html", "text/css", "text/javascript")
 _HEALTH = Op("Liveness probe: any Host, no credential", s.Ok)
 _WIRES = {
@@ -148,9 +158,13 @@ def _operation(
 ) -> dict:
     health = rule.endpoint == HEALTH_ENDPOINT
     op = _HEALTH if health else OPERATIONS.get(action or "") or _plugin_op(action, method, more)
+    if action == A.run_read and rule.rule.endswith("/wait"):
+        op, more = _WAIT, ()  # its 202 has a body: _answer describes it
     name = action or rule.endpoint
     if action == A.playground_read:  # one action for several files: operation ids are unique
         name = f"{action}.{rule.rule.rpartition('/')[2] or 'index.html'}"
+    elif op is _WAIT:  # the second route of run.read
+        name = f"{action}.wait"
     out: dict[str, Any] = {
         "operationId": name if count == 1 else f"{name}.{method.lower()}",
         "summary": op.summary,
@@ -158,6 +172,7 @@ def _operation(
         "parameters": _parameters(rule, op, action, tokens),
         "responses": {
             **_answer(op, action, media),
+            **_accepted(op, action),
             **_successes(more),
             **_errors(op, auth and action != A.playground_read, health),
         },
@@ -180,6 +195,8 @@ def _parameters(rule: Any, op: Op, action: str | None, tokens: bool) -> list[dic
         params += [_query_param(name, properties[name]) for name in op.query.model_fields]
     if action == A.run_stream:
         params += _STREAM_PARAMS + ([_TOKEN_PARAM] if tokens else [])
+    if action in _BACKGROUND:
+        params.append(_PREFER_PARAM)
     return params
 
 
@@ -225,6 +242,21 @@ def _answer(op: Op, action: str | None, media: str) -> dict[str, Any]:
     return {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}}}
 
 
+def _accepted(op: Op, action: str | None) -> dict[str, Any]:
+    """The 202 of a background run's start, and of a wait whose timeout passed first."""
+    if op is _WAIT:
+        return {"202": {"description": "The timeout passed first: the run as it is", "content": _json(s.RunReport)}}
+    if action not in _BACKGROUND:
+        return {}
+    headers = {"Location": {"schema": {"type": "string"}, "description": "/runs/<runId>: the run's record."}}
+    return {"202": {"description": "Prefer: respond-async: the run started", "headers": headers,
+                    "content": _json(s.Accepted)}}  # fmt: skip
+
+
+def _json(model: type[BaseModel]) -> dict[str, Any]:
+    return {"application/json": {"schema": _ref(model)}}
+
+
 def _errors(op: Op, auth: bool, health: bool) -> dict[str, Any]:
     if health:
         return {}
@@ -255,8 +287,8 @@ def _ref(model: type[BaseModel], mode: str = "out") -> dict[str, Any]:
 def _schemas() -> tuple[dict[Any, Any], dict[str, Any]]:
     """Each model's reference, and the definitions, all made at once so names do not clash."""
     inputs = {op.body for op in OPERATIONS.values() if op.body is not None}
-    outputs = {_model_of(op.answer) for op in [*OPERATIONS.values(), _HEALTH] if _model_of(op.answer)}
-    outputs |= {s.ErrorBody, s.ForbiddenBody}
+    outputs = {_model_of(op.answer) for op in [*OPERATIONS.values(), _HEALTH, _WAIT] if _model_of(op.answer)}
+    outputs |= {s.ErrorBody, s.ForbiddenBody, s.Accepted}
     pairs = [(m, "validation") for m in inputs] + [(m, "serialization") for m in outputs]
     refs, top = models_json_schema(sorted(pairs, key=lambda p: p[0].__name__), ref_template=_REF)
     return refs, top.get("$defs", {})

@@ -17,9 +17,10 @@ from ..transports.http import HTTPTransport
 from ..wire import SSE, Wire
 from ..wire.replay import Gap
 from .actions import HTTP_ACTIONS, register_http_route
+from .background import accepted, check_webhook, prefers_async, subscribe_webhook, wait_for_run
 from .guard import accepts, authorize_run, may_reach_run, valid_body
-from .schemas import PipelineRunBody, ResumeBody, RunBody
-from .streams import followed_run, start_run_stream, stream_body, stream_position, stream_response
+from .schemas import PipelineRunBody, ResumeBody, RunBody, WebhookRef
+from .streams import followed_run, start_run_detached, start_run_stream, stream_body, stream_position, stream_response
 
 
 def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:
@@ -33,6 +34,7 @@ def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:
     )
     register_http_route(app, "GET", "/runs/<runId>/stream", a.run_stream, lambda runId: views.passive(runId))
     register_http_route(app, "POST", "/runs/<runId>/cancel", a.run_cancel, lambda runId: views.cancel(runId))
+    register_http_route(app, "GET", "/runs/<runId>/wait", a.run_read, wait_for_run, statuses=(202,))
 
 
 class _Views:
@@ -46,6 +48,7 @@ class _Views:
         # Only a client's own runId can be a retry to look for; without one the run gets a new id.
         return self._start(
             req.runId or new_id("run"),
+            req.webhook,
             lambda token: self.bread.run(
                 agent_id,
                 req.input,
@@ -63,6 +66,7 @@ class _Views:
         run_id = req.runId or new_id("run")
         return self._start(
             run_id,
+            req.webhook,
             lambda token: self.bread.run_pipeline(
                 pipeline_id, req.input, session=_session(req), run_id=run_id, signal=token
             ),
@@ -76,19 +80,31 @@ class _Views:
             authorize_run(run_id)  # before the continuation claims the checkpoint
         return self._start(
             run_id,
+            req.webhook,
             lambda token: self.bread.resume(checkpoint_id, req.response, signal=token, may_interrupt=may_reach_run),
         )
 
-    def _start(self, failed_id: str | None, begin: Callable[[Any], Any]) -> Response:
-        """Start a run with ``begin`` and stream it; ``failed_id`` is the run id a failure to
-        start reports."""
+    def _start(self, failed_id: str | None, webhook: WebhookRef | None, begin: Callable[[Any], Any]) -> Any:
+        """Start a run with ``begin`` and stream it, or with ``Prefer: respond-async`` answer
+        202 at once; ``failed_id`` is the run id a failure to start reports. A webhook is
+        checked before the run, and subscribed once it exists."""
+        check_webhook(webhook)
+        background = prefers_async()
         try:
-            run, frames = start_run_stream(begin, heartbeat=self.transport.heartbeat)
+            if background:
+                run, frames = start_run_detached(begin), None
+            else:
+                run, frames = start_run_stream(begin, heartbeat=self.transport.heartbeat)
         except BreadError as error:
             if error.code == RUN_ID_CONFLICT:  # a run that exists: say so only to its owner
                 authorize_run(failed_id)
+            if background:  # nothing was created: a JSON error, at its status
+                raise
             # Nothing was created: the failure is the whole stream, at HTTP 200.
             return self._response(iter([self.wire.failure(error, failed_id or "")]), failed_id)
+        subscribe_webhook(run.run_id, webhook)
+        if background:
+            return accepted(run.run_id)
         return self._response(self._frames(frames, self.wire), run.run_id)
 
     def passive(self, run_id: str) -> Response:

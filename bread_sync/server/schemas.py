@@ -43,6 +43,21 @@ class SessionRef(BaseModel):
         return {"id": value} if isinstance(value, str) else value
 
 
+class WebhookRef(BaseModel):
+    """Where a run's report is POSTed when it pauses for a human and when it ends."""
+
+    url: str = Field(max_length=2048, description="An absolute http(s) url; loopback and private addresses refused.")
+    secret: str | None = Field(
+        None,
+        min_length=1,
+        max_length=512,
+        description="Signs each POST: Bread-Signature: sha256=<hex HMAC-SHA256 of the body>.",
+    )
+
+
+WEBHOOK_FIELD = Field(None, description="POST the run's report here when it pauses for a human and when it ends.")
+
+
 class RunBody(BaseModel):
     """The body of ``POST /agents/<id>/run``."""
 
@@ -55,6 +70,7 @@ class RunBody(BaseModel):
     sessionPolicy: Literal["reject", "enqueue", "interrupt"] | None = Field(
         None, description="What to do when another run holds the session (default: the agent's policy)."
     )
+    webhook: WebhookRef | None = WEBHOOK_FIELD
 
 
 class PipelineRunBody(BaseModel):
@@ -63,12 +79,14 @@ class PipelineRunBody(BaseModel):
     input: Any = Field(description="Any JSON (null included): the first step's input.")
     session: SessionRef | None = None
     runId: RunId | None = None
+    webhook: WebhookRef | None = WEBHOOK_FIELD
 
 
 class ResumeBody(BaseModel):
     """The body of ``POST /resume/<checkpointId>``."""
 
     response: Any = Field(description='The human\'s answer: {"approved": bool} for an approval.')
+    webhook: WebhookRef | None = WEBHOOK_FIELD
 
 
 class CleanupBody(BaseModel):
@@ -87,6 +105,12 @@ class StreamTokenBody(BaseModel):
 # -- queries -----------------------------------------------------------------------------------
 
 Status = Literal[RUN_STATUSES]  # type: ignore[valid-type]
+
+
+class WaitQuery(BaseModel):
+    timeout: Annotated[float, Field(ge=0, le=60)] = Field(
+        30, description="Seconds to wait at most (60 at most): 202 with the record when they pass first."
+    )
 
 
 class RunsQuery(BaseModel):
@@ -147,6 +171,25 @@ class CheckpointSummary(BaseModel):
 
 class RunDetail(RunRecord):
     checkpoint: CheckpointSummary | None
+
+
+class RunReport(RunRecord):
+    """A run's record with what its end or pause says: what ``GET /runs/<runId>/wait`` answers
+    and a run's webhook receives."""
+
+    output: Any = Field(None, description="The run's output, once completed.")
+    error: ErrorDetail | None = Field(None, description="Why it failed or was cancelled.")
+    checkpoint: dict[str, Any] | None = Field(
+        None, description="The pause: checkpointId, kind, toolName, toolCallId, input."
+    )
+    seq: int | None = Field(None, description="The seq of the crumb that ended or paused the run.")
+
+
+class Accepted(BaseModel):
+    """The answer to a run request with ``Prefer: respond-async`` (HTTP 202, ``Location: /runs/<runId>``)."""
+
+    runId: str
+    status: Literal["queued"]
 
 
 class SessionSummary(BaseModel):

@@ -53,6 +53,7 @@ def work(config: Any, workers: int) -> None:
 
     from .. import logs
     from ..runtime import Bread
+    from ..webhooks.runs import start_sender
     from .lifecycle import Lifecycle
     from .runner import Runner
 
@@ -68,6 +69,7 @@ def work(config: Any, workers: int) -> None:
     life = Lifecycle(bread, Runner(0, None, bread.cancels), STOP_SECONDS)
     bread.start()
     life.sweep_later()
+    start_sender(bread, config.server.allow_private_webhooks)  # the runs' webhooks, from here too
     consumer.start()
     print(f"bread-sync worker: {workers} greenlets driving queued runs", file=sys.stderr, flush=True)
     stopping = threading.Event()

@@ -288,12 +288,12 @@ def _methods_of(role: type) -> list[str]:
     return list(dict.fromkeys(name for name in names if not name.startswith("_")))
 
 
-#: The fields the A2A bridge's ``PushStore.settle_push`` may set.
+#: The fields ``webhooks.PushStore.settle_push`` may set.
 PUSH_SETTLED = frozenset({"delivered", "attempts", "nextAttemptAt", "lastError", "done"})
 
 
 def new_push_config(config: dict[str, Any], now: float) -> dict[str, Any]:
-    """A subscription as the A2A bridge's ``PushStore.save_push_config`` first stores it."""
+    """A subscription as ``webhooks.PushStore.save_push_config`` first stores it."""
     return {
         "taskId": config["taskId"],
         "id": config["id"],
@@ -387,11 +387,12 @@ def tags_match(tags: dict[str, str], wanted: dict[str, str] | None) -> bool:
     return not wanted or all(tags.get(k) == v for k, v in wanted.items())
 
 
-#: Public names that moved to the bridge whose role they are (issue 25); kept here for one release.
+#: Public names that moved to where their role is now (issue 25; the push role to ``webhooks/``
+#: in issue 27); kept here for one release.
 _MOVED = {
     "McpSessionStore": "bread_sync.protocols.mcp.plugin",
-    "PushStore": "bread_sync.protocols.a2a.push",
-    "records_pushes": "bread_sync.protocols.a2a.push",
+    "PushStore": "bread_sync.webhooks",
+    "records_pushes": "bread_sync.webhooks",
 }
 
 

@@ -514,7 +514,7 @@ def push(task_id="t1", config_id="c1", **fields):
 
 
 def test_it_keeps_push_subscriptions(store):
-    from bread_sync.protocols.a2a.push import PushStore, records_pushes
+    from bread_sync.webhooks import PushStore, records_pushes
 
     assert records_pushes(store)
     assert missing_methods(store, PushStore) == []

@@ -4,9 +4,7 @@ and what their raw passes read with."""
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from a2a import types as t1
@@ -14,6 +12,7 @@ from a2a.compat.v0_3 import types as t3
 from a2a.utils.proto_utils import validate_proto_required_fields
 from google.protobuf import json_format
 
+from ..webhook_receiver import Receiver
 from . import servers
 
 
@@ -78,37 +77,8 @@ def strict_v10(item, message=t1.StreamResponse, required=True, **written):
 DELIVERY_SECONDS = 20.0
 
 
-class Webhook:
-    """An HTTP server on 127.0.0.1 that records each POST; the first ``fail`` ones answer 500."""
-
-    def __init__(self):
-        self.received: list[tuple[dict, dict]] = []
-        self.refused = 0
-        self.fail = 0
-        self.lock = threading.Lock()
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's spelling
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                with hook.lock:
-                    failing = hook.fail > 0
-                    if failing:
-                        hook.fail -= 1
-                        hook.refused += 1
-                    else:
-                        hook.received.append((json.loads(body), dict(self.headers)))
-                self.send_response(500 if failing else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+class Webhook(Receiver):
+    """The test's webhook, reading A2A's push bodies by task."""
 
     def bodies_for(self, task_id):
         with self.lock:
@@ -122,10 +92,6 @@ class Webhook:
                 return bodies
             time.sleep(0.05)
         raise AssertionError(f"the deliveries of {task_id} did not end within {seconds} s: {self.bodies_for(task_id)}")
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _task_of(body):

@@ -29,7 +29,8 @@ from .client import (
 from .servers import Server, Worker
 from .test_faults import FAULT_ENV
 
-QUEUED_ENV = {**FAULT_ENV, "BREAD_EXECUTOR": "huey"}
+#: The background runs' tests (test_background_runs.py) reuse these servers with a webhook on 127.0.0.1.
+QUEUED_ENV = {**FAULT_ENV, "BREAD_EXECUTOR": "huey", "BREAD_ALLOW_PRIVATE_WEBHOOKS": "1"}
 #: 30 steps of 100 ms, each a tool call: long enough to cancel or kill in the middle.
 STEPPING = {"count": 30, "delayMs": 100}
 ENDED_SECONDS = 30.0

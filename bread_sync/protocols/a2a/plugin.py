@@ -30,7 +30,7 @@ from ...stores import page_runs, read_log
 from . import rpc, v03, v10
 from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
-from .push import check_webhook, records_pushes, sender_of
+from .push import A2APushes, check_webhook, records_pushes, sender_of
 from .rpc import RpcError
 from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder, one_event
 from .translator import (
@@ -159,7 +159,7 @@ class A2AServer:
         gunicorn worker calls it once it serves; call it yourself under another server)."""
         if self._pushes(bread):
             sender = sender_of(bread)
-            sender.mounts[self.rpc_path] = self
+            sender.mounts[self.rpc_path] = A2APushes(self)
             sender.start()
 
     def _pushes(self, bread: Any) -> bool:

@@ -1,295 +1,58 @@
 """Push notifications: each subscribed task's status and artifact updates POSTed to the client's
-webhook, by a sender outside any request.
+webhook by the webhook sender (``bread_sync.webhooks``), which works from the store alone.
 
-The sender works from the store alone, so it needs no process that ran the task: it claims a
-subscription that is due (one claimer wins, across workers and replicas), translates the task's
-log as a resubscribe from the start would, POSTs the events past the subscription's
-``delivered`` count one at a time, in order, and settles it: the new count, or on a failure the
-next attempt's time (exponential backoff). Every process running a push-enabled mount runs one
-sender; a restart loses nothing (a POST answered but not yet settled is sent again: at least
-once). Deliveries run side by side, a few to one webhook origin at a time, so a webhook that
-never answers holds up no other's; an origin that timed out is left alone for a while, whatever
-subscriptions name it."""
+What is A2A's here: the bodies (the task's log translated as a resubscribe from the start would
+give it, in the endpoint's version's shapes), when a task has no more, and the headers (the
+client's token, its credentials)."""
 
 from __future__ import annotations
 
-import collections
-import logging
-import threading
-import time
-from typing import Any, Protocol
+from typing import Any
 
-import httpx
-
-from ...runtime import new_id
-from ...stores import missing_methods, read_log
-from . import webhook
+from ...stores import read_log
+from ...webhooks import PushStore, records_pushes
+from ...webhooks.address import BadWebhook, Webhook
+from ...webhooks.sender import sender_of
 from .parts import BadParams
 from .translator import RUN_STATES, TERMINAL_STATES, A2ATranslator
 
-log = logging.getLogger("bread_sync.protocols.a2a.push")
+__all__ = ["A2APushes", "PushStore", "check_webhook", "records_pushes", "sender_of"]
 
-#: How long a sender holds a claimed subscription: past it, another sender may take it.
-CLAIM_SECONDS = 30.0
-#: A sender with nothing due (or no free delivery) looks again this often.
-IDLE_SECONDS = 0.2
-#: A subscription whose task has nothing new (or whose webhook is busy) is due again this long after.
-RECHECK_SECONDS = 0.5
-#: The first retry's delay; each next one doubles, up to BACKOFF_MAX_SECONDS.
-BACKOFF_SECONDS, BACKOFF_MAX_SECONDS = 0.5, 30.0
-#: Failed POSTs in a row before a subscription is given up (``done``, with its ``lastError``).
-MAX_ATTEMPTS = 10
-#: Events sent per claim, at most: a long log goes out in several claims.
-EVENTS_PER_CLAIM = 200
-#: Deliveries a sender runs at once, and to one webhook origin (scheme, host, port) at once.
-MAX_DELIVERIES, MAX_ORIGIN_DELIVERIES = 16, 2
-#: How long an origin that timed out is left alone: its subscriptions wait, without an attempt.
-ORIGIN_PAUSE_SECONDS = 5.0
 #: The header the client's token comes back in (the a2a-sdk's own server sends the same).
 TOKEN_HEADER = "X-A2A-Notification-Token"
-
-
-class PushStore(Protocol):
-    """The role the A2A bridge's push notifications need of a store: keeping push subscriptions.
-
-    Optional, found by :func:`records_pushes` (the first-party stores play it). A subscription
-    is ``{taskId, id, mount, url, token, authentication, delivered, attempts, nextAttemptAt,
-    lastError, done, claimedBy, claimedUntil, createdAt}``: ``mount`` names the endpoint that
-    took it (whose shapes it is delivered in), ``delivered`` counts the task's events sent to
-    ``url`` so far (the record of its deliveries, which survives a restart); times are epoch
-    seconds."""
-
-    def save_push_config(self, config: dict[str, Any]) -> None:
-        """Insert a subscription (``taskId``, ``id``, ``mount``, ``url``, ``token``,
-        ``authentication``; ``delivered`` 0, due now), or replace the ``url``, ``token`` and
-        ``authentication`` of the one with its ``(taskId, id)``, keeping its deliveries."""
-
-    def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
-        """The task's subscriptions, oldest first."""
-
-    def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        """Delete one; False when there was none."""
-
-    def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
-        """Atomically claim one subscription that is not ``done``, is due (``nextAttemptAt <=
-        now``) and unclaimed (or whose claim expired): ``claimedBy = owner``, ``claimedUntil =
-        until``, and return it; None when none is. One caller wins a claim, across processes."""
-
-    def settle_push(self, task_id: str, config_id: str, owner: str, **fields: Any) -> bool:
-        """Set ``delivered``, ``attempts``, ``nextAttemptAt``, ``lastError`` or ``done`` and
-        release the claim, if ``owner`` still holds it; False (and no change) otherwise."""
-
-
-def records_pushes(store: object) -> bool:
-    """Whether the store keeps push subscriptions (plays :class:`PushStore`)."""
-    return not missing_methods(store, PushStore)
 
 
 def check_webhook(url: str, allow_private: bool) -> None:
     """Refuse (BadParams) a webhook url the sender could not call, or (unless ``allow_private``)
     whose host resolves to an address that is not public: a client must not make the server
     call into its own network."""
-    webhook.Webhook(url, allow_private)
+    try:
+        Webhook(url, allow_private)
+    except BadWebhook as exc:
+        raise BadParams(str(exc)) from None
 
 
-class PushSender:
-    """One per process and runtime: delivers the subscriptions of the mounts registered with it
-    (by RPC path). :meth:`start` runs it on a daemon thread (a greenlet under gevent), and each
-    delivery on one of its own, MAX_DELIVERIES at most."""
+class A2APushes:
+    """An A2A endpoint (``mount``, the plugin) as the sender's mount of its subscriptions."""
 
-    def __init__(self, bread: Any):
-        self.bread = bread
-        self.owner = f"{bread.owner}:push:{new_id('s')}"
-        self.mounts: dict[str, Any] = {}
-        self._tls = httpx.create_ssl_context()
-        self._slots = threading.BoundedSemaphore(MAX_DELIVERIES)
-        self._origins = _Origins()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+    def __init__(self, mount: Any):
+        self.mount = mount
+        self.allow_private_webhooks = mount.allow_private_webhooks
 
-    def start(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._loop, name="a2a-push", daemon=True)
-            self._thread.start()
+    def events(self, bread: Any, record: dict[str, Any]) -> list[Any]:
+        """The task's events as a resubscribe from its start gives them (the Task aside)."""
+        translator = A2ATranslator(record["id"], self.mount.base_url or "")
+        events = (event for frame in read_log(bread.store, record["id"]) for event in translator(frame.crumb))
+        return [self.mount.dialect.event(record["id"], record["sessionId"], event) for event in events]
 
-    def stop(self) -> None:
-        self._stop.set()
+    def ended(self, record: dict[str, Any]) -> bool:
+        return RUN_STATES[record["status"]] in TERMINAL_STATES
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            if not self._slots.acquire(timeout=IDLE_SECONDS):
-                continue  # every delivery is under way
-            try:
-                config = self._claim()
-            except Exception:  # the sender outlives any one failure; the next turn retries
-                log.exception("A2A push sender could not claim a subscription")
-                config = None
-            if config is None:
-                self._slots.release()
-                self._stop.wait(IDLE_SECONDS)
-                continue
-            delivery = threading.Thread(target=self._deliver_in_slot, args=(config,), name="a2a-push-delivery")
-            delivery.daemon = True
-            delivery.start()
-
-    def _deliver_in_slot(self, config: dict[str, Any]) -> None:
-        try:
-            self._deliver(config)
-        except Exception:  # the store failed: the claim lapses, and the subscription is taken again
-            log.exception("A2A push delivery to %s for task %s failed", config["url"], config["taskId"])
-        finally:
-            self._slots.release()
-
-    def step(self) -> bool:
-        """Claim one due subscription and deliver what it has, in this thread; False when none
-        was due."""
-        config = self._claim()
-        if config is not None:
-            self._deliver(config)
-        return config is not None
-
-    @property
-    def pushes(self) -> PushStore:
-        """The store, in the role the sender needs of it (``start`` runs only on one that plays it)."""
-        return self.bread.store
-
-    def _claim(self) -> dict[str, Any] | None:
-        now = time.time()
-        return self.pushes.claim_push(self.owner, now, now + CLAIM_SECONDS)
-
-    def _deliver(self, config: dict[str, Any]) -> None:
-        mount = self.mounts.get(config["mount"])
-        if mount is None:  # another process's mount: leave it to the senders there
-            self._settle(config, nextAttemptAt=time.time() + RECHECK_SECONDS)
-        else:
-            self.deliver(mount, config)
-
-    def deliver(self, mount: Any, config: dict[str, Any]) -> None:
-        record = self.bread.store.get_run(config["taskId"])  # before the log: if ended, the log is whole
-        if record is None:
-            self._settle(config, done=True, lastError="the task is gone")
-            return
-        events = self._events(mount, record)
-        pending = events[config["delivered"] : config["delivered"] + EVENTS_PER_CLAIM]
-        sent = self._send(mount, config, pending) if pending else 0
-        if sent is None:
-            return
-        delivered = config["delivered"] + sent
-        ended = RUN_STATES[record["status"]] in TERMINAL_STATES and delivered == len(events)
-        due = time.time() + (0 if delivered < len(events) else RECHECK_SECONDS)
-        self._settle(config, delivered=delivered, attempts=0, nextAttemptAt=due, lastError=None, done=ended)
-
-    def _events(self, mount: Any, record: dict[str, Any]) -> list[dict[str, Any]]:
-        """The task's events as a resubscribe from its start gives them (the Task aside), each
-        as the webhook's body: the same list each time, so ``delivered`` counts into it."""
-        translator = A2ATranslator(record["id"], mount.base_url or "")
-        events = (event for frame in read_log(self.bread.store, record["id"]) for event in translator(frame.crumb))
-        return [mount.dialect.event(record["id"], record["sessionId"], event) for event in events]
-
-    def _send(self, mount: Any, config: dict[str, Any], bodies: list[dict[str, Any]]) -> int | None:
-        """POST ``bodies`` in order while the claim surely holds; how many the webhook took, or
-        None when the subscription was settled here (a failure, or its origin busy or paused)."""
-        try:
-            hook = webhook.Webhook(config["url"], mount.allow_private_webhooks)
-        except BadParams as exc:
-            self._failed(config, config["delivered"], str(exc))
-            return None
-        wait_until = self._origins.enter(hook.origin, time.time())
-        if wait_until is not None:  # not an attempt of this subscription's: it waits its turn
-            self._settle(config, nextAttemptAt=wait_until)
-            return None
-        # Stop while the claim surely holds: past it another sender may start on this subscription.
-        deadline = config["claimedUntil"] - webhook.CONNECT_SECONDS - webhook.ANSWER_SECONDS - 1.0
-        slow = False
-        try:
-            with webhook.client(self._tls) as client:
-                for sent, body in enumerate(bodies):
-                    if time.time() > deadline:
-                        return sent
-                    started = time.monotonic()
-                    error = self._post(client, hook, config, body)
-                    if error is not None:
-                        slow = time.monotonic() - started >= webhook.CONNECT_SECONDS  # it timed out
-                        self._failed(config, config["delivered"] + sent, error)
-                        return None
-            return len(bodies)
-        finally:
-            self._origins.leave(hook.origin, time.time() + ORIGIN_PAUSE_SECONDS if slow else None)
-
-    def _post(self, client: httpx.Client, hook: webhook.Webhook, config: dict[str, Any], body: Any) -> str | None:
-        """POST one event; None when the webhook took it (2xx), else what went wrong."""
-        try:
-            status = hook.post(client, body, _headers(config))
-        except Exception as exc:  # whatever it is, a failed attempt: the sender goes on
-            return str(exc) or type(exc).__name__
-        return None if 200 <= status < 300 else f"the webhook answered {status}"
-
-    def _failed(self, config: dict[str, Any], delivered: int, error: str) -> None:
-        attempts = config["attempts"] + 1
-        if attempts >= MAX_ATTEMPTS:
-            log.warning("A2A push to %s for task %s given up: %s", config["url"], config["taskId"], error)
-        delay = min(BACKOFF_SECONDS * 2 ** (attempts - 1), BACKOFF_MAX_SECONDS)
-        self._settle(
-            config,
-            delivered=delivered,
-            attempts=attempts,
-            nextAttemptAt=time.time() + delay,
-            lastError=error,
-            done=attempts >= MAX_ATTEMPTS,
-        )
-
-    def _settle(self, config: dict[str, Any], **fields: Any) -> None:
-        self.pushes.settle_push(config["taskId"], config["id"], self.owner, **fields)
-
-
-class _Origins:
-    """This process's deliveries per webhook origin: how many are under way (at most
-    MAX_ORIGIN_DELIVERIES), and until when an origin that timed out is left alone."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._busy: collections.Counter[tuple[Any, ...]] = collections.Counter()
-        self._paused: dict[tuple[Any, ...], float] = {}
-
-    def enter(self, origin: tuple[Any, ...], now: float) -> float | None:
-        """Count a delivery to ``origin`` in; None when it may go, else when to try again."""
-        with self._lock:
-            until = self._paused.get(origin, 0.0)
-            if until > now:
-                return until
-            self._paused.pop(origin, None)
-            if self._busy[origin] >= MAX_ORIGIN_DELIVERIES:
-                return now + RECHECK_SECONDS
-            self._busy[origin] += 1
-            return None
-
-    def leave(self, origin: tuple[Any, ...], paused_until: float | None) -> None:
-        with self._lock:
-            self._busy[origin] -= 1
-            if not self._busy[origin]:
-                del self._busy[origin]
-            if paused_until is not None:
-                self._paused[origin] = paused_until
-
-
-def _headers(config: dict[str, Any]) -> dict[str, str]:
-    headers = {}
-    if config.get("token"):
-        headers[TOKEN_HEADER] = config["token"]
-    auth = config.get("authentication")
-    if auth and auth.get("credentials"):
-        headers["Authorization"] = f"{auth['scheme']} {auth['credentials']}"
-    return headers
-
-
-_senders: dict[int, PushSender] = {}
-_senders_lock = threading.Lock()
-
-
-def sender_of(bread: Any) -> PushSender:
-    """This process's sender for ``bread``."""
-    with _senders_lock:
-        sender = _senders.get(id(bread))
-        if sender is None or sender.bread is not bread:
-            sender = _senders[id(bread)] = PushSender(bread)
-        return sender
+    def headers(self, config: dict[str, Any], content: bytes) -> dict[str, str]:
+        headers = {}
+        if config.get("token"):
+            headers[TOKEN_HEADER] = config["token"]
+        auth = config.get("authentication")
+        if auth and auth.get("credentials"):
+            headers["Authorization"] = f"{auth['scheme']} {auth['credentials']}"
+        return headers

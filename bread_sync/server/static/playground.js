@@ -151,7 +151,14 @@ class RunView {
   setStatus(status) {
     $("status").textContent = status;
     $("status").dataset.status = status;
-    $("cancel").disabled = !["running", "paused", "starting"].includes(status);
+    $("cancel").disabled = !["queued", "running", "paused", "starting"].includes(status);
+  }
+
+  // A run a worker has yet to claim (BREAD_EXECUTOR=huey) is shown queued until its next crumb.
+  async showQueued() {
+    const shown = this.lastSeq;
+    const record = await api(`/runs/${encodeURIComponent(this.runId)}`).then((r) => r.json());
+    if (record.status === "queued" && this === view && this.lastSeq === shown && !this.ended) this.setStatus("queued");
   }
 
   apply(event) {
@@ -164,6 +171,7 @@ class RunView {
     if (crumb.type === "agent:run:continued") this.dropLostText(crumb.afterSeq);
     this.lastSeq = Math.max(this.lastSeq, seq);
     this.segment = null;
+    if ($("status").dataset.status === "queued") this.setStatus("running"); // a worker took it
     $("seq").textContent = String(this.lastSeq);
     const render = RENDER[crumb.type];
     if (render) render(this, crumb);
@@ -291,6 +299,7 @@ const RENDER = {
     v.setRun(c.runId);
     v.setStatus("running");
     v.line(`${c.agentId} started, session ${c.sessionId}`);
+    v.showQueued().catch(() => {});
   },
   "agent:run:end": (v, c) => {
     if (typeof c.output !== "string") v.line(`output: ${json(c.output)}`);

@@ -1,4 +1,5 @@
-"""The webhook rule: which urls a push subscription may name, and how a POST reaches one.
+"""The webhook rule: which urls a webhook (an A2A push subscription, a run's webhook) may name,
+and how a POST reaches one.
 
 A url is read as the HTTP client reads it, so one it would refuse is refused when it is set. Its
 host is resolved once per delivery, every address found is checked, and the POSTs connect to
@@ -14,18 +15,21 @@ from typing import Any
 
 import httpx
 
-from .parts import BadParams
-
 #: A webhook's connection must be made within this long: a host that is down is told quickly.
 CONNECT_SECONDS = 2.0
 #: Then each read of its answer (and each write of the POST) must take at most this long.
 ANSWER_SECONDS = 10.0
 DEFAULT_PORTS = {"http": 80, "https": 443}
+JSON = "application/json"
 #: IPv6 prefixes whose last 32 bits are the IPv4 address a packet to them reaches:
 #: IPv4-compatible, IPv4-mapped, IPv4-translated (SIIT), NAT64's well-known prefix.
 _CARRY_IPV4 = tuple(ipaddress.ip_network(n) for n in ("::/96", "::ffff:0:0/96", "::ffff:0:0:0/96", "64:ff9b::/96"))
 #: Not global, though ``is_global`` says so on Python 3.11: site-local, NAT64 for local use.
 _NOT_GLOBAL = tuple(ipaddress.ip_network(n) for n in ("fec0::/10", "64:ff9b:1::/48"))
+
+
+class BadWebhook(ValueError):
+    """A webhook url the sender could not call, or may not: its message says which."""
 
 
 def public_address(text: str) -> bool:
@@ -49,16 +53,16 @@ def _global(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 
 
 def webhook_url(text: str) -> httpx.URL:
-    """``text`` as the HTTP client reads it; BadParams unless it is an absolute http(s) url the
+    """``text`` as the HTTP client reads it; BadWebhook unless it is an absolute http(s) url the
     client takes (no tab or other control character, a port from 1 to 65535)."""
     try:
         url = httpx.URL(text)
     except (httpx.InvalidURL, ValueError) as exc:  # idna's errors are ValueErrors
-        raise BadParams(f"the push notification url is not a valid url: {exc}") from None
+        raise BadWebhook(f"the webhook url is not a valid url: {exc}") from None
     if url.scheme not in DEFAULT_PORTS or not url.raw_host:
-        raise BadParams("a push notification url must be an absolute http(s) url")
+        raise BadWebhook("a webhook url must be an absolute http(s) url")
     if url.port is not None and not 0 < url.port < 65536:
-        raise BadParams("a push notification url's port must be from 1 to 65535")
+        raise BadWebhook("a webhook url's port must be from 1 to 65535")
     return url
 
 
@@ -72,16 +76,16 @@ class Webhook:
         self.origin = (self.url.scheme, self.name, self.url.port or DEFAULT_PORTS[self.url.scheme])
         self.addresses = _addresses(self.name, self.origin[2])
         if not allow_private and not all(public_address(a) for a in self.addresses):
-            raise BadParams("a push notification url must not reach a loopback or private address")
+            raise BadWebhook("a webhook url must not reach a loopback or private address")
 
-    def post(self, client: httpx.Client, body: Any, headers: dict[str, str]) -> int:
-        """POST ``body`` and answer its status (the answer's body is never read)."""
-        headers = {**headers, "Host": self.url.netloc.decode("ascii")}
+    def post(self, client: httpx.Client, content: bytes, headers: dict[str, str]) -> int:
+        """POST the JSON ``content`` and answer its status (the answer's body is never read)."""
+        headers = {**headers, "Content-Type": JSON, "Host": self.url.netloc.decode("ascii")}
         name = {"sni_hostname": self.name}
         while True:
             url = self.url.copy_with(host=self.addresses[0])
             try:
-                with client.stream("POST", url, json=body, headers=headers, extensions=name) as answer:
+                with client.stream("POST", url, content=content, headers=headers, extensions=name) as answer:
                     return answer.status_code
             except httpx.ConnectError:
                 if len(self.addresses) == 1:
@@ -93,7 +97,7 @@ def _addresses(name: str, port: int) -> list[str]:
     try:
         found = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError):  # a label over 63 characters is a UnicodeError
-        raise BadParams(f"the push notification host {name} does not resolve") from None
+        raise BadWebhook(f"the webhook host {name} does not resolve") from None
     return list(dict.fromkeys(info[4][0] for info in found))
 
 

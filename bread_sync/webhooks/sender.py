@@ -27,8 +27,10 @@ log = logging.getLogger("bread_sync.webhooks")
 
 #: How long a sender holds a claimed subscription: past it, another sender may take it.
 CLAIM_SECONDS = 30.0
-#: A sender with nothing due (or no free delivery) looks again this often.
-IDLE_SECONDS = 0.2
+#: A sender with no free delivery looks again this often; one with nothing due, this long after
+#: its last claim, doubling while nothing is due up to IDLE_MOST_SECONDS (an idle process asks
+#: the store about twice a second at most, not five times).
+IDLE_SECONDS, IDLE_MOST_SECONDS = 0.2, 2.0
 #: A subscription whose run has nothing new (or whose webhook is busy) is due again this long after.
 RECHECK_SECONDS = 0.5
 #: The first retry's delay; each next one doubles, up to BACKOFF_MAX_SECONDS.
@@ -67,6 +69,7 @@ class PushSender:
         self._stop.set()
 
     def _loop(self) -> None:
+        idle = IDLE_SECONDS
         while not self._stop.is_set():
             if not self._slots.acquire(timeout=IDLE_SECONDS):
                 continue  # every delivery is under way
@@ -77,8 +80,10 @@ class PushSender:
                 config = None
             if config is None:
                 self._slots.release()
-                self._stop.wait(IDLE_SECONDS)
+                self._stop.wait(idle)
+                idle = min(idle * 2, IDLE_MOST_SECONDS)
                 continue
+            idle = IDLE_SECONDS
             delivery = threading.Thread(target=self._deliver_in_slot, args=(config,), name="bread-webhook-delivery")
             delivery.daemon = True
             delivery.start()

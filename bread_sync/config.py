@@ -62,6 +62,8 @@ class ServerSettings(BaseModel):
     #: Serve the playground page at ``GET /_bread/``; None: only under ``bread-sync dev`` and
     #: ``bread-sync start`` on a loopback bind, and never while auth is on (``BREAD_PLAYGROUND``).
     playground: bool | None = None
+    #: Serve Prometheus metrics at ``GET /metrics`` (the ``metrics`` extra; ``BREAD_METRICS=1``).
+    metrics: bool = False
 
 
 class Config(BaseModel):
@@ -193,6 +195,8 @@ def apply_environment(config: Config) -> Config:
         server["body_timeout_seconds"] = _number("BREAD_BODY_TIMEOUT_SECONDS")
     if os.environ.get("BREAD_PLAYGROUND"):
         server["playground"] = _flag("BREAD_PLAYGROUND")
+    if os.environ.get("BREAD_METRICS"):
+        server["metrics"] = _flag("BREAD_METRICS")
     if server:
         updates["server"] = config.server.model_copy(update=server)
     if os.environ.get("BREAD_LEASE_SECONDS"):

@@ -42,8 +42,10 @@ class Emitter:
         self._text: list[str] = []
         self._delta_head = text_delta_wire_head(run_id)
         self._deferred: list[Callable[[], Any]] = []
-        #: How a durable crumb is committed: timed and counted only while metrics are on.
-        self._log = self._commit if metrics is None else self._measured(self._commit, metrics)
+        #: The run's tally of its commits while metrics are on (bread_sync/metrics/), else None.
+        self.tally = None if metrics is None else metrics.tally()
+        #: How a durable crumb is committed: timed and tallied only while metrics are on.
+        self._log = self._commit if self.tally is None else self._measured(self._commit, self.tally)
 
     @property
     def next_seq(self) -> int:
@@ -82,14 +84,14 @@ class Emitter:
     def _delta_wire(self, text: str) -> str:
         return self._delta_head + json_string(text) + "}"
 
-    def _measured(self, commit: Callable[[dict[str, Any]], Frame], metrics: Any) -> Callable[[dict[str, Any]], Frame]:
-        """``commit``, each call timed and its crumbs counted (``metrics.committed``)."""
+    def _measured(self, commit: Callable[[dict[str, Any]], Frame], tally: Any) -> Callable[[dict[str, Any]], Frame]:
+        """``commit``, each call timed and its crumbs tallied."""
 
         def measured(crumb: dict[str, Any]) -> Frame:
             rows = 2 if self._text else 1
             started = perf_counter()
             frame = commit(crumb)
-            metrics.committed(crumb, rows, perf_counter() - started)
+            tally.commit(crumb, rows, perf_counter() - started)
             return frame
 
         return measured

@@ -218,7 +218,8 @@ def _observed(
         ctx.trace = runtime.tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, went_on_from)
         crumbs = ctx.trace.follow(crumbs, lambda: execution.status)
     if runtime.metrics is not None:
-        crumbs = runtime.metrics.follow(agent_id, crumbs, lambda: execution.status, ctx.usage, new)
+        metrics = runtime.metrics
+        crumbs = metrics.follow(agent_id, crumbs, lambda: execution.status, ctx.usage, new, ctx.emitter.tally)
     return crumbs
 
 

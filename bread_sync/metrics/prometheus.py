@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from ..crumbs import CALL_SETTLED, TEXT_DELTA, TOOL_ERROR
+from ..crumbs import CALL_SETTLED, STREAM_END, TEXT_DELTA, TOOL_ERROR
 
 #: Seconds a run is driven: a quick echo to an agent that works for minutes.
 DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
@@ -26,6 +27,11 @@ DURATION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
 FIRST_CRUMB_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 #: Seconds a commit of a run's log takes (SQLite on a local disk: about a millisecond).
 COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+#: The upper bounds of the commit histogram's buckets, +Inf last (a commit's bucket: the first
+#: bound at or above its time, as prometheus_client's observe() picks it).
+BUCKET_BOUNDS = (*COMMIT_BUCKETS, float("inf"))
+#: Commits a run's tally holds before it adds them to the metrics (its end or pause adds them too).
+FLUSH_COMMITS = 32
 #: The store statuses counted at each scrape, as ``bread_runs_<status>``.
 STORED_STATUSES = ("paused", "queued")
 
@@ -97,13 +103,19 @@ class PrometheusMetrics:
     # -- the engine's --------------------------------------------------------------------------
 
     def follow(
-        self, agent_id: str, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None], usage: Any, new: bool
+        self,
+        agent_id: str,
+        crumbs: Iterator[dict[str, Any]],
+        status: Callable[[], str | None],
+        usage: Any,
+        new: bool,
+        tally: Tally,
     ) -> Iterator[dict[str, Any]]:
         opened = time.perf_counter()
         if new:
             self.runs_started.labels(agent_id).inc()
         before = {model: tuple(used) for model, used in usage.by_model.items()}
-        return self._followed(agent_id, crumbs, status, usage, before, opened)
+        return self._followed(agent_id, crumbs, status, usage, before, opened, tally)
 
     def _followed(
         self,
@@ -113,6 +125,7 @@ class PrometheusMetrics:
         usage: Any,
         before: dict[str, tuple[int, ...]],
         opened: float,
+        tally: Tally,
     ) -> Iterator[dict[str, Any]]:
         active = self.runs_active.labels(agent_id)
         active.inc()
@@ -124,6 +137,7 @@ class PrometheusMetrics:
             yield from crumbs
         finally:
             crumbs.close()  # a caller that stopped at the first crumb: the driver settles its status now
+            tally.flush()  # a driving that ended with no end or pause crumb (lost, handed over)
             active.dec()
             self.run_duration.labels(agent_id).observe(time.perf_counter() - opened)
             self.runs_finished.labels(agent_id, (status() or "interrupted").replace(" ", "_")).inc()
@@ -137,14 +151,24 @@ class PrometheusMetrics:
             if output_tokens > was_out:
                 self.tokens.labels(agent_id, model, "output").inc(output_tokens - was_out)
 
-    def committed(self, crumb: dict[str, Any], rows: int, seconds: float) -> None:
-        self.commit_seconds.observe(seconds)
-        kind = crumb["type"]
-        self._crumb_child(kind).inc()
-        if rows > 1:
-            self._crumb_child(TEXT_DELTA).inc()
-        if kind in CALL_SETTLED:
-            self.tool_calls.labels(crumb.get("toolName") or "", "error" if kind == TOOL_ERROR else "ok").inc()
+    def tally(self) -> Tally:
+        return Tally(self)
+
+    def add_commits(
+        self, kinds: dict[str, int], tools: dict[tuple[str, str], int], buckets: list[int], seconds: float
+    ) -> None:
+        """A tally's batch: crumbs by type, settled tool calls, and the commits' times as counts
+        per bucket of ``bread_store_commit_seconds`` and their sum."""
+        for kind, count in kinds.items():
+            self._crumb_child(kind).inc(count)
+        for (tool, outcome), count in tools.items():
+            self.tool_calls.labels(tool, outcome).inc(count)
+        # A histogram has no batch observe: its per-bucket values (not cumulative; collect sums
+        # them) are added to as observe() would, once per bucket rather than once per commit.
+        for value, count in zip(self.commit_seconds._buckets, buckets, strict=True):
+            if count:
+                value.inc(count)
+        self.commit_seconds._sum.inc(seconds)
 
     def _crumb_child(self, kind: str) -> Any:
         child = self._crumb_children.get(kind)
@@ -172,6 +196,43 @@ class PrometheusMetrics:
             scrape.register(_Collected(self.registry))
         scrape.register(_StoredRuns(store))
         return generate_latest(scrape), CONTENT_TYPE_LATEST
+
+
+class Tally:
+    """One run's commits, added to its :class:`PrometheusMetrics` every FLUSH_COMMITS commits
+    and at the run's end or pause (a crumb of ``STREAM_END``)."""
+
+    __slots__ = ("_metrics", "_kinds", "_tools", "_buckets", "_seconds", "_commits")
+
+    def __init__(self, metrics: PrometheusMetrics):
+        self._metrics = metrics
+        self._reset()
+
+    def _reset(self) -> None:
+        self._kinds: dict[str, int] = {}
+        self._tools: dict[tuple[str, str], int] = {}
+        self._buckets = [0] * len(BUCKET_BOUNDS)
+        self._seconds = 0.0
+        self._commits = 0
+
+    def commit(self, crumb: dict[str, Any], rows: int, seconds: float) -> None:
+        kinds, kind = self._kinds, crumb["type"]
+        kinds[kind] = kinds.get(kind, 0) + 1
+        if rows > 1:
+            kinds[TEXT_DELTA] = kinds.get(TEXT_DELTA, 0) + 1
+        if kind in CALL_SETTLED:
+            tool = (crumb.get("toolName") or "", "error" if kind == TOOL_ERROR else "ok")
+            self._tools[tool] = self._tools.get(tool, 0) + 1
+        self._buckets[bisect_left(BUCKET_BOUNDS, seconds)] += 1
+        self._seconds += seconds
+        self._commits += 1
+        if self._commits >= FLUSH_COMMITS or kind in STREAM_END:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._commits:
+            self._metrics.add_commits(self._kinds, self._tools, self._buckets, self._seconds)
+            self._reset()
 
 
 def multiprocess() -> bool:

@@ -31,7 +31,7 @@ COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 #: bound at or above its time, as prometheus_client's observe() picks it).
 BUCKET_BOUNDS = (*COMMIT_BUCKETS, float("inf"))
 #: Commits a run's tally holds before it adds them to the metrics (its end or pause adds them too).
-FLUSH_COMMITS = 32
+FLUSH_COMMITS = 128
 #: The store statuses counted at each scrape, as ``bread_runs_<status>``.
 STORED_STATUSES = ("paused", "queued")
 

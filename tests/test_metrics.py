@@ -4,6 +4,8 @@ tests/integration/test_metrics_http.py.)"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -103,3 +105,30 @@ def test_metrics_on_without_the_extra_names_the_pip_install(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "prometheus_client", None)
     with pytest.raises(ImportError, match=r"bread-sync\[metrics\]"):
         create_bread(Config(agents=[Agent(id="echo", model="echo")], store="memory", server=ON))
+
+
+def test_the_gunicorn_master_makes_the_multiprocess_folder_and_removes_it(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from bread_sync.server import gunicorn_conf
+
+    # set first, so that the test's end restores the variable as it was (unset), whatever the hook set
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    master = SimpleNamespace()
+    gunicorn_conf.metrics_folder(master, Config(server=ON))
+    folder = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    assert os.path.isdir(folder) and master.bread_metrics_folder == folder
+    gunicorn_conf.child_exit(master, SimpleNamespace(pid=os.getpid() + 1))  # a dead worker: nothing to drop yet
+    gunicorn_conf.on_exit(master)
+    assert not os.path.exists(folder)
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # the operator's own: used, kept
+    theirs = SimpleNamespace()
+    gunicorn_conf.metrics_folder(theirs, Config(server=ON))
+    gunicorn_conf.on_exit(theirs)
+    assert tmp_path.is_dir() and not hasattr(theirs, "bread_metrics_folder")
+
+    off = SimpleNamespace()
+    gunicorn_conf.metrics_folder(off, Config())
+    assert not hasattr(off, "bread_metrics")

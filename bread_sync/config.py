@@ -66,6 +66,8 @@ class ServerSettings(BaseModel):
     #: refused otherwise, so a client cannot make the server call into its own network
     #: (``BREAD_ALLOW_PRIVATE_WEBHOOKS``).
     allow_private_webhooks: bool = False
+    #: Serve Prometheus metrics at ``GET /metrics`` (the ``metrics`` extra; ``BREAD_METRICS=1``).
+    metrics: bool = False
 
 
 class Config(BaseModel):
@@ -199,6 +201,8 @@ def apply_environment(config: Config) -> Config:
         server["playground"] = _flag("BREAD_PLAYGROUND")
     if os.environ.get("BREAD_ALLOW_PRIVATE_WEBHOOKS"):
         server["allow_private_webhooks"] = _flag("BREAD_ALLOW_PRIVATE_WEBHOOKS")
+    if os.environ.get("BREAD_METRICS"):
+        server["metrics"] = _flag("BREAD_METRICS")
     if server:
         updates["server"] = config.server.model_copy(update=server)
     if os.environ.get("BREAD_LEASE_SECONDS"):

@@ -11,7 +11,14 @@ import importlib.util
 from typing import Any
 
 #: Which extra provides the third-party module a built-in implementation needs.
-EXTRAS = {"openai": "openai", "redis": "redis", "psycopg": "postgres", "psycopg_pool": "postgres", "huey": "queue"}
+EXTRAS = {
+    "openai": "openai",
+    "redis": "redis",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "huey": "queue",
+    "prometheus_client": "metrics",
+}
 
 
 def import_string(path: str) -> Any:

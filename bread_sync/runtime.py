@@ -33,6 +33,7 @@ from .errors import (
     BreadError,
 )
 from .loading import resolve
+from .metrics import metrics_from_config
 from .models import resolve_provider
 from .pipelines import Pipeline
 from .plugins import hooks
@@ -77,6 +78,8 @@ class Bread:
         #: Traces runs when the ``OTEL_*`` variables ask for it (bread_sync/tracing/), else None.
         #: Set it to ``bread_sync.tracing.otel.tracer(provider)`` to trace to a provider of yours.
         self.tracer = tracer_from_environment()
+        #: Counts runs, crumbs and requests when ``config.server.metrics`` is on (bread_sync/metrics/), else None.
+        self.metrics = metrics_from_config(config)
         for on_crumb in hooks(config.plugins, "on_crumb"):
             self.on("crumb", on_crumb)
 

@@ -56,6 +56,8 @@ class Runtime(Protocol):
     carries_on: bool
     #: Its :class:`bread_sync.tracing.Tracer` when tracing is on, else None.
     tracer: Any
+    #: Its :class:`bread_sync.metrics.Metrics` when metrics are on, else None.
+    metrics: Any
     #: Where an opened run is driven (executors/): here, or queued for a worker.
     executor: Any
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from ..crumbs import STREAM_END, TEXT_DELTA, Frame, json_string, text_delta_wire_head
@@ -32,6 +33,7 @@ class Emitter:
         store: Store,
         publish: Callable[[Frame], None],
         next_seq: int = 1,
+        metrics: Any = None,
     ):
         self.run_id = run_id
         self.last_seq = next_seq - 1
@@ -40,6 +42,10 @@ class Emitter:
         self._text: list[str] = []
         self._delta_head = text_delta_wire_head(run_id)
         self._deferred: list[Callable[[], Any]] = []
+        #: The run's tally of its commits while metrics are on (bread_sync/metrics/), else None.
+        self.tally = None if metrics is None else metrics.tally()
+        #: How a durable crumb is committed: timed and tallied only while metrics are on.
+        self._log = self._commit if self.tally is None else self._measured(self._commit, self.tally)
 
     @property
     def next_seq(self) -> int:
@@ -71,12 +77,24 @@ class Emitter:
             wire = self._delta_wire(delta) if templated else None
             frame = Frame(self.run_id, self.last_seq, crumb, wire)
         else:
-            frame = self._commit(crumb)
+            frame = self._log(crumb)
         self._publish(frame)
         return frame
 
     def _delta_wire(self, text: str) -> str:
         return self._delta_head + json_string(text) + "}"
+
+    def _measured(self, commit: Callable[[dict[str, Any]], Frame], tally: Any) -> Callable[[dict[str, Any]], Frame]:
+        """``commit``, each call timed and its crumbs tallied."""
+
+        def measured(crumb: dict[str, Any]) -> Frame:
+            rows = 2 if self._text else 1
+            started = perf_counter()
+            frame = commit(crumb)
+            tally.commit(crumb, rows, perf_counter() - started)
+            return frame
+
+        return measured
 
     def _commit(self, crumb: dict[str, Any]) -> Frame:
         rows = []

@@ -76,7 +76,7 @@ def open_run(
     opening = root.open(tags, _session_wait(runtime, ctx, claimed))
     queue = _queues(runtime, root)
     execution = Execution(ctx, root, opening, queue=queue)
-    crumbs = _traced(ctx, definition_id, execution, lambda e: e.start())
+    crumbs = _observed(ctx, definition_id, execution, lambda e: e.start(), new=True)
     return Opened(RunLabels(run_id, session_id, definition_id, ctx.trace), crumbs, queued=queue)
 
 
@@ -116,7 +116,7 @@ def open_continuation(
     wait = _session_wait(runtime, ctx, claimed)
     queue = _queues(runtime, root)
     execution = Execution(ctx, root, None if wait is None else _waiting(wait), queue=queue)
-    crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
+    crumbs = _observed(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
     labels = RunLabels(run_id, session_id, root.definition_id, ctx.trace)
     return Opened(labels, crumbs, next_seq, queued=queue)
 
@@ -148,7 +148,7 @@ def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: 
     continued = {"type": c.AGENT_RUN_CONTINUED, "runId": run_id, "reason": reason, "afterSeq": last, "attempt": attempt}
     execution = Execution(ctx, root, _yielding(continued))
     progress = store.get_checkpoint(progress_id(run_id)) if runtime.tracer is not None else None
-    crumbs = _traced(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), progress)
+    crumbs = _observed(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), progress)
     return Opened(RunLabels(run_id, session_id, root.definition_id, ctx.trace), crumbs, last + 1)
 
 
@@ -196,25 +196,31 @@ def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=runtime.store.last_seq(run_id) + 1)
     position = {"remote_run_id": record["remoteRunId"], "remote_seq": record["remoteSeq"] or 0}
     root = Relay(ctx, record["agentId"], adopted=True, **position)
-    crumbs = _traced(ctx, record["agentId"], Execution(ctx, root), lambda execution: execution.start())
+    crumbs = _observed(ctx, record["agentId"], Execution(ctx, root), lambda execution: execution.start())
     return Opened(RunLabels(run_id, record["sessionId"], record["agentId"], ctx.trace), crumbs)
 
 
-def _traced(
+def _observed(
     ctx: RunContext,
     agent_id: str,
     execution: Execution,
     start: Callable[[Execution], Iterator[dict[str, Any]]],
     went_on_from: dict[str, Any] | None = None,
+    new: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """The driver's crumbs; with tracing on, under the run's span, which links to the span the
     checkpoint or progress it goes on from was kept under. Its parent is the context current
-    here, where the run opens (its request's), not in the greenlet that drives it."""
-    tracer = ctx.runtime.tracer
-    if tracer is None:
-        return start(execution)
-    ctx.trace = tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, went_on_from)
-    return ctx.trace.follow(start(execution), lambda: execution.status)
+    here, where the run opens (its request's), not in the greenlet that drives it. With metrics
+    on, counted (``new``: a run opened, not a continuation), its timing starting here."""
+    runtime = ctx.runtime
+    crumbs = start(execution)
+    if runtime.tracer is not None:
+        ctx.trace = runtime.tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, went_on_from)
+        crumbs = ctx.trace.follow(crumbs, lambda: execution.status)
+    if runtime.metrics is not None:
+        metrics = runtime.metrics
+        crumbs = metrics.follow(agent_id, crumbs, lambda: execution.status, ctx.usage, new, ctx.emitter.tally)
+    return crumbs
 
 
 def new_context(
@@ -227,7 +233,7 @@ def new_context(
     context: list[dict[str, Any]] | None = None,
 ) -> RunContext:
     """What the activities of one run (or continuation) share, with its choke point."""
-    emitter = Emitter(run_id, runtime.store, runtime.publish, next_seq=next_seq)
+    emitter = Emitter(run_id, runtime.store, runtime.publish, next_seq=next_seq, metrics=runtime.metrics)
     return RunContext(runtime, run_id, session_id, signal or CancelToken(), emitter, KINDS, state, context or [])
 
 

@@ -33,6 +33,7 @@ class HTTP_ACTIONS:  # noqa: N801 - the reference's spelling of a constant table
     file_read = "file.read"
     openapi_read = "openapi.read"
     playground_read = "playground.read"
+    metrics_read = "metrics.read"
 
 
 #: The route that load balancers probe: no action, no auth, no Host rule.

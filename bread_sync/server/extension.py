@@ -13,7 +13,7 @@ from ..errors import INTERNAL, BreadError, internal_error
 from ..plugins import hooks, named
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
-from . import commands, cors, cross_site, playground, records, runs
+from . import commands, cors, cross_site, metrics, playground, records, runs
 from .actions import HEALTH_ENDPOINT, actions_of, authorize_args_of, body_limits_of, statuses_of
 from .guard import (
     Forbidden,
@@ -90,6 +90,8 @@ class BreadSync:
         blueprint.after_request(_cors_headers)
         blueprint.register_error_handler(Exception, _error_response)
         records.register(blueprint)
+        if bread.metrics is not None:
+            metrics.register(blueprint)
         if app.extensions["bread_sync"].playground:
             playground.register(blueprint)
         mount(blueprint, bread)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import shutil
+import tempfile
 from typing import Any, NoReturn
 
 #: Allocations between two passes of the garbage collector's youngest generation (see
@@ -32,7 +34,11 @@ def settings(bind: str | None = None, workers: int | None = None, check_bind: bo
         # gunicorn 27's control socket has one default path per user: replicas on one host
         # would fight over it, and bread_sync does not use it.
         "control_socket_disable": True,
-        "on_starting": on_starting if check_bind else format_logs,
+        "on_starting": on_starting if check_bind else starting,
+        # prometheus_client's multiprocess folder: made before the workers fork, a dead worker's
+        # gauges dropped from it, removed with the master (see metrics_folder).
+        "child_exit": child_exit,
+        "on_exit": on_exit,
         # Logs, graceful shutdown and the late sweep of runs whose owner died: lifecycle.py.
         "post_worker_init": post_worker_init,
         "worker_int": worker_int,
@@ -57,6 +63,42 @@ def on_starting(server: Any) -> None:
             check_listen(config, host_of(bind))
     except BreadError as exc:
         _refuse(server, f"{exc.code}: {exc.message}", EXIT_REFUSED)
+    metrics_folder(server, config)
+
+
+def starting(server: Any) -> None:
+    """In the master of ``bread-sync start``, which checked the binds itself."""
+    from ..config import load_config
+
+    format_logs(server)
+    metrics_folder(server, load_config())
+
+
+def metrics_folder(server: Any, config: Any) -> None:
+    """With metrics on, the folder where every worker's metrics are kept for a scrape to sum
+    (``PROMETHEUS_MULTIPROC_DIR``, inherited by the workers, who must not import
+    prometheus_client before it is set: no ``--preload``). One set already is the operator's
+    own: used, not made nor removed."""
+    if not config.server.metrics:
+        return
+    server.bread_metrics = True
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        server.bread_metrics_folder = tempfile.mkdtemp(prefix="bread-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = server.bread_metrics_folder
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker gone: its live gauges (runs active, streams open) leave the sum; its counters stay."""
+    if getattr(server, "bread_metrics", False):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    folder = getattr(server, "bread_metrics_folder", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _refuse(server: Any, message: str, code: int) -> NoReturn:

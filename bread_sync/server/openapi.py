@@ -23,7 +23,7 @@ from .actions import HEALTH_ENDPOINT, HTTP_ACTIONS, actions_of, statuses_of
 from .auth import AUTH_ACTIONS
 from .state import state
 
-STREAM, FILE, DOCUMENT, PAGE = "stream", "file", "document", "page"
+STREAM, FILE, DOCUMENT, PAGE, METRICS = "stream", "file", "document", "page", "metrics"
 _REF = "#/components/schemas/{model}"
 _PARAM = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 _STATUS_TEXT = {
@@ -68,6 +68,7 @@ OPERATIONS: dict[str, Op] = {
     A.task_read: Op("Read a task run", s.TaskRunRecord, errors=(404, 501)),
     A.file_read: Op("Download a stored file", FILE, errors=(404, 501)),
     A.openapi_read: Op("This document", DOCUMENT),
+    A.metrics_read: Op("Prometheus metrics, every worker's (served while metrics are on)", METRICS),
     A.playground_read: Op("The playground page's own files (HTML, CSS, script): no credential", PAGE),
     AUTH_ACTIONS.stream_token: Op("Mint a token that opens one run's stream", s.StreamToken, s.StreamTokenBody,
                                   errors=(*_BODY_ERRORS, 500)),
@@ -236,6 +237,9 @@ def _answer(op: Op, action: str | None, media: str) -> dict[str, Any]:
         return {"200": {"description": "The file, with its own Content-Type.", "content": {"*/*": {}}}}
     if op.answer == PAGE:
         return {"200": {"description": "The file", "content": {m: {} for m in _PAGE_MEDIA}}}
+    if op.answer == METRICS:
+        text = {"text/plain": {"schema": {"type": "string"}}}
+        return {"200": {"description": "Prometheus' text format", "content": text}}
     if op.answer == DOCUMENT:
         return {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}
     schema = _json_schema(op.answer) if op.answer is not None else {}

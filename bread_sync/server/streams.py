@@ -144,4 +144,7 @@ def stream_response(body: Iterator[bytes], content_type: str, run_id: str | None
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Content-Encoding": "identity"}
     if run_id:
         headers["Bread-Run-Id"] = run_id
+    metrics = state().bread.metrics
+    if metrics is not None:
+        body = metrics.streaming(body)
     return Response(body, status=200, content_type=content_type, headers=headers, direct_passthrough=True)

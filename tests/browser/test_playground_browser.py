@@ -328,3 +328,36 @@ def test_a_run_whose_worker_is_killed_mid_text_ends_showing_the_log_s_text(page,
     assert not marker.exists(), "the worker was never killed"
     assert page.locator("#transcript .text").all_text_contents() == ["Hello. ", "Lost Found again."]
     assert "carried on after seq" in page.inner_text("#transcript")
+
+
+def started_by_api(base: str, agent: str, body: dict) -> str:
+    """A run started through the API, read to its end or pause; its id."""
+    with httpx.stream("POST", f"{base}/agents/{agent}/run", json=body, timeout=10) as answer:
+        answer.read()
+        return answer.headers["Bread-Run-Id"]
+
+
+def test_the_runs_view_lists_recent_runs_filters_them_by_status_and_opens_one(page, servers):
+    server = servers("sse")
+    echoed = started_by_api(server.url, "echo", {"input": "listed words"})
+    paused = started_by_api(server.url, "writer", {"input": {"topic": "spelt"}})
+    open_page(page, f"{server.url}/_bread/")
+
+    page.click("#list-runs")
+    row = page.locator(f'#runs tr[data-run-id="{echoed}"]')
+    agent, status, _, took, tokens = row.locator("td").all_inner_texts()
+    record = httpx.get(f"{server.url}/runs/{echoed}", timeout=10).json()
+    assert (agent, status, tokens) == ("echo", "completed", str((record["usage"] or {}).get("totalTokens", "")))
+    assert re.fullmatch(r"\d+\.\d s", took), took
+    ids = page.locator("#runs tbody tr").evaluate_all("rows => rows.map(r => r.dataset.runId)")
+    assert ids[:2] == [paused, echoed]  # the most recent first
+
+    page.select_option("#runs-status", "paused")
+    page.click("#list-runs")
+    page.wait_for_selector(f'#runs tr[data-run-id="{echoed}"]', state="detached")
+    statuses = page.locator("#runs tbody tr td:nth-child(2)").all_inner_texts()
+    assert statuses and set(statuses) == {"paused"}
+    page.locator(f'#runs tr[data-run-id="{paused}"] button').click()
+
+    page.wait_for_selector("#pause .approve")
+    assert page.inner_text("#run-id") == paused

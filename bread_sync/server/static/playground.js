@@ -504,6 +504,47 @@ async function listSessions() {
   );
 }
 
+// The most recent runs first, at most RUNS_SHOWN; a row opens its run (tailed from its start).
+const RUNS_SHOWN = 50;
+
+async function listRuns() {
+  const status = $("runs-status").value;
+  const runs = await api(`/runs${status ? `?status=${encodeURIComponent(status)}` : ""}`).then((r) => r.json());
+  const rows = runs.slice(-RUNS_SHOWN).reverse().map((run) => {
+    const row = document.createElement("tr");
+    row.dataset.runId = run.id;
+    const open = Object.assign(document.createElement("button"), { type: "button", textContent: run.agentId,
+                                                                    title: run.id });
+    open.onclick = guarded(() => openRunById(run.id));
+    const cells = [run.status, started(run.createdAt), duration(run), run.usage ? String(run.usage.totalTokens) : ""];
+    row.append(cell(open), ...cells.map((text) => cell(text)));
+    return row;
+  });
+  $("runs").querySelector("tbody").replaceChildren(...rows);
+  $("runs").hidden = false;
+}
+
+function cell(content) {
+  const td = document.createElement("td");
+  td.append(content);
+  return td;
+}
+
+const started = (iso) => new Date(iso).toLocaleString();
+
+// A run still going has no duration yet; one that ended was last updated when it ended.
+function duration(run) {
+  if (["running", "queued"].includes(run.status)) return "";
+  const seconds = (Date.parse(run.updatedAt) - Date.parse(run.createdAt)) / 1000;
+  return seconds < 60 ? `${seconds.toFixed(1)} s` : `${(seconds / 60).toFixed(1)} min`;
+}
+
+async function openRunById(runId) {
+  $("tail-run").value = runId;
+  $("tail-after").value = "0";
+  await openRun();
+}
+
 async function showHistory(sessionId) {
   const session = await api(`/sessions/${encodeURIComponent(sessionId)}`).then((r) => r.json());
   const history = $("history");
@@ -526,6 +567,7 @@ $("run-form").addEventListener("submit", guarded(startRun));
 $("tail-form").addEventListener("submit", guarded(openRun));
 $("target").addEventListener("change", guarded(describe));
 $("list-sessions").addEventListener("click", guarded(listSessions));
+$("runs-form").addEventListener("submit", guarded(listRuns));
 $("cancel").addEventListener("click", guarded(cancelRun));
 $("key-form").addEventListener("submit", guarded(() => {
   key = $("key").value.trim();

@@ -123,11 +123,12 @@ def test_a_denied_call_is_tool_output_denied(bread):
 
 
 def test_an_input_pause_is_a_tool_call_left_for_the_ui_to_answer(bread):
-    chunks = translate(bread.run("interviewer"))
+    chunks = translate(bread.run("interviewer"), UiMessageStreamTranslator(frozenset({"ask_user"})))
     assert [c["type"] for c in chunks if c["type"] != "tool-input-delta"] == [
         "start", "start-step", "tool-input-start", "tool-input-available", "finish-step", "finish"]  # fmt: skip
     call = chunks[-3]
     assert call["toolName"] == "ask_user" and call["input"] == {"question": "What is your name?"}
+    assert "providerExecuted" not in call  # the UI's to answer: the SDK's helpers send its output
 
 
 def test_a_file_is_a_file_part_with_the_blob_store_url(bread):

@@ -81,7 +81,22 @@ class AiSdkPlugin:
         self._check_thread(given.chat_id)
         begin = self._answer(bread, given) if given.answers else self._turn(bread, given)
         run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
-        return _response(_stream(frames, run.run_id), run.run_id)
+        return _response(_stream(frames, run.run_id, self._ui_tools(bread)), run.run_id)
+
+    def _ui_tools(self, bread: Any) -> frozenset[str]:
+        """The input tools of this agent and of the subagents it may call: the UI answers them."""
+        names: set[str] = set()
+        seen, agents = set(), [self.agent_id]
+        while agents:
+            agent_id = agents.pop()
+            seen.add(agent_id)
+            # A remote agent is another server's: its tools are not this one's to list.
+            for tool in getattr(bread.agents.get(agent_id), "tools", None) or []:
+                if tool.kind == "input":
+                    names.add(tool.name)
+                elif tool.kind == "subagent" and tool.delegate not in seen:
+                    agents.append(tool.delegate)
+        return frozenset(names)
 
     def _turn(self, bread: Any, given: ChatRequest) -> Callable[[Any], Any]:
         text, session = turn_text(given.last), {"id": given.chat_id}
@@ -113,7 +128,7 @@ class AiSdkPlugin:
         if run_id is None or followed_run(run_id, 0) is None:
             return Response(status=204)
         frames = bread.tail(run_id, 0, heartbeat=getattr(bread.transport, "heartbeat", None), batched=True)
-        return _response(_stream(_to_waiting_pause(frames, bread.store), run_id), run_id)
+        return _response(_stream(_to_waiting_pause(frames, bread.store), run_id, self._ui_tools(bread)), run_id)
 
     def _stop(self, bread: Any, chat_id: str) -> Response:
         """Cancel the chat's running run: ``{"cancelled": runId}``, 204 when none runs."""
@@ -143,10 +158,10 @@ def _waits(store: Any, crumb: dict[str, Any]) -> bool:
     return checkpoint is None or checkpoint["status"] == "pending"
 
 
-def _stream(frames: Iterator[Any], run_id: str) -> Iterator[bytes]:
+def _stream(frames: Iterator[Any], run_id: str, ui_tools: frozenset[str]) -> Iterator[bytes]:
     """The response body: each crumb's chunks as SSE frames, then ``[DONE]``. The run is driven
     elsewhere."""
-    translator = UiMessageStreamTranslator()
+    translator = UiMessageStreamTranslator(ui_tools)
 
     def encode_all(items: list[Any]) -> list[bytes]:
         chunks: list[bytes] = []

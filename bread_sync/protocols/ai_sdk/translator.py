@@ -47,9 +47,13 @@ def message_id(run_id: str) -> str:
 class UiMessageStreamTranslator:
     """A translator for one stream: call it with each crumb, get that crumb's UI message chunks.
 
-    Live crumbs or wire crumbs alike. Does no I/O; not thread-safe (one per stream)."""
+    ``ui_tools``: the names of the tools the UI answers (input tools): their calls go out
+    without ``providerExecuted``, so the SDK's ``lastAssistantMessageIsCompleteWithToolCalls``
+    sends the UI's output back; every other tool runs on the server. Live crumbs or wire crumbs
+    alike. Does no I/O; not thread-safe (one per stream)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ui_tools: frozenset[str] = frozenset()) -> None:
+        self.ui_tools = ui_tools
         #: "idle" before ``start``, "running", then "paused" (a HITL pause) or "ended".
         self.phase = "idle"
         self._text: str | None = None  # the open text part's id
@@ -190,7 +194,7 @@ class UiMessageStreamTranslator:
     def _tool_input_start(self, crumb: dict[str, Any]) -> list[Chunk]:
         self._announced.add(crumb["toolCallId"])
         start = {"type": "tool-input-start", "toolCallId": crumb["toolCallId"], "toolName": crumb["toolName"]}
-        return [*self._open_step(), *self._close_text(), {**start, "providerExecuted": True}]
+        return [*self._open_step(), *self._close_text(), self._run_by(crumb, start)]
 
     def _tool_input_delta(self, crumb: dict[str, Any]) -> list[Chunk]:
         if crumb["toolCallId"] not in self._announced:
@@ -200,11 +204,12 @@ class UiMessageStreamTranslator:
     def _tool_call(self, crumb: dict[str, Any]) -> list[Chunk]:
         self._announced.add(crumb["toolCallId"])
         available = {"type": "tool-input-available", "toolCallId": crumb["toolCallId"], "toolName": crumb["toolName"]}
-        return [
-            *self._open_step(),
-            *self._close_text(),
-            {**available, "input": crumb.get("input"), "providerExecuted": True},
-        ]
+        available["input"] = crumb.get("input")
+        return [*self._open_step(), *self._close_text(), self._run_by(crumb, available)]
+
+    def _run_by(self, crumb: dict[str, Any], chunk: Chunk) -> Chunk:
+        # A tool the UI answers is the client's to run; every other one ran on the server.
+        return chunk if crumb.get("toolName") in self.ui_tools else {**chunk, "providerExecuted": True}
 
     def _announce(self, crumb: dict[str, Any]) -> list[Chunk]:
         # A pause names its call: the client has its part unless the stream missed the call.
@@ -223,7 +228,7 @@ class UiMessageStreamTranslator:
         # The call's part is the client's already: announced in this stream, or in the one its
         # pause ended (a continuation's stream appends to that message).
         self._after_tools = True
-        return [*self._close_text(), {**chunk, "toolCallId": crumb["toolCallId"], "providerExecuted": True}]
+        return [*self._close_text(), self._run_by(crumb, {**chunk, "toolCallId": crumb["toolCallId"]})]
 
     # -- subagents, tasks, loops and pipeline steps: data parts, updated in place by id -------
 

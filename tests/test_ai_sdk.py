@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import ast
 import json
+import threading
 from pathlib import Path
 
 import pytest
 
-from bread_sync import BreadError
+from bread_sync import Agent, BreadError, Config, tool
 from bread_sync.demo import config as demo_config
+from bread_sync.demo import publish
+from bread_sync.models import script
+from bread_sync.models.script import call, say
 from bread_sync.protocols import ai_sdk
 from bread_sync.protocols.ai_sdk import EMITTED_CHUNK_TYPES, UiMessageStreamTranslator, sse
 from bread_sync.protocols.ai_sdk import ai_sdk as ai_sdk_plugin
@@ -316,3 +320,41 @@ def test_the_thread_hook_guards_every_route(make_bread):
     assert client.get("/ai-sdk/echo/theirs/stream").status_code == 403
     assert client.post("/ai-sdk/echo/theirs/stop").status_code == 403
     assert client.post("/ai-sdk/echo", json={"id": "mine", "messages": [user("x")]}).status_code == 200
+
+
+def gated_writer():
+    """An agent that waits at a gate before its pause and after it: the test opens each."""
+    gate = threading.Semaphore(0)
+
+    @tool
+    def wait(input, ctx) -> str:
+        """Waits until the test opens the gate."""
+        assert gate.acquire(timeout=30), "the test never opened the gate"
+        return "open"
+
+    steps = [call("wait", {}), call("publish", {"title": "rye"}), call("wait", {}), say("Done.")]
+    agent = Agent(id="gated", model=script.provider(steps), tools=[wait, publish])
+    return Config(agents=[agent], plugins=[ai_sdk_plugin("gated")]), gate
+
+
+def test_a_resumed_stream_replays_past_an_answered_pause_and_ends_at_a_waiting_one(make_bread):
+    config, gate = gated_writer()
+    client = create_server(make_bread(config, transport="http-sse")).test_client()
+    first = client.post("/ai-sdk/gated", json={"id": "chat-g", "messages": [user("go")]})
+    resumed = client.get("/ai-sdk/gated/chat-g/stream")  # the run waits at its first gate
+    gate.release()
+    paused = chunks_of(resumed)
+    assert paused == chunks_of(first)  # the whole stream so far, to the pause that waits
+    assert [c["type"] for c in paused[-3:]] == ["tool-approval-request", "finish-step", "finish"]
+    request = paused[-3]
+    part = {"type": "tool-publish", "toolCallId": request["toolCallId"], "state": "approval-responded",
+            "approval": {"id": request["approvalId"], "approved": True}}  # fmt: skip
+    assistant = {"id": paused[0]["messageId"], "role": "assistant", "parts": [part]}
+    answered = client.post("/ai-sdk/gated", json={"id": "chat-g", "messages": [user("go"), assistant]})
+    replay = client.get("/ai-sdk/gated/chat-g/stream")  # the continuation waits at its second gate
+    gate.release()
+    chunks = chunks_of(replay)
+    check_stream(chunks)
+    assert chunks == paused + chunks_of(answered)  # every part once: both requests' streams, in order
+    assert [c["type"] for c in chunks].count("start") == 2 and chunks[-1]["finishReason"] == "stop"
+    assert client.get("/ai-sdk/gated/chat-g/stream").status_code == 204

@@ -216,9 +216,9 @@ def bridges() -> list:
     """The protocol bridges the demo mounts: those whose extra is installed (a plain install
     serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
     every other agent. MCP: ``/mcp``, every agent and task as a tool. A2A: echo and slow, each in
-    v0.3 and v1.0. OpenAI: ``/v1``, every agent as a model (see docs/http.md). These paths are
-    fixed: other projects' clients find them there."""
-    return [*ag_ui_bridges(), *mcp_bridges(), *a2a_bridges(), openai_bridge()]
+    v0.3 and v1.0. OpenAI: ``/v1``, every agent as a model. AI SDK: ``/ai-sdk/<agentId>``, every
+    agent (see docs/http.md). These paths are fixed: other projects' clients find them there."""
+    return [*ag_ui_bridges(), *mcp_bridges(), *a2a_bridges(), openai_bridge(), *ai_sdk_bridges()]
 
 
 def ag_ui_bridges() -> list:
@@ -267,6 +267,12 @@ def openai_bridge() -> Any:
     from .protocols.openai_api import openai_api
 
     return openai_api()
+
+
+def ai_sdk_bridges() -> list:
+    from .protocols.ai_sdk import ai_sdk
+
+    return [ai_sdk(agent.id) for agent in AGENTS]
 
 
 def config() -> Config:

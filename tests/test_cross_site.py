@@ -31,6 +31,12 @@ WRITES = [
     ("POST", "/mcp", b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}'),
     ("POST", "/a2a", b'{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {}}'),
     ("POST", "/ag-ui/run", b"{}"),
+    (
+        "POST",
+        "/ai-sdk/echo",
+        b'{"id": "attacker", "messages": [{"role": "user", "parts": [{"type": "text", "text": "x"}]}]}',
+    ),
+    ("POST", "/ai-sdk/slow/victim/stop", b""),
 ]
 
 

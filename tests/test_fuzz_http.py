@@ -28,6 +28,7 @@ from schemathesis.specs.openapi.checks import (
 
 from bread_sync import ServerSettings
 from bread_sync.errors import ALL_CODES
+from bread_sync.protocols.ai_sdk import EMITTED_CHUNK_TYPES
 from bread_sync.server import create_server
 from bread_sync.transports import http_sse
 from bread_sync.wire import SSEDecoder
@@ -112,6 +113,8 @@ def check_answer(method: str, status: int, content_type: str, body: bytes, path:
         check_ag_ui_events(body)
     elif content_type.startswith("text/event-stream") and path.startswith(OPENAI_PREFIX):
         check_openai_events(body)
+    elif content_type.startswith("text/event-stream") and path.startswith("/ai-sdk/"):
+        check_ai_sdk_chunks(body)
     elif content_type.startswith("text/event-stream"):
         check_events(body)
 
@@ -146,6 +149,13 @@ def check_openai_events(body: bytes) -> None:
     for event in SSEDecoder().feed(body):
         if event.data and event.data != "[DONE]":
             assert isinstance(strict_json(event.data), dict), event.data
+
+
+def check_ai_sdk_chunks(body: bytes) -> None:
+    """An AI SDK stream's frames are chunks of the pinned surface, then ``[DONE]``."""
+    for event in SSEDecoder().feed(body):
+        if event.data and event.data != "[DONE]":
+            assert strict_json(event.data)["type"] in EMITTED_CHUNK_TYPES, event.data
 
 
 def check_json_rpc_error(text: str) -> None:

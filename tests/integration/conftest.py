@@ -24,7 +24,7 @@ from .client import TRANSPORTS, WIRES, new_client  # noqa: E402
 _TEST_STARTED = pytest.StashKey[float]()
 #: The npm package the official JavaScript clients are installed into, and those clients.
 NODE = Path(__file__).resolve().parent.parent / "node"
-NODE_CLIENTS = ("@ag-ui/client", "@modelcontextprotocol/sdk", "openai")
+NODE_CLIENTS = ("@ag-ui/client", "@ai-sdk/react", "@modelcontextprotocol/sdk", "ai", "esbuild", "openai")
 
 
 @pytest.fixture(params=WIRES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 
@@ -57,4 +58,22 @@ def test_the_openai_example_chats_streams_and_answers_the_writer_s_pause(pool):
         "writer: Drafting a post about sourdough. / Approve the call of publish? Answer yes or no.",
         "bread: paused approval publish",
         "answered: Published.",
+    ]
+
+
+def test_the_ai_sdk_example_chats_answers_the_writer_s_approval_and_stops_slow(pool, node_clients):
+    # Run from tests/node, where the pinned `ai` is installed, as the README runs it beside its own.
+    script = node_clients / "example_ai_sdk_chat.mjs"
+    script.write_bytes((MAIN / "examples" / "ai_sdk_chat.mjs").read_bytes())
+    try:
+        done = subprocess.run(["node", script.name], cwd=node_clients, capture_output=True, text=True, timeout=60,
+                              env={"BREAD_URL": pool.primary("http-sse").url, "PATH": os.environ["PATH"]})  # fmt: skip
+    finally:
+        script.unlink()
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.splitlines() == [
+        "echo: hello from the AI SDK",
+        'writer: Drafting a post about sourdough. / approval-requested {"title":"sourdough"}',
+        'answered: Published. / output-available {"published":true,"title":"sourdough"}',
+        "stopped: cancelled",
     ]

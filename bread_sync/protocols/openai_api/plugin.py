@@ -17,7 +17,7 @@ from ...errors import AGENT_NOT_FOUND, INVALID_REQUEST, BreadError
 from ...runtime import new_id
 from ...server import authorize_run, register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import Forbidden, json_body, may_reach_run
-from ..answers import text_answer
+from ..answers import paused_run, text_answer
 from .requests import Turn, chat_turn, responses_turn
 from .translator import DONE, ChatCompletionsTranslator, ResponsesTranslator, error_object, sse
 
@@ -171,7 +171,7 @@ class OpenAiPlugin:
             session_id, history = new_id("ses"), turn.history
         else:
             session_id, history = self._named_session(named), []
-            paused = _paused_run(bread, session_id, turn.agent_id)
+            paused = paused_run(bread, session_id, turn.agent_id)
             if paused is not None:
                 authorize_run(paused["id"])
                 checkpoint = bread.store.get_checkpoint(paused["checkpointId"])
@@ -214,13 +214,6 @@ def _hold_history(bread: Any, session_id: str, history: list[dict[str, str]]) ->
     at = now_iso()
     bread.store.touch_session(session_id, {"source": "openai"})
     bread.store.append_messages(session_id, [{**message, "at": at} for message in history])
-
-
-def _paused_run(bread: Any, session_id: str, agent_id: str) -> dict[str, Any] | None:
-    """The session's latest paused run of ``agent_id``, which its next message answers."""
-    paused = [r for r in bread.store.list_runs(status="paused", session=session_id) if r["agentId"] == agent_id]
-    paused = [r for r in paused if r.get("checkpointId")]
-    return max(paused, key=lambda r: r["createdAt"]) if paused else None
 
 
 def _read_to_end(frames: Iterator[Any], translator: Any) -> None:

@@ -70,7 +70,9 @@ CLAIM_QUEUED = (
     " WHERE id = ? AND status = 'queued' AND (not_before IS NULL OR not_before <= ?)"
 )
 #: What :data:`CLAIM_QUEUED` adds for an agent with a cap on its running runs.
-UNDER_CAP = " AND (SELECT count(*) FROM runs AS other WHERE other.agent_id = runs.agent_id AND other.status = 'running') < ?"
+UNDER_CAP = (
+    " AND (SELECT count(*) FROM runs AS other WHERE other.agent_id = runs.agent_id AND other.status = 'running') < ?"
+)
 SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 
 

@@ -10,17 +10,26 @@ most of the time, so one process drives many.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from huey import MemoryHuey, PostgresHuey, RedisHuey, SqliteHuey
+from huey import MemoryHuey, PostgresHuey, RedisHuey, SqliteHuey, crontab
 from huey.api import Huey
 
 from ..config import POSTGRES_SCHEMES
 from ..engine.queued import drive_queued
+from ..errors import BreadError
+from ..schedules import last_tick
+
+log = logging.getLogger("bread_sync")
 
 #: The task's name (Huey prefixes its module): the same in the web tier and the workers.
 TASK = "drive_run"
+#: The periodic task's name: every minute, in every worker, it opens the schedules' runs due.
+TICK = "schedules_tick"
 #: How often an idle worker looks at an SQLite queue at most (Huey polls it, backing off from
 #: its first delay); Postgres and Redis wake it when a task arrives.
 POLL_SECONDS = (0.05, 0.25)
@@ -33,10 +42,16 @@ class HueyExecutor:
         self.huey = huey
         #: The runtime that drives the tasks, in a worker process (:meth:`consumer`).
         self.runtime: Any = None
+        #: The schedules' clock (tests set their own): what time a tick opens the runs of.
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._drive = huey.task(name=TASK)(self._run)
+        huey.periodic_task(crontab(), name=TICK)(lambda: self.tick(self.now()))
 
-    def submit(self, runtime: Any, run_id: str) -> None:
-        self._drive(run_id)
+    def submit(self, runtime: Any, run_id: str, delay: float = 0.0) -> None:
+        if delay > 0:  # Huey's schedule: its consumers' scheduler enqueues it when due
+            self._drive.schedule(args=(run_id,), delay=delay)
+        else:
+            self._drive(run_id)
 
     def consumer(self, runtime: Any, workers: int, worker_type: str = "greenlet") -> Any:
         """A Huey consumer of ``workers`` greenlets (gevent must have patched the process
@@ -45,9 +60,25 @@ class HueyExecutor:
         self.runtime = runtime
         runtime.carries_on = True
         first, most = POLL_SECONDS
+        periodic = bool(runtime.config.schedules)  # Huey's tick, once a minute in each worker
         return self.huey.create_consumer(
-            workers=workers, worker_type=worker_type, periodic=False, initial_delay=first, max_delay=most
+            workers=workers, worker_type=worker_type, periodic=periodic, initial_delay=first, max_delay=most
         )
+
+    def tick(self, now: datetime) -> list[str]:
+        """Open the run of each schedule's last tick at or before ``now``, unless another worker
+        did (schedules.py); the ids of the runs opened here."""
+        opened = []
+        for schedule in self.runtime.config.schedules:
+            tick = last_tick(crontab(*schedule.fields), now)
+            try:
+                run_id = None if tick is None else self.runtime.run_scheduled(schedule, tick)
+            except BreadError as exc:  # its agent gone, its session busy: the next tick tries again
+                log.warning("schedule %r: its run at %s did not open (%s)", schedule.key, tick, exc.message)
+                continue
+            if run_id is not None:
+                opened.append(run_id)
+        return opened
 
     def _run(self, run_id: str) -> None:
         runtime = self.runtime

@@ -55,6 +55,7 @@ class _Views:
                 signal=token,
                 session_policy=req.sessionPolicy,
                 may_interrupt=may_reach_run,
+                after=req.after,
             ),
         )
 
@@ -64,7 +65,7 @@ class _Views:
         return self._start(
             run_id,
             lambda token: self.bread.run_pipeline(
-                pipeline_id, req.input, session=_session(req), run_id=run_id, signal=token
+                pipeline_id, req.input, session=_session(req), run_id=run_id, signal=token, after=req.after
             ),
         )
 

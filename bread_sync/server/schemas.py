@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_validator
 
 from ..errors import ALL_CODES, INVALID_REQUEST, BreadError
 from ..stores import RUN_STATUSES, RunRecord
@@ -43,6 +43,13 @@ class SessionRef(BaseModel):
         return {"id": value} if isinstance(value, str) else value
 
 
+#: What a run request's ``after`` means.
+AFTER = (
+    "An ISO-8601 time with its offset: the run opens now (its start crumb) and waits queued until then"
+    " (status queued, notBefore); no worker claims it before."
+)
+
+
 class RunBody(BaseModel):
     """The body of ``POST /agents/<id>/run``."""
 
@@ -55,6 +62,7 @@ class RunBody(BaseModel):
     sessionPolicy: Literal["reject", "enqueue", "interrupt"] | None = Field(
         None, description="What to do when another run holds the session (default: the agent's policy)."
     )
+    after: AwareDatetime | None = Field(None, description=AFTER)
 
 
 class PipelineRunBody(BaseModel):
@@ -63,6 +71,7 @@ class PipelineRunBody(BaseModel):
     input: Any = Field(description="Any JSON (null included): the first step's input.")
     session: SessionRef | None = None
     runId: RunId | None = None
+    after: AwareDatetime | None = Field(None, description=AFTER)
 
 
 class ResumeBody(BaseModel):

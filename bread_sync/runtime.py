@@ -34,6 +34,7 @@ from .errors import (
     TASK_NOT_FOUND,
     BreadError,
 )
+from .executors import check_queue
 from .loading import resolve
 from .models import resolve_provider
 from .pipelines import Pipeline
@@ -142,6 +143,7 @@ class Bread:
         ``after`` (a timezone-aware datetime) delays the run: it opens now and waits queued
         until then (engine/queued.py)."""
         make_root, state, context = self._root_maker(agent_id, input, skill, state, context)
+        check_queue(self.executor)
         opened = open_run(
             self,
             make_root,
@@ -187,6 +189,7 @@ class Bread:
         ``after`` delays it, as :meth:`run`'s."""
         pipeline = self.pipeline(pipeline_id)
         make_root = partial(PipelineRun, pipeline=pipeline, input=input)
+        check_queue(self.executor)
         opened = open_run(self, make_root, session, run_id=run_id, signal=signal, after=_epoch(after))
         return self._deliver(self._started(opened, run_id, pipeline.id), mode)
 
@@ -225,6 +228,7 @@ class Bread:
 
         The response is validated before the checkpoint is claimed, so a malformed one does
         not burn it; a checkpoint resumes once (``CHECKPOINT_ALREADY_RESUMED``)."""
+        check_queue(self.executor)
         opened = open_continuation(
             self, checkpoint_id, response, signal=signal, may_interrupt=may_interrupt, state=state, context=context
         )

@@ -16,6 +16,7 @@ import pytest
 from bread_sync import crumbs as c
 from bread_sync.demo import config as demo_config
 from bread_sync.engine.queued import drive_queued, open_queued
+from bread_sync.errors import QUEUE_UNAVAILABLE, BreadError
 from bread_sync.executors import huey as huey_executor
 from bread_sync.schedules import Schedule
 from bread_sync.stores.sqlite import store as sqlite_store
@@ -169,3 +170,27 @@ def test_huey_ticks_the_schedules_every_minute_in_a_worker(make_bread, queue):
     queue.huey.execute(tick)
     (run,) = bread.store.list_runs()
     assert run["status"] == "queued"
+
+
+def test_a_run_is_refused_unopened_while_its_redis_queue_does_not_answer(make_bread):
+    bread = make_bread(executor=huey_executor.executor(url="redis://127.0.0.1:1/0"))
+    with pytest.raises(BreadError) as caught:
+        bread.run("echo", "hello")
+    assert (caught.value.code, caught.value.status) == (QUEUE_UNAVAILABLE, 503)
+    assert bread.store.list_runs() == []
+
+
+def test_a_run_queued_when_its_submission_fails_is_submitted_again_by_a_sweep(make_bread, queue, monkeypatch):
+    bread = make_bread(executor=queue, lease_seconds=0.05)
+    monkeypatch.setattr(queue, "_drive", _unreachable)
+    run_id = _queued(bread)  # its opening logged, its message lost with the queue
+    monkeypatch.undo()
+    deadline = time.monotonic() + DEADLINE
+    while bread.sweep_interrupted() == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(_execute_pending(queue, bread)) == 1
+    assert _ended(bread, run_id)
+
+
+def _unreachable(*args, **kwargs):
+    raise ConnectionError("the queue is down")

@@ -27,3 +27,12 @@ class Executor(Protocol):
         """Have the ``queued`` run ``run_id`` driven, ``delay`` seconds from now at the earliest:
         claimed (``queued`` to ``running``) by one process, then driven to its end or pause.
         Safe to call twice for one run."""
+
+
+def check_queue(executor: Executor) -> None:
+    """Raise ``QUEUE_UNAVAILABLE`` when the executor's queue does not answer (its optional
+    ``ping``: an executor with no queue of its own apart from the store has none), so that a run
+    is refused before it opens rather than left waiting on a queue that is down."""
+    ping = getattr(executor, "ping", None)
+    if ping is not None:
+        ping()

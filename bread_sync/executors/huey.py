@@ -11,7 +11,8 @@ most of the time, so one process drives many.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from huey.api import Huey
 
 from ..config import POSTGRES_SCHEMES
 from ..engine.queued import drive_queued
-from ..errors import BreadError
+from ..errors import QUEUE_UNAVAILABLE, BreadError
 from ..schedules import last_tick
 
 log = logging.getLogger("bread_sync")
@@ -33,6 +34,9 @@ TICK = "schedules_tick"
 #: How often an idle worker looks at an SQLite queue at most (Huey polls it, backing off from
 #: its first delay); Postgres and Redis wake it when a task arrives.
 POLL_SECONDS = (0.05, 0.25)
+#: How long a Redis queue may take to connect or answer before a run is refused (its reads block
+#: for Huey's read timeout, 1 s, within it): an unreachable queue is an error, never a hang.
+REDIS_TIMEOUT_SECONDS = 5.0
 
 
 class HueyExecutor:
@@ -45,13 +49,22 @@ class HueyExecutor:
         #: The schedules' clock (tests set their own): what time a tick opens the runs of.
         self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._drive = huey.task(name=TASK)(self._run)
-        huey.periodic_task(crontab(), name=TICK)(lambda: self.tick(self.now()))
+        huey.periodic_task(crontab(), name=TICK)(self._tick)
 
     def submit(self, runtime: Any, run_id: str, delay: float = 0.0) -> None:
-        if delay > 0:  # Huey's schedule: its consumers' scheduler enqueues it when due
-            self._drive.schedule(args=(run_id,), delay=delay)
-        else:
-            self._drive(run_id)
+        with _queue_errors():
+            if delay > 0:  # Huey's schedule: its consumers' scheduler enqueues it when due
+                self._drive.schedule(args=(run_id,), delay=delay)
+            else:
+                self._drive(run_id)
+
+    def ping(self) -> None:
+        """``QUEUE_UNAVAILABLE`` unless the queue answers now (a Redis queue's PING; a queue in the
+        store's own database is checked by the store's calls)."""
+        conn = getattr(self.huey.storage, "conn", None)
+        if isinstance(self.huey, RedisHuey) and conn is not None:
+            with _queue_errors():
+                conn.ping()
 
     def consumer(self, runtime: Any, workers: int, worker_type: str = "greenlet") -> Any:
         """A Huey consumer of ``workers`` greenlets (gevent must have patched the process
@@ -80,6 +93,10 @@ class HueyExecutor:
                 opened.append(run_id)
         return opened
 
+    def _tick(self, at: str | None = None) -> None:
+        # Huey's periodic tick gives no time: it is now. A message may name one (ISO-8601).
+        self.tick(self.now() if at is None else datetime.fromisoformat(at))
+
     def _run(self, run_id: str) -> None:
         runtime = self.runtime
         if not runtime.carries_on:  # shutting down: back in the queue for another worker
@@ -94,10 +111,23 @@ def executor(path: str | Path | None = None, url: str | None = None, name: str =
     return HueyExecutor(_huey(name, path, url))
 
 
+@contextmanager
+def _queue_errors() -> Iterator[None]:
+    """The queue's failures as ``QUEUE_UNAVAILABLE``, the run's record untouched by them."""
+    try:
+        yield
+    except Exception as exc:
+        raise BreadError(QUEUE_UNAVAILABLE, "the run queue does not answer; retry later") from exc
+
+
 def _huey(name: str, path: str | Path | None, url: str | None) -> Huey:
     options: dict[str, Any] = {"results": False, "utc": True}
     if url is not None and url.startswith(("redis://", "rediss://", "unix://")):
-        return RedisHuey(name, url=url, **options)
+        from redis import ConnectionPool
+
+        seconds = REDIS_TIMEOUT_SECONDS
+        pool = ConnectionPool.from_url(url, socket_timeout=seconds, socket_connect_timeout=seconds)
+        return RedisHuey(name, connection_pool=pool, **options)
     if url is not None and url.startswith(POSTGRES_SCHEMES):
         return PostgresHuey(name, dsn=url, **options)
     if url is not None:

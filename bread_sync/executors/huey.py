@@ -49,7 +49,7 @@ class HueyExecutor:
         #: The schedules' clock (tests set their own): what time a tick opens the runs of.
         self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._drive = huey.task(name=TASK)(self._run)
-        huey.periodic_task(crontab(), name=TICK)(self._tick)
+        self._tick_at = huey.periodic_task(crontab(), name=TICK)(self._tick)
 
     def submit(self, runtime: Any, run_id: str, delay: float = 0.0) -> None:
         with _queue_errors():
@@ -92,6 +92,12 @@ class HueyExecutor:
             if run_id is not None:
                 opened.append(run_id)
         return opened
+
+    def enqueue_tick(self, at: datetime) -> None:
+        """Have a worker tick the schedules as if it were ``at`` (each worker's Huey enqueues one
+        tick a minute, timeless: now); a tick at a time already ticked opens nothing."""
+        with _queue_errors():
+            self._tick_at(at.isoformat())
 
     def _tick(self, at: str | None = None) -> None:
         # Huey's periodic tick gives no time: it is now. A message may name one (ISO-8601).

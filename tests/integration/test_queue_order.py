@@ -3,7 +3,8 @@ and two ``bread-sync worker`` processes on one SQLite store. Delayed runs wait q
 queue order, and none is claimed before its time; a schedule ticked by both workers at each of two
 ticks opens one ordinary run per tick; with the queue on a Redis that goes away for a while, a
 run request is refused at once with ``QUEUE_UNAVAILABLE`` (no hang; 503 off the streaming
-routes) and no run queued before is lost. In-process, the same rules one message at a time: tests/test_queue_order.py."""
+routes) and no run queued before is lost.
+In-process, the same rules one message at a time: tests/test_queue_order.py."""
 
 from __future__ import annotations
 

@@ -58,6 +58,10 @@ class TCPProxy:
         return len(pairs)
 
     def close(self) -> None:
+        try:  # wakes the accept() blocked in another thread: close() alone leaves it listening
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._listener.close()
         self.cut()
 

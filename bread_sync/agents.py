@@ -230,8 +230,13 @@ class Agent:
     #: Whether a run of this agent whose process died (or shut down) is carried on by another
     #: process from its last durable crumb; False: it ends ``RUN_INTERRUPTED`` instead.
     continue_after_crash: bool = True
+    #: At most this many runs of the agent run at once, across every worker and replica sharing
+    #: the store; a run past it waits queued for a worker's claim (engine/queued.py), never 503.
+    max_concurrent_runs: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_concurrent_runs is not None and self.max_concurrent_runs < 1:
+            raise ValueError(f"agent {self.id!r}: max_concurrent_runs must be at least 1, or None for no cap")
         if self.folder is not None:
             folder = Path(self.folder)
             if not self.prompt and (folder / "prompt.md").is_file():

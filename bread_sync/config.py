@@ -84,6 +84,9 @@ class Config(BaseModel):
     agents: list[InstanceOf[Agent]] = Field(default_factory=list)
     tasks: list[Any] = Field(default_factory=list)
     pipelines: list[Any] = Field(default_factory=list)
+    #: Recurring runs (:class:`bread_sync.schedules.Schedule`), ticked by ``bread-sync worker``
+    #: processes (executor ``huey``), once per tick across them all.
+    schedules: list[Any] = Field(default_factory=list)
     #: ``"filesystem"`` (``<instance>/files``), ``"memory"``, a blob store object, or None: none.
     blob_store: Any = "filesystem"
     entrypoints: list[str] | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -18,6 +19,7 @@ from .crumbs import Frame
 from .engine import owners, queued, recovery
 from .engine.context import RunContext
 from .engine.emitter import fan_out
+from .engine.execution import drain
 from .engine.lease import LeaseKeeper
 from .engine.opening import Opened, check_state, new_id, open_continuation, open_run
 from .engine.pipeline_run import PipelineRun
@@ -32,12 +34,14 @@ from .errors import (
     TASK_NOT_FOUND,
     BreadError,
 )
+from .executors import check_queue
 from .loading import resolve
 from .metrics import metrics_from_config
 from .models import resolve_provider
 from .pipelines import Pipeline
 from .plugins import hooks
 from .runs import Run, RunResult
+from .schedules import Schedule, tick_run_id
 from .tails import LogFollower, tail
 from .tasks import Task
 from .tracing import tracer_from_environment
@@ -126,6 +130,7 @@ class Bread:
         may_interrupt: Callable[[str], bool] | None = None,
         state: dict[str, Any] | None = None,
         context: list[dict[str, Any]] | None = None,
+        after: datetime | None = None,
         mode: str = "stream",
     ) -> Any:
         """Start a run of ``agent_id``; an iterator of its crumbs, or with ``mode="sync"`` its
@@ -138,8 +143,11 @@ class Bread:
         ``ctx.state`` and providers as ``request.session_state``; without it the run has the
         state its session kept. ``context`` (``[{description, value}]``) is this run's only:
         ``ctx.context``, ``request.context``. A remote agent's run
-        relays the remote run (engine/relay.py); what the remote refuses ends it, logged."""
+        relays the remote run (engine/relay.py); what the remote refuses ends it, logged.
+        ``after`` (a timezone-aware datetime) delays the run: it opens now and waits queued
+        until then (engine/queued.py)."""
         make_root, state, context = self._root_maker(agent_id, input, skill, state, context)
+        check_queue(self.executor)
         opened = open_run(
             self,
             make_root,
@@ -150,6 +158,7 @@ class Bread:
             may_interrupt=may_interrupt,
             state=state,
             context=context,
+            after=_epoch(after),
         )
         return self._deliver(self._started(opened, run_id, agent_id), mode)
 
@@ -176,19 +185,35 @@ class Bread:
         session: dict[str, Any] | str | None = None,
         signal: CancelToken | None = None,
         run_id: str | None = None,
+        after: datetime | None = None,
         mode: str = "stream",
     ) -> Any:
         """Run a pipeline under one run id: every step's crumbs framed by ``pipeline:step:start``
-        / ``pipeline:step:end``, ending with ``agent:run:end`` carrying the last step's output."""
+        / ``pipeline:step:end``, ending with ``agent:run:end`` carrying the last step's output.
+        ``after`` delays it, as :meth:`run`'s."""
         pipeline = self.pipeline(pipeline_id)
         make_root = partial(PipelineRun, pipeline=pipeline, input=input)
-        opened = open_run(self, make_root, session, run_id=run_id, signal=signal)
+        check_queue(self.executor)
+        opened = open_run(self, make_root, session, run_id=run_id, signal=signal, after=_epoch(after))
         return self._deliver(self._started(opened, run_id, pipeline.id), mode)
 
     def run_task(self, task_id: str, args: Any, *, signal: CancelToken | None = None) -> Any:
         """Call a task once; its validated output. Bad args are ``INPUT_INVALID``, a model
         answer that fails the output schema ``OUTPUT_INVALID``."""
         return run_task(self.store, self.task(task_id), args, signal)
+
+    def run_scheduled(self, schedule: Schedule, tick: datetime) -> str | None:
+        """Open ``schedule``'s run of the minute ``tick`` unless another process did: its run id,
+        else None. The run is an ordinary one, with its own record, queued for a worker when the
+        executor queues (its opening is driven here). Every worker's tick calls this; the tick's
+        run id, made from the schedule and the minute, is created once in the store."""
+        run_id = tick_run_id(schedule, tick)
+        make_root, _, _ = self._root_maker(schedule.agent_id, schedule.input, None, None, None)
+        opened = open_run(self, make_root, schedule.session, run_id=run_id)
+        if opened is None:
+            return None
+        drain(opened.labels, opened.crumbs)
+        return run_id
 
     def resume(
         self,
@@ -207,6 +232,7 @@ class Bread:
 
         The response is validated before the checkpoint is claimed, so a malformed one does
         not burn it; a checkpoint resumes once (``CHECKPOINT_ALREADY_RESUMED``)."""
+        check_queue(self.executor)
         opened = open_continuation(
             self, checkpoint_id, response, signal=signal, may_interrupt=may_interrupt, state=state, context=context
         )
@@ -352,6 +378,12 @@ def create_bread(config: Config | None = None) -> Bread:
 
         config = load_config()
     return Bread(config)
+
+
+def _epoch(when: datetime | None) -> float | None:
+    if when is not None and when.tzinfo is None:
+        raise ValueError("after must be a timezone-aware datetime (datetime.now(UTC) + ...), not a naive one")
+    return None if when is None else when.timestamp()
 
 
 def _relay(agent_id: str, input: Any, skill: str | None, ctx: RunContext) -> Relay:

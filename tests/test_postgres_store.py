@@ -72,7 +72,8 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
                  ("session_id", "text", True), ("status", "text", False), ("checkpoint_id", "text", True),
                  ("owner", "text", True), ("lease_until", "double precision", True),
                  ("cancel_requested", "boolean", False), ("created_at", "text", True), ("updated_at", "text", True),
-                 ("remote_run_id", "text", True), ("remote_seq", "bigint", True), ("usage", "text", True)],
+                 ("remote_run_id", "text", True), ("remote_seq", "bigint", True), ("usage", "text", True),
+                 ("not_before", "double precision", True)],
         "session_claims": [("session_id", "text", False), ("run_id", "text", False)],
         "session_messages": [("position", "bigint", False), ("session_id", "text", False),
                              ("message", "text", False)],
@@ -113,6 +114,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
         "m006_append_one_crumb", "m007_mcp_sessions_created", "m008_mcp_session_owners",
         "m009_runs_by_agent_updated",
         "m010_run_usage",
+        "m011_run_not_before",
     ]  # fmt: skip
 
 

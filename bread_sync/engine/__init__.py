@@ -50,6 +50,8 @@ class Runtime(Protocol):
     sessions: Any
     #: Reads the store's log for the tails of runs that execute in other processes.
     follower: Any
+    #: The config's agents by id.
+    agents: dict[str, Any]
     #: Agents of other servers by local id (relayed by engine/relay.py).
     remote_agents: dict[str, Any]
     #: Whether it carries on runs whose owner is gone (False while it shuts down).

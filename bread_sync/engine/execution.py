@@ -143,8 +143,12 @@ class Execution:
         self._final = "queued"
         self._unregister()
         owned = {"status": "running", "owner": self.runtime.owner}
-        if self.store.update_run(self.ctx.run_id, expect=owned, status="queued", owner=None, leaseUntil=0.0):
+        if not self.store.update_run(self.ctx.run_id, expect=owned, status="queued", owner=None, leaseUntil=0.0):
+            return
+        try:
             self.runtime.executor.submit(self.runtime, self.ctx.run_id)
+        except BreadError as exc:  # queued all the same: a sweep submits it again (queued.py)
+            log.warning("run %s: queued, not submitted (%s); a sweep submits it again", self.ctx.run_id, exc.message)
 
     def _steps(self, resume: tuple[dict[str, Any], Any] | None, carry_on: bool, resumed: bool) -> Steps:
         if self.opening is not None:

@@ -56,10 +56,12 @@ def open_run(
     may_interrupt: Callable[[str], bool] | None = None,
     state: dict[str, Any] | None = None,
     context: list[dict[str, Any]] | None = None,
+    after: float | None = None,
 ) -> Opened | None:
     """Open a new run whose root activity ``make_root(ctx)`` makes (the run is of the agent or
     pipeline the root runs); None when a run ``run_id`` exists already (a retried request: its
-    caller follows that run)."""
+    caller follows that run). With ``after`` (epoch seconds) the run is queued, and no worker
+    claims it before then."""
     session_id, tags = session_ref(session)
     if run_id is not None and runtime.store.get_run(run_id) is not None:
         return None
@@ -71,10 +73,12 @@ def open_run(
     )
     definition_id = root.definition_id
     record = {**run_record(runtime, run_id, definition_id, session_id), **root.record_fields()}
+    if after is not None:
+        record["notBefore"] = after
     if not runtime.store.create_run(record):
         return None
-    opening = root.open(tags, _session_wait(runtime, ctx, claimed))
-    queue = _queues(runtime, root)
+    queue = _queues(runtime, root, after)
+    opening = root.open(tags, None if queue else _session_wait(runtime, ctx, claimed))
     execution = Execution(ctx, root, opening, queue=queue)
     crumbs = _observed(ctx, definition_id, execution, lambda e: e.start(), new=True)
     return Opened(RunLabels(run_id, session_id, definition_id, ctx.trace), crumbs, queued=queue)
@@ -113,18 +117,27 @@ def open_continuation(
     )
     if state is not None:  # kept with the continuation's first crumb
         ctx.touch_session_with_next_crumb(None, state)
-    wait = _session_wait(runtime, ctx, claimed)
     queue = _queues(runtime, root)
+    wait = None if queue else _session_wait(runtime, ctx, claimed)
     execution = Execution(ctx, root, None if wait is None else _waiting(wait), queue=queue)
     crumbs = _observed(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
     labels = RunLabels(run_id, session_id, root.definition_id, ctx.trace)
     return Opened(labels, crumbs, next_seq, queued=queue)
 
 
-def _queues(runtime: Runtime, root: Any) -> bool:
-    """Whether the run of ``root`` is queued for the executor's workers once opened: with a
-    queueing executor, every run but a remote agent's relay, which its caller's process drives."""
-    return runtime.executor.queues and not root.outlives_process
+def _queues(runtime: Runtime, root: Any, after: float | None = None) -> bool:
+    """Whether the run of ``root`` is queued for the executor once opened (and waits there, not
+    here, for its session: engine/queued.py): with a queueing executor, and with any executor a
+    delayed run or one of an agent with a cap; never a remote agent's relay, which its caller's
+    process drives."""
+    waits = runtime.executor.queues or after is not None or cap_of(runtime, root.definition_id) is not None
+    return waits and not root.outlives_process
+
+
+def cap_of(runtime: Runtime, definition_id: str) -> int | None:
+    """The most runs of an agent that may run at once (``Agent.max_concurrent_runs``); None: no cap."""
+    agent = runtime.agents.get(definition_id)
+    return None if agent is None else agent.max_concurrent_runs
 
 
 def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: int) -> Opened | None:

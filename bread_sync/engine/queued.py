@@ -7,6 +7,12 @@ process that takes the run from the queue claims it by compare-and-set (``queued
 From then on the run is like any other: its lease renewed, its cancel heard, carried on if this
 process dies (recovery.py). A run left queued past a lease (an enqueue lost) is submitted again
 by :func:`requeue_stale`; a cancel ends a queued run before it starts (:func:`cancel_queued`).
+
+A run waits in the queue, not in a process, for what it may not have yet: its time (a delayed
+run's ``notBefore``), a place under its agent's ``max_concurrent_runs`` (both part of the
+claim's compare-and-set) and its session (taken after the claim, by the first of the session's
+waiting runs, so they go in the order they were queued). Without it the run goes back to
+``queued`` and is submitted again for later (:func:`_later`).
 """
 
 from __future__ import annotations
@@ -22,10 +28,13 @@ from ..logs import RunLabels
 from . import Runtime
 from .execution import Execution, drain
 from .lease import lease_end
-from .opening import Opened, new_context, root_from_start
+from .opening import Opened, cap_of, new_context, root_from_start
 from .recovery import end_undriven
 
 log = logging.getLogger("bread_sync")
+
+#: How long a run waiting for its session or its agent's cap stays in the queue before its next try.
+RETRY_SECONDS = 1.0
 
 
 def drive_queued(runtime: Runtime, run_id: str) -> bool:
@@ -44,8 +53,9 @@ def open_queued(runtime: Runtime, run_id: str) -> Opened | None:
     record = store.get_run(run_id)
     if record is None or record["status"] != "queued":
         return None
-    claim = {"status": "running", "owner": runtime.owner, "leaseUntil": lease_end(runtime.config)}
-    if not store.update_run(run_id, expect={"status": "queued"}, **claim):
+    cap = cap_of(runtime, record["agentId"])
+    if not store.claim_queued(run_id, runtime.owner, lease_end(runtime.config), time.time(), cap):
+        _later(runtime, record)
         return None
     last = store.last_seq(run_id)
     (opening,) = store.get_crumbs(run_id, after=last - 1, limit=1)
@@ -54,6 +64,9 @@ def open_queued(runtime: Runtime, run_id: str) -> Opened | None:
         root, crumbs = _driven_from(ctx, opening.crumb)
     except BreadError as exc:  # its agent or pipeline is no longer configured here
         _fail(runtime, run_id, exc)
+        return None
+    if root.claims_session and not _takes_session(runtime, record):
+        _back_in_queue(runtime, record)
         return None
     return Opened(RunLabels(run_id, record["sessionId"], root.definition_id), crumbs, last + 1)
 
@@ -66,6 +79,40 @@ def _driven_from(ctx: Any, opening: dict[str, Any]) -> tuple[Any, Any]:
         return root, Execution(ctx, root).start(resume=(checkpoint, opening["response"]), resumed=True)
     root = root_from_start(ctx, opening)
     return root, Execution(ctx, root).start(carry_on=True)  # not begun: it runs from its start
+
+
+def _takes_session(runtime: Runtime, record: dict[str, Any]) -> bool:
+    """Whether the run holds its session now (held from its opening, or taken now), unless an
+    older run of the session waits in the queue, due: that one goes first, and the session is let
+    go for it."""
+    session_id, run_id = record["sessionId"], record["id"]
+    if not runtime.sessions.take(session_id, run_id):
+        return False
+    now = time.time()
+    waiting = runtime.store.list_runs(status="queued", session=session_id)
+    if any(r["createdAt"] < record["createdAt"] and (r.get("notBefore") or 0.0) <= now for r in waiting):
+        runtime.sessions.release(session_id, run_id)
+        return False
+    return True
+
+
+def _back_in_queue(runtime: Runtime, record: dict[str, Any]) -> None:
+    """Give the claimed run back to the queue, for a later try."""
+    mine = {"status": "running", "owner": runtime.owner}
+    if runtime.store.update_run(record["id"], expect=mine, status="queued", owner=None, leaseUntil=0.0):
+        runtime.executor.submit(runtime, record["id"], RETRY_SECONDS)
+
+
+def _later(runtime: Runtime, record: dict[str, Any]) -> None:
+    """Submit a run not claimed here again for when it may be: at its time, or after a wait for
+    its agent's cap. Of the messages of one run that fail the claim at once, one does (by
+    compare-and-set on the record as read), so they do not multiply; none when another process
+    claimed or cancelled it."""
+    as_read = {"status": "queued", "updatedAt": record["updatedAt"]}
+    if not runtime.store.update_run(record["id"], expect=as_read, owner=None):
+        return
+    due = (record.get("notBefore") or 0.0) - time.time()
+    runtime.executor.submit(runtime, record["id"], max(due, RETRY_SECONDS))
 
 
 def _fail(runtime: Runtime, run_id: str, error: BreadError) -> None:
@@ -92,7 +139,7 @@ def requeue_stale(runtime: Runtime) -> int:
     if not runtime.executor.queues:
         return 0
     bound = time.time() - runtime.config.lease_seconds
-    stale = [r for r in runtime.store.list_runs(status="queued") if _updated_at(r) < bound]
+    stale = [r for r in runtime.store.list_runs(status="queued") if _waited_since(r) < bound]
     resubmitted = 0
     for record in stale:
         as_read = {"status": "queued", "updatedAt": record["updatedAt"]}
@@ -102,5 +149,6 @@ def requeue_stale(runtime: Runtime) -> int:
     return resubmitted
 
 
-def _updated_at(record: dict[str, Any]) -> float:
-    return datetime.fromisoformat(record["updatedAt"]).timestamp()
+def _waited_since(record: dict[str, Any]) -> float:
+    """Since when a queued run waits for a worker: its last submission, or its time if later."""
+    return max(datetime.fromisoformat(record["updatedAt"]).timestamp(), record.get("notBefore") or 0.0)

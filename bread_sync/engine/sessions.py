@@ -47,6 +47,10 @@ class SessionGuard:
             if token.wait(WAIT_POLL_SECONDS):
                 token.raise_if_cancelled()
 
+    def take(self, session_id: str, run_id: str) -> bool:
+        """Claim the session for ``run_id`` if it is free (or ``run_id``'s already); never waits."""
+        return self._try(session_id, run_id) is None
+
     def release(self, session_id: str, run_id: str) -> None:
         self.bread.store.release_session(session_id, run_id)
 

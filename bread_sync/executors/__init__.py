@@ -23,6 +23,16 @@ class Executor(Protocol):
     #: True: a run a caller opens is queued for a worker; False: the caller's process drives it.
     queues: bool
 
-    def submit(self, runtime: Any, run_id: str) -> None:
-        """Have the ``queued`` run ``run_id`` driven: claimed (``queued`` to ``running``) by one
-        process, then driven to its end or pause. Safe to call twice for one run."""
+    def submit(self, runtime: Any, run_id: str, delay: float = 0.0) -> None:
+        """Have the ``queued`` run ``run_id`` driven, ``delay`` seconds from now at the earliest:
+        claimed (``queued`` to ``running``) by one process, then driven to its end or pause.
+        Safe to call twice for one run."""
+
+
+def check_queue(executor: Executor) -> None:
+    """Raise ``QUEUE_UNAVAILABLE`` when the executor's queue does not answer (its optional
+    ``ping``: an executor with no queue of its own apart from the store has none), so that a run
+    is refused before it opens rather than left waiting on a queue that is down."""
+    ping = getattr(executor, "ping", None)
+    if ping is not None:
+        ping()

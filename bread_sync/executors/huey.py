@@ -10,20 +10,33 @@ most of the time, so one process drives many.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from huey import MemoryHuey, PostgresHuey, RedisHuey, SqliteHuey
+from huey import MemoryHuey, PostgresHuey, RedisHuey, SqliteHuey, crontab
 from huey.api import Huey
 
 from ..config import POSTGRES_SCHEMES
 from ..engine.queued import drive_queued
+from ..errors import QUEUE_UNAVAILABLE, BreadError
+from ..schedules import last_tick
+
+log = logging.getLogger("bread_sync")
 
 #: The task's name (Huey prefixes its module): the same in the web tier and the workers.
 TASK = "drive_run"
+#: The periodic task's name: every minute, in every worker, it opens the schedules' runs due.
+TICK = "schedules_tick"
 #: How often an idle worker looks at an SQLite queue at most (Huey polls it, backing off from
 #: its first delay); Postgres and Redis wake it when a task arrives.
 POLL_SECONDS = (0.05, 0.25)
+#: How long a Redis queue may take to connect or answer before a run is refused (its reads block
+#: for Huey's read timeout, 1 s, within it): an unreachable queue is an error, never a hang.
+REDIS_TIMEOUT_SECONDS = 5.0
 
 
 class HueyExecutor:
@@ -33,10 +46,25 @@ class HueyExecutor:
         self.huey = huey
         #: The runtime that drives the tasks, in a worker process (:meth:`consumer`).
         self.runtime: Any = None
+        #: The schedules' clock (tests set their own): what time a tick opens the runs of.
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._drive = huey.task(name=TASK)(self._run)
+        self._tick_at = huey.periodic_task(crontab(), name=TICK)(self._tick)
 
-    def submit(self, runtime: Any, run_id: str) -> None:
-        self._drive(run_id)
+    def submit(self, runtime: Any, run_id: str, delay: float = 0.0) -> None:
+        with _queue_errors():
+            if delay > 0:  # Huey's schedule: its consumers' scheduler enqueues it when due
+                self._drive.schedule(args=(run_id,), delay=delay)
+            else:
+                self._drive(run_id)
+
+    def ping(self) -> None:
+        """``QUEUE_UNAVAILABLE`` unless the queue answers now (a Redis queue's PING; a queue in the
+        store's own database is checked by the store's calls)."""
+        conn = getattr(self.huey.storage, "conn", None)
+        if isinstance(self.huey, RedisHuey) and conn is not None:
+            with _queue_errors():
+                conn.ping()
 
     def consumer(self, runtime: Any, workers: int, worker_type: str = "greenlet") -> Any:
         """A Huey consumer of ``workers`` greenlets (gevent must have patched the process
@@ -45,9 +73,35 @@ class HueyExecutor:
         self.runtime = runtime
         runtime.carries_on = True
         first, most = POLL_SECONDS
+        periodic = bool(runtime.config.schedules)  # Huey's tick, once a minute in each worker
         return self.huey.create_consumer(
-            workers=workers, worker_type=worker_type, periodic=False, initial_delay=first, max_delay=most
+            workers=workers, worker_type=worker_type, periodic=periodic, initial_delay=first, max_delay=most
         )
+
+    def tick(self, now: datetime) -> list[str]:
+        """Open the run of each schedule's last tick at or before ``now``, unless another worker
+        did (schedules.py); the ids of the runs opened here."""
+        opened = []
+        for schedule in self.runtime.config.schedules:
+            tick = last_tick(crontab(*schedule.fields), now)
+            try:
+                run_id = None if tick is None else self.runtime.run_scheduled(schedule, tick)
+            except BreadError as exc:  # its agent gone, its session busy: the next tick tries again
+                log.warning("schedule %r: its run at %s did not open (%s)", schedule.key, tick, exc.message)
+                continue
+            if run_id is not None:
+                opened.append(run_id)
+        return opened
+
+    def enqueue_tick(self, at: datetime) -> None:
+        """Have a worker tick the schedules as if it were ``at`` (each worker's Huey enqueues one
+        tick a minute, timeless: now); a tick at a time already ticked opens nothing."""
+        with _queue_errors():
+            self._tick_at(at.isoformat())
+
+    def _tick(self, at: str | None = None) -> None:
+        # Huey's periodic tick gives no time: it is now. A message may name one (ISO-8601).
+        self.tick(self.now() if at is None else datetime.fromisoformat(at))
 
     def _run(self, run_id: str) -> None:
         runtime = self.runtime
@@ -63,10 +117,23 @@ def executor(path: str | Path | None = None, url: str | None = None, name: str =
     return HueyExecutor(_huey(name, path, url))
 
 
+@contextmanager
+def _queue_errors() -> Iterator[None]:
+    """The queue's failures as ``QUEUE_UNAVAILABLE``, the run's record untouched by them."""
+    try:
+        yield
+    except Exception as exc:
+        raise BreadError(QUEUE_UNAVAILABLE, "the run queue does not answer; retry later") from exc
+
+
 def _huey(name: str, path: str | Path | None, url: str | None) -> Huey:
     options: dict[str, Any] = {"results": False, "utc": True}
     if url is not None and url.startswith(("redis://", "rediss://", "unix://")):
-        return RedisHuey(name, url=url, **options)
+        from redis import ConnectionPool
+
+        seconds = REDIS_TIMEOUT_SECONDS
+        pool = ConnectionPool.from_url(url, socket_timeout=seconds, socket_connect_timeout=seconds)
+        return RedisHuey(name, connection_pool=pool, **options)
     if url is not None and url.startswith(POSTGRES_SCHEMES):
         return PostgresHuey(name, dsn=url, **options)
     if url is not None:

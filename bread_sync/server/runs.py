@@ -58,6 +58,7 @@ class _Views:
                 signal=token,
                 session_policy=req.sessionPolicy,
                 may_interrupt=may_reach_run,
+                after=req.after,
             ),
         )
 
@@ -68,7 +69,7 @@ class _Views:
             run_id,
             req.webhook,
             lambda token: self.bread.run_pipeline(
-                pipeline_id, req.input, session=_session(req), run_id=run_id, signal=token
+                pipeline_id, req.input, session=_session(req), run_id=run_id, signal=token, after=req.after
             ),
         )
 

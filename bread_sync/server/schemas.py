@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import AwareDatetime, BaseModel, Field, ValidationError, model_validator
 
 from ..errors import ALL_CODES, INVALID_REQUEST, BreadError
 from ..stores import RUN_STATUSES, RunRecord
@@ -56,6 +56,11 @@ class WebhookRef(BaseModel):
 
 
 WEBHOOK_FIELD = Field(None, description="POST the run's report here when it pauses for a human and when it ends.")
+#: What a run request's ``after`` means.
+AFTER = (
+    "An ISO-8601 time with its offset: the run opens now (its start crumb) and waits queued until then"
+    " (status queued, notBefore); no worker claims it before."
+)
 
 
 class RunBody(BaseModel):
@@ -71,6 +76,7 @@ class RunBody(BaseModel):
         None, description="What to do when another run holds the session (default: the agent's policy)."
     )
     webhook: WebhookRef | None = WEBHOOK_FIELD
+    after: AwareDatetime | None = Field(None, description=AFTER)
 
 
 class PipelineRunBody(BaseModel):
@@ -80,6 +86,7 @@ class PipelineRunBody(BaseModel):
     session: SessionRef | None = None
     runId: RunId | None = None
     webhook: WebhookRef | None = WEBHOOK_FIELD
+    after: AwareDatetime | None = Field(None, description=AFTER)
 
 
 class ResumeBody(BaseModel):

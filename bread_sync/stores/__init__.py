@@ -57,6 +57,12 @@ class RunRecord(BaseModel):
     )
     createdAt: str
     updatedAt: str
+    notBefore: Annotated[
+        float | None,
+        BeforeValidator(_epoch),
+        PlainSerializer(lambda v: None if v is None else iso_from_epoch(v), return_type=str | None, when_used="json"),
+        Field(description="A delayed run's time (its request's `after`): no worker claims it before; ISO-8601 UTC."),
+    ] = None
 
 
 #: A run record as a store holds and returns it: a dict of :class:`RunRecord`'s keys, and on the
@@ -122,6 +128,14 @@ class RunStore(Protocol):
 
     def cancel_requested(self, owner: str) -> list[str]:
         """Ids of running runs of ``owner`` that another process asked to cancel."""
+
+    def claim_queued(
+        self, run_id: str, owner: str, lease_until: float, now: float, most_running: int | None = None
+    ) -> bool:
+        """Claim the queued run ``run_id`` for ``owner`` (``queued`` to ``running`` under the lease)
+        if it is due (no ``notBefore`` after ``now``) and, with ``most_running``, fewer of its
+        agent's runs are running than that; True if it did. One winner however many try, on any
+        host: an agent's cap holds across workers."""
 
     # Optional, found by :func:`page_runs` (a store without it pages through ``list_runs``):
 

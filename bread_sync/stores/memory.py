@@ -90,6 +90,19 @@ class MemoryStore:
             record.update(fields, updatedAt=now_iso())
             return True
 
+    def claim_queued(
+        self, run_id: str, owner: str, lease_until: float, now: float, most_running: int | None = None
+    ) -> bool:
+        with self._lock:
+            record = self._runs.get(run_id)
+            if record is None or record["status"] != "queued" or (record.get("notBefore") or 0) > now:
+                return False
+            running = sum(r["agentId"] == record["agentId"] and r["status"] == "running" for r in self._runs.values())
+            if most_running is not None and running >= most_running:
+                return False
+            record.update(status="running", owner=owner, leaseUntil=lease_until, updatedAt=now_iso())
+            return True
+
     def list_runs(
         self, status: str | None = None, agent: str | None = None, session: str | None = None
     ) -> list[RunRow]:

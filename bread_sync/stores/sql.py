@@ -33,6 +33,7 @@ RUN_COLUMNS = {
     "updatedAt": "updated_at",
     "remoteRunId": "remote_run_id",
     "remoteSeq": "remote_seq",
+    "notBefore": "not_before",
 }
 
 #: A push subscription's keys (as the store contract spells them) and their columns.
@@ -63,6 +64,14 @@ UPSERT_PUSH = (
     f"INSERT INTO push_configs ({', '.join(PUSH_COLUMNS.values())}) VALUES ({', '.join('?' * len(PUSH_COLUMNS))})"
     " ON CONFLICT (task_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,"
     " authentication = excluded.authentication"
+)
+CLAIM_QUEUED = (
+    "UPDATE runs SET status = 'running', owner = ?, lease_until = ?, updated_at = ?"
+    " WHERE id = ? AND status = 'queued' AND (not_before IS NULL OR not_before <= ?)"
+)
+#: What :data:`CLAIM_QUEUED` adds for an agent with a cap on its running runs.
+UNDER_CAP = (
+    " AND (SELECT count(*) FROM runs AS other WHERE other.agent_id = runs.agent_id AND other.status = 'running') < ?"
 )
 SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 
@@ -162,6 +171,20 @@ class SQLStore:
         sql = f"UPDATE runs SET {sets} WHERE id = ?{checks}"
         values = [run_value(key, value) for key, value in fields.items()]
         return self._execute(sql, [*values, run_id, *expect.values()]) == 1
+
+    def claim_queued(
+        self, run_id: str, owner: str, lease_until: float, now: float, most_running: int | None = None
+    ) -> bool:
+        with self.connection() as conn:
+            return self._claim_queued(conn, run_id, owner, lease_until, now, most_running)
+
+    def _claim_queued(
+        self, conn: Any, run_id: str, owner: str, lease_until: float, now: float, most_running: int | None
+    ) -> bool:
+        sql, params = CLAIM_QUEUED, [owner, lease_until, now_iso(), run_id, now]
+        if most_running is not None:
+            sql, params = sql + UNDER_CAP, [*params, most_running]
+        return conn.execute(self.dialect.sql(sql), params).rowcount == 1
 
     def list_runs(
         self, status: str | None = None, agent: str | None = None, session: str | None = None
@@ -303,6 +326,8 @@ def _run(row: tuple[Any, ...]) -> RunRow:
             record[key] = json.loads(record[key])
     if record["remoteRunId"] is None:  # not a relay: its record has no relay fields, as it was made
         del record["remoteRunId"], record["remoteSeq"]
+    if record["notBefore"] is None:  # not delayed: as it was made
+        del record["notBefore"]
     return record
 
 

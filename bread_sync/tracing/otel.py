@@ -24,7 +24,7 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import crumbs as c
-from ..models import ToolCall, Usage
+from ..models import TextDelta, ToolCall, Usage
 
 #: W3C trace context, whatever global propagator an application set.
 PROPAGATOR = TraceContextTextMapPropagator()
@@ -198,7 +198,7 @@ class OtelRunTrace:
                     span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
                 elif isinstance(event, ToolCall):
                     finish = "tool_calls"
-                elif self._capture and hasattr(event, "text"):
+                elif self._capture and isinstance(event, TextDelta):
                     text.append(event.text)
                 yield event
         except GeneratorExit:

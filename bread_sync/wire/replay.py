@@ -1,8 +1,8 @@
 """Reading a run's log and its live frames as one stream, sans-IO: the dedup rule (which frames
 a reader delivers, given where it started) and the gap it says once when it cannot serve some.
 
-No durable crumb lost, none twice, and a text segment that arrives both live (deltas) and from
-the log (their aggregate) is shown once. The text a reader holds drops what a run carried on
+No durable crumb lost, none twice, and a segment (a run of text or reasoning deltas) that arrives
+both live (deltas) and from the log (their aggregate) is shown once. The text a reader holds drops what a run carried on
 after its process died says was lost (:class:`LiveText`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..crumbs import AGENT_RUN_CONTINUED, TEXT_DELTA, Frame
+from ..crumbs import AGENT_RUN_CONTINUED, NOT_DURABLE, TEXT_DELTA, Frame
 
 #: Where a frame came from: the transport, or the store's log.
 LIVE, LOG = "live", "log"
@@ -28,45 +28,66 @@ class Dedup:
     """Decides which frames of a run a tail delivers, given where it starts.
 
     ``last`` is the last log position delivered. Durable frames (and aggregated log deltas)
-    pass only past it; live deltas only at it, and their text is remembered, so when the log's
-    aggregated entry for that segment arrives only the part not yet shown is delivered.
+    pass only past it; live deltas only at it, and their text is remembered by type, so when the
+    log's aggregated entry for a segment arrives only the part not yet shown is delivered. The
+    same rule holds for each type of delta: a segment's entry is checked against what was shown
+    live of its own type since the last durable frame.
     """
 
     def __init__(self, after: int):
         self.last = after
-        self._segment: list[str] = []  # parts, joined only when the log's aggregate arrives
+        #: delta type -> parts shown live since the last durable frame, joined only when needed
+        self._shown: dict[str, list[str]] = {}
+        #: how many segments were shown live since the last durable frame (a new one per change of type)
+        self.segments = 0
+        self._kind = ""
 
     @property
     def in_segment(self) -> bool:
-        """Live text was delivered since the last durable frame."""
-        return bool(self._segment)
+        """Live deltas were delivered since the last durable frame."""
+        return self.segments > 0
 
-    @property
-    def segment_text(self) -> str:
-        """The text delivered live since the last durable frame."""
-        return "".join(self._segment)
+    def segment_text(self, kind: str = TEXT_DELTA) -> str:
+        """The deltas of ``kind`` delivered live since the last durable frame."""
+        return "".join(self._shown.get(kind, ()))
 
     def accept(self, frame: Frame, source: str) -> Frame | None:
-        if frame.type == TEXT_DELTA:
-            return self._log_text(frame) if source == LOG else self.live_text(frame)
+        if frame.type in NOT_DURABLE:
+            return self._logged_delta(frame) if source == LOG else self.live_text(frame)
         if frame.seq <= self.last:
             return None
-        self.last, self._segment = frame.seq, []
+        self.last = frame.seq
+        self._forget()
         return frame
 
     def live_text(self, frame: Frame) -> Frame | None:
-        """``accept`` of a live delta."""
+        """``accept`` of a live delta (text or reasoning)."""
         if frame.seq < self.last:
             return None  # its segment was already delivered from the log
-        self._segment.append(frame.crumb["delta"])
+        kind = frame.crumb["type"]
+        if kind != self._kind:
+            self._kind = kind
+            self.segments += 1
+        self._shown.setdefault(kind, []).append(frame.crumb["delta"])
         return frame
 
-    def _log_text(self, frame: Frame) -> Frame | None:
+    def _forget(self) -> None:
+        self._shown, self.segments, self._kind = {}, 0, ""
+
+    def _logged_delta(self, frame: Frame) -> Frame | None:
         if frame.seq <= self.last:
             return None
-        text, shown = frame.crumb["delta"], self.segment_text
-        self.last, self._segment = frame.seq, []
-        if shown and text.startswith(shown):
+        kind, text = frame.crumb["type"], frame.crumb["delta"]
+        shown = self.segment_text(kind)
+        self.last = frame.seq
+        self.segments = max(self.segments - 1, 0)
+        if not shown:
+            return frame
+        if shown.startswith(text):  # a whole segment shown live, with more of its type after it
+            self._shown[kind] = [shown[len(text) :]]
+            return None
+        del self._shown[kind]
+        if text.startswith(shown):
             rest = text[len(shown) :]
             return Frame(frame.run_id, frame.seq, {**frame.crumb, "delta": rest}) if rest else None
         return frame

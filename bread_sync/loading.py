@@ -11,7 +11,15 @@ import importlib.util
 from typing import Any
 
 #: Which extra provides the third-party module a built-in implementation needs.
-EXTRAS = {"openai": "openai", "redis": "redis", "psycopg": "postgres", "psycopg_pool": "postgres", "huey": "queue"}
+EXTRAS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "google": "google",
+    "redis": "redis",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "huey": "queue",
+}
 
 
 def import_string(path: str) -> Any:

@@ -352,3 +352,19 @@ def test_a_traced_runs_requests_carry_the_model_calls_span_as_their_parent(serve
     assert sent["traceparent"].split("-")[1:3] == [f"{chat.context.trace_id:032x}", f"{chat.context.span_id:016x}"]
     assert chat.attributes["gen_ai.provider.name"] == "openai"
     assert chat.attributes["gen_ai.usage.input_tokens"] == 8 and chat.attributes["gen_ai.usage.output_tokens"] == 2
+
+
+def test_reasoning_content_streams_as_reasoning_and_never_goes_back(server, bread_for):
+    server.play(
+        Stream(
+            [chunk({"role": "assistant", "reasoning_content": "Sum "}), chunk({"reasoning_content": "them."})]
+            + tool_call("call_1", "add", '{"a": 2, "b": 3}')
+        ),
+        Stream([chunk({"reasoning": "Done."})] + text("5.")),
+    )
+
+    crumbs = list(bread_for(Agent(id="a", model=llm(server), tools=[add])).run("a", "2+3?"))
+
+    assert [c["delta"] for c in crumbs if c["type"] == "reasoning:delta"] == ["Sum ", "them.", "Done."]
+    assert crumbs[-1]["output"] == "5."
+    assert "them." not in json.dumps(server.requests[1]["body"]["messages"])

@@ -124,3 +124,11 @@ def resolve_provider(spec: Any) -> tuple[Provider, str]:
     from ..loading import import_module
 
     return import_module(module).provider(), model_name or provider_name
+
+
+def fallback(models: Any, **opts: Any) -> Provider:
+    """A provider that tries ``models`` in order, the next after a retryable failure before the
+    first token (``rounds``, ``max_wait``, ``backoff``: see :mod:`bread_sync.models.chain`)."""
+    from .chain import FallbackProvider
+
+    return FallbackProvider(models, **opts)

@@ -20,7 +20,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..loading import import_module
-from . import ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, ToolSpec, Usage
+from . import (
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    ToolInputDelta,
+    ToolInputStart,
+    ToolSpec,
+    Usage,
+)
 from .sdk import (
     CONNECT_TIMEOUT,
     DEFAULT_MAX_RETRIES,
@@ -199,6 +209,10 @@ def _events(chunks: Any) -> Iterator[ModelEvent]:
             delta = choice.delta
             if delta is None:
                 continue
+            # a server's own field (DeepSeek, vLLM, llama.cpp: reasoning_content; OpenRouter, Ollama: reasoning)
+            reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+            if isinstance(reasoning, str) and reasoning:
+                yield ReasoningDelta(reasoning)
             if delta.content:
                 yield TextDelta(delta.content)
             for part in delta.tool_calls or ():

@@ -196,6 +196,8 @@ class OtelRunTrace:
                 if isinstance(event, Usage):
                     span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
                     span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+                    if event.model:  # a fallback chain's: the model that answered
+                        span.set_attribute("gen_ai.response.model", event.model)
                 elif isinstance(event, ToolCall):
                     finish = "tool_calls"
                 elif self._capture and isinstance(event, TextDelta):
@@ -350,6 +352,7 @@ def _set_usage(span: Span, usage: dict[str, Any] | None) -> None:
     if usage:
         span.set_attribute("gen_ai.usage.input_tokens", usage["inputTokens"])
         span.set_attribute("gen_ai.usage.output_tokens", usage["outputTokens"])
+        span.set_attribute("bread.usage.models", sorted(usage.get("byModel") or ()))  # which answered
 
 
 def _headers(span: Span) -> dict[str, str]:

@@ -193,7 +193,7 @@ class RunStreamReader:
         if frame.seq > self._dedup.last:
             self._resent = None
             return self._dedup.accept(frame, LOG)
-        if self._resent and frame.seq == self._dedup.last:
+        if self._resent and frame.seq == self._dedup.durable:
             unseen = self._skip_resent(frame)
             return None if unseen is None else self._dedup.live_text(unseen)
         return self._dedup.live_text(frame)

@@ -27,68 +27,77 @@ class Gap:
 class Dedup:
     """Decides which frames of a run a tail delivers, given where it starts.
 
-    ``last`` is the last log position delivered. Durable frames (and aggregated log deltas)
-    pass only past it; live deltas only at it, and their text is remembered by type, so when the
-    log's aggregated entry for a segment arrives only the part not yet shown is delivered. The
-    same rule holds for each type of delta: a segment's entry is checked against what was shown
-    live of its own type since the last durable frame.
+    ``last`` is the last log position delivered, ``durable`` the last durable one. Durable
+    frames (and aggregated log deltas) pass only past ``last``. Between two durable crumbs the
+    deltas come in segments (a run of deltas of one type: text, reasoning), each logged as one
+    aggregated entry, in order, before the next durable crumb: the n-th segment after the durable
+    crumb at ``durable`` is the log entry at ``durable + n``. So a live delta (watermark
+    ``durable``) passes unless its segment was already delivered from the log, and its text is
+    remembered under its segment, so when the log's entry for a segment arrives only the part not
+    yet shown is delivered.
     """
 
     def __init__(self, after: int):
-        self.last = after
-        #: delta type -> parts shown live since the last durable frame, joined only when needed
-        self._shown: dict[str, list[str]] = {}
-        #: how many segments were shown live since the last durable frame (a new one per change of type)
-        self.segments = 0
-        self._kind = ""
+        self.last = self.durable = after
+        self._forget()
+
+    def _forget(self) -> None:
+        #: segment number (1, 2, ...) -> [its delta type, the parts of it shown live]
+        self._shown: dict[int, tuple[str, list[str]]] = {}
+        self._live = 0  # the live segment under way, by number
+        self._live_kind = ""
+        self._logged = 0  # the segments delivered from the log
+
+    @property
+    def segments(self) -> int:
+        """How many segments were shown live and not yet delivered from the log."""
+        return max(self._live - self._logged, 0)
 
     @property
     def in_segment(self) -> bool:
         """Live deltas were delivered since the last durable frame."""
-        return self.segments > 0
+        return self._live > 0
 
     def segment_text(self, kind: str = TEXT_DELTA) -> str:
-        """The deltas of ``kind`` delivered live since the last durable frame."""
-        return "".join(self._shown.get(kind, ()))
+        """The deltas of ``kind`` delivered live and not yet from the log."""
+        return "".join(
+            part for n, (k, parts) in self._shown.items() if k == kind and n > self._logged for part in parts
+        )
 
     def accept(self, frame: Frame, source: str) -> Frame | None:
         if frame.type in NOT_DURABLE:
             return self._logged_delta(frame) if source == LOG else self.live_text(frame)
         if frame.seq <= self.last:
             return None
-        self.last = frame.seq
+        self.last = self.durable = frame.seq
         self._forget()
         return frame
 
     def live_text(self, frame: Frame) -> Frame | None:
         """``accept`` of a live delta (text or reasoning)."""
-        if frame.seq < self.last:
+        if frame.seq < self.durable:
             return None  # its segment was already delivered from the log
         kind = frame.crumb["type"]
-        if kind != self._kind:
-            self._kind = kind
-            self.segments += 1
-        self._shown.setdefault(kind, []).append(frame.crumb["delta"])
+        if kind != self._live_kind:
+            self._live_kind = kind
+            self._live += 1
+        if self._live <= self._logged:
+            return None  # its segment was already delivered from the log
+        self._shown.setdefault(self._live, (kind, []))[1].append(frame.crumb["delta"])
         return frame
-
-    def _forget(self) -> None:
-        self._shown, self.segments, self._kind = {}, 0, ""
 
     def _logged_delta(self, frame: Frame) -> Frame | None:
         if frame.seq <= self.last:
             return None
-        kind, text = frame.crumb["type"], frame.crumb["delta"]
-        shown = self.segment_text(kind)
         self.last = frame.seq
-        self.segments = max(self.segments - 1, 0)
-        if not shown:
+        self._logged = frame.seq - self.durable
+        shown = self._shown.pop(self._logged, None)
+        text = frame.crumb["delta"]
+        if shown is None:
             return frame
-        if shown.startswith(text):  # a whole segment shown live, with more of its type after it
-            self._shown[kind] = [shown[len(text) :]]
-            return None
-        del self._shown[kind]
-        if text.startswith(shown):
-            rest = text[len(shown) :]
+        shown_text = "".join(shown[1])
+        if text.startswith(shown_text):
+            rest = text[len(shown_text) :]
             return Frame(frame.run_id, frame.seq, {**frame.crumb, "delta": rest}) if rest else None
         return frame
 

@@ -21,6 +21,9 @@ PROVIDERS = {
     "google": "bread_sync.models.google",
 }
 
+#: The fallback chain's module, named as the table names the providers (imported when used).
+CHAIN = "bread_sync.models.chain"
+
 
 @dataclass(slots=True)
 class TextDelta:
@@ -129,6 +132,6 @@ def resolve_provider(spec: Any) -> tuple[Provider, str]:
 def fallback(models: Any, **opts: Any) -> Provider:
     """A provider that tries ``models`` in order, the next after a retryable failure before the
     first token (``rounds``, ``max_wait``, ``backoff``: see :mod:`bread_sync.models.chain`)."""
-    from .chain import FallbackProvider
+    from ..loading import import_module
 
-    return FallbackProvider(models, **opts)
+    return import_module(CHAIN).provider(models, **opts)

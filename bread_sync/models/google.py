@@ -9,7 +9,8 @@ are merged into the call's ``GenerateContentConfig`` (``temperature``, ``thinkin
 Gemini sends each function call whole, so its input streams as one ``tool:input:delta``. The
 thought signatures of a turn's calls are kept in the turn's ``state`` and sent back with them
 within their tool loop, as the API asks. Synchronous: the client's httpx sockets are cooperative
-under gevent. A cancel is seen between chunks (the read itself is bounded by ``timeout``).
+under gevent. A cancel shuts the response's socket down (found through the client's response
+hook), which wakes a blocked read; with a ``client=`` of your own it is seen between chunks.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .sdk import (
     DEFAULT_TIMEOUT,
     NO_KEY,
     Failure,
+    interrupt,
     model_error,
     new_call_id,
     redactor,
@@ -71,7 +73,15 @@ class GoogleProvider:
             raise ValueError("no model name: use google.provider(model=...) or 'google:<model>'")
         if request.signal.cancelled:
             return
-        client = self._client or self._new_client()
+        responses: list[Any] = []  # what the client opened: a cancel shuts their sockets down
+
+        def opened(response: Any) -> None:  # the client's hook, once a response's headers came
+            responses.append(response)
+            if request.signal.cancelled:
+                interrupt(response, response.close)
+
+        client = self._client or self._new_client(opened)
+        undo = request.signal.on_cancel(lambda: [interrupt(r, r.close) for r in responses])
         errors = (self._genai.errors.APIError, *_network_errors())
         try:
             with translated_errors(request.signal, errors, self._to_bread):
@@ -80,6 +90,7 @@ class GoogleProvider:
                 )
                 yield from _events(chunks, request)
         finally:
+            undo()
             if client is not self._client:
                 client.close()
 
@@ -96,8 +107,11 @@ class GoogleProvider:
             config["http_options"] = {"headers": request.trace_headers}
         return config | self.params
 
-    def _new_client(self) -> Any:
-        options: dict[str, Any] = {"timeout": int(self.timeout * 1000)}  # milliseconds
+    def _new_client(self, opened: Any) -> Any:
+        options: dict[str, Any] = {
+            "timeout": int(self.timeout * 1000),  # milliseconds
+            "client_args": {"event_hooks": {"response": [opened]}},
+        }
         if self.base_url:
             options["base_url"] = self.base_url
         return self._genai.Client(api_key=self._api_key, http_options=options)

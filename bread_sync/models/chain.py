@@ -71,6 +71,8 @@ class FallbackProvider:
                     log.warning("model %s failed before answering (%s): trying the next", answered, exc.code)
                     failures.append(exc)
                     continue
+                if first is None and request.signal.cancelled:
+                    return  # nobody answered: the run ends cancelled
                 yield from _named(first, events, answered)
                 return
         raise failures[-1]

@@ -15,6 +15,8 @@ AGENT_RUN_START = "agent:run:start"
 #: A run carried on by another process after the one driving it died or shut down (issue 26).
 AGENT_RUN_CONTINUED = "agent:run:continued"
 TEXT_DELTA = "text:delta"
+#: The model's thinking, streamed as text is (an addition): never sent back to the model.
+REASONING_DELTA = "reasoning:delta"
 TOOL_INPUT_START = "tool:input:start"
 TOOL_INPUT_DELTA = "tool:input:delta"
 TOOL_INPUT_END = "tool:input:end"
@@ -42,14 +44,15 @@ ALL_TYPES = (
     TOOL_RESULT, TOOL_ERROR, HUMAN_REQUIRED, HUMAN_RESUMED, FILE_GENERATED, PIPELINE_STEP_START,
     PIPELINE_STEP_END, LOOP_START, LOOP_ITERATION_START, LOOP_ITERATION_END, LOOP_END,
     SUBAGENT_RUN_START, SUBAGENT_RUN_END, TASK_START, TASK_END, AGENT_RUN_END, AGENT_ERROR,
-    AGENT_RUN_CONTINUED,
+    AGENT_RUN_CONTINUED, REASONING_DELTA,
 )  # fmt: skip
 
 #: The crumbs that settle a tool call: its result, or its error.
 CALL_SETTLED = frozenset({TOOL_RESULT, TOOL_ERROR})
 
-#: Every type but ``text:delta`` owns a log position; deltas are aggregated before persisting.
-NOT_DURABLE = frozenset({TEXT_DELTA})
+#: Every type but the deltas owns a log position; deltas are aggregated before persisting, each
+#: run of deltas of one type into one log entry (a segment).
+NOT_DURABLE = frozenset({TEXT_DELTA, REASONING_DELTA})
 TERMINAL = frozenset({AGENT_RUN_END, AGENT_ERROR})
 #: Where a live stream of a run stops: its end, or its pause for a human.
 STREAM_END = TERMINAL | {HUMAN_REQUIRED}
@@ -78,7 +81,7 @@ def loads(text: str) -> Any:
 class Frame:
     """One entry of a run's crumb stream: what listeners get and what a transport carries.
 
-    ``seq`` is the crumb's log position, or for a ``text:delta`` the watermark (the last
+    ``seq`` is the crumb's log position, or for a delta (``text:delta``, ``reasoning:delta``) the watermark (the last
     durable seq). ``wire`` is the crumb's JSON text, made at most once per crumb and shared by
     the store and every transport.
     """
@@ -119,15 +122,15 @@ class Frame:
 
 
 def is_delta_frame(item: Any) -> bool:
-    """A text delta's frame: most of what flows to a client, so the per-item paths test for it
-    first (a plain class test, not ``isinstance``)."""
-    return item.__class__ is Frame and item.crumb["type"] == TEXT_DELTA
+    """A delta's frame (text or reasoning): most of what flows to a client, so the per-item
+    paths test for it first (a plain class test, not ``isinstance``)."""
+    return item.__class__ is Frame and item.crumb["type"] in NOT_DURABLE
 
 
-def text_delta_wire_head(run_id: str) -> str:
-    """The wire JSON of a run's ``text:delta`` crumbs up to the delta's text: the same for each
-    of them, so a delta's wire is this, its text as a JSON string, and ``}``."""
-    return f'{{"type":"{TEXT_DELTA}","runId":{dumps(run_id)},"delta":'
+def delta_wire_head(run_id: str, kind: str = TEXT_DELTA) -> str:
+    """The wire JSON of a run's delta crumbs of one ``kind`` up to the delta's text: the same for
+    each of them, so a delta's wire is this, its text as a JSON string, and ``}``."""
+    return f'{{"type":"{kind}","runId":{dumps(run_id)},"delta":'
 
 
 def to_wire_crumb(crumb: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from typing import Any
 #: Which extra provides the third-party module a built-in implementation needs.
 EXTRAS = {
     "openai": "openai",
+    "anthropic": "anthropic",
+    "google": "google",
     "redis": "redis",
     "psycopg": "postgres",
     "psycopg_pool": "postgres",

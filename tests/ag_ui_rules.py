@@ -36,7 +36,7 @@ def check_stream(events: list[dict[str, Any]], ends: bool = True) -> None:
         check_event(obj)
     assert events, "an empty stream"
     assert events[0]["type"] in ("RUN_STARTED", "RUN_ERROR"), events[0]
-    state, open_ = "idle", {"message": set(), "tool": set(), "step": set()}
+    state, open_ = "idle", {"message": set(), "tool": set(), "step": set(), "reasoning": set(), "thought": set()}
     for obj in events:
         kind = obj["type"]
         if state == "finished":
@@ -66,6 +66,11 @@ _SPANS = {
     "TOOL_CALL_END": ("tool", "toolCallId", "close"),
     "STEP_STARTED": ("step", "stepName", "open"),
     "STEP_FINISHED": ("step", "stepName", "close"),
+    "REASONING_START": ("reasoning", "messageId", "open"),
+    "REASONING_END": ("reasoning", "messageId", "close"),
+    "REASONING_MESSAGE_START": ("thought", "messageId", "open"),
+    "REASONING_MESSAGE_CONTENT": ("thought", "messageId", "inside"),
+    "REASONING_MESSAGE_END": ("thought", "messageId", "close"),
 }
 
 

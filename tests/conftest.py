@@ -55,6 +55,31 @@ def bread(make_bread):
     return make_bread()
 
 
+@pytest.fixture
+def provider_server():
+    """A local server playing a model provider's wire (tests/fake_provider.py)."""
+    from .fake_provider import FakeProvider
+
+    fake = FakeProvider()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def bread_for():
+    """Build a Bread around one agent (memory store); closed after."""
+    made = []
+
+    def make(agent):
+        bread = create_bread(Config(agents=[agent], store="memory"))
+        made.append(bread)
+        return bread
+
+    yield make
+    for bread in made:
+        bread.close()
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory):
     """A real Redis for the whole session: ``REDIS_URL`` when set, else one started here."""

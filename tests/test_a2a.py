@@ -22,6 +22,7 @@ EVERY_CRUMB = [
     {"type": c.AGENT_RUN_START, "runId": RUN, "agentId": "a", "sessionId": "s"},
     {"type": c.AGENT_RUN_CONTINUED, "runId": RUN, "reason": "owner-died", "afterSeq": 1, "attempt": 1},
     {"type": c.TEXT_DELTA, "runId": RUN, "delta": "hi"},
+    {"type": c.REASONING_DELTA, "runId": RUN, "delta": "hmm"},
     {"type": c.TOOL_INPUT_START, "runId": RUN, "toolCallId": "t", "toolName": "x"},
     {"type": c.TOOL_INPUT_DELTA, "runId": RUN, "toolCallId": "t", "delta": "{}"},
     {"type": c.TOOL_INPUT_END, "runId": RUN, "toolCallId": "t"},

@@ -266,6 +266,8 @@ def test_emitted_event_surface_is_pinned():
         E.TEXT_MESSAGE_START, E.TEXT_MESSAGE_CONTENT, E.TEXT_MESSAGE_END,
         E.TOOL_CALL_START, E.TOOL_CALL_ARGS, E.TOOL_CALL_END, E.TOOL_CALL_RESULT,
         E.STEP_STARTED, E.STEP_FINISHED, E.STATE_SNAPSHOT, E.CUSTOM,
+        E.REASONING_START, E.REASONING_MESSAGE_START, E.REASONING_MESSAGE_CONTENT, E.REASONING_MESSAGE_END,
+        E.REASONING_END,
     }  # fmt: skip
     assert EMITTED_EVENT_TYPES == pinned
     trees = [ast.parse(path.read_text(encoding="utf-8")) for path in Path(ag_ui.__file__).parent.glob("*.py")]
@@ -278,6 +280,41 @@ def test_emitted_event_surface_is_pinned():
         if alias.name.endswith("Event") and alias.name != "BaseEvent"
     }
     assert {getattr(core, name).model_fields["type"].default for name in used} == pinned
+
+
+def test_reasoning_segments_are_reasoning_messages_of_their_own():
+    run = [
+        {"type": "agent:run:start", "runId": "r", "agentId": "a", "sessionId": "s", "input": "?"},
+        {"type": "reasoning:delta", "runId": "r", "delta": "Think"},
+        {"type": "reasoning:delta", "runId": "r", "delta": "ing."},
+        {"type": "text:delta", "runId": "r", "delta": "Yes."},
+        {"type": "reasoning:delta", "runId": "r", "delta": "More."},
+        {"type": "agent:run:end", "runId": "r", "output": "Yes."},
+    ]
+
+    events = translate(run)
+
+    check_stream(events)
+    assert types(events) == [
+        "RUN_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "RUN_FINISHED",
+    ]
+    assert [e["delta"] for e in events if e["type"] == "REASONING_MESSAGE_CONTENT"] == ["Think", "ing.", "More."]
+    assert events[2]["role"] == "reasoning" and events[2]["messageId"] == "rsn_r_1"
 
 
 def test_events_encode_as_bare_sse_frames():

@@ -117,6 +117,10 @@ def test_every_code_has_a_status_or_is_a_stream_only_code():
         "TOOL_OUTCOME_UNKNOWN",
         "INTERNAL",
         "MODEL_ERROR",
+        "MODEL_RATE_LIMITED",
+        "MODEL_OVERLOADED",
+        "MODEL_CONTEXT_TOO_LONG",
+        "MODEL_AUTH_FAILED",
         "OUTPUT_INVALID",
     }
     assert set(ALL_CODES) - set(HTTP_STATUS) <= stream_only

@@ -5,7 +5,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bread_sync.crumbs import TEXT_DELTA, dumps
+from bread_sync.crumbs import REASONING_DELTA, TEXT_DELTA, dumps
 from bread_sync.engine.emitter import Emitter
 from bread_sync.stores import has_crumb_log, last_seqs, memory
 
@@ -58,3 +58,25 @@ def test_a_store_without_batch_or_last_seqs_still_serves_the_choke_point_and_the
     emitter.emit({"type": "agent:run:start", "runId": "r1"})
     assert store.touched == ["s1"] and store.last_seq("r1") == 1
     assert last_seqs(store, ["r1", "r2"]) == {"r1": 1}
+
+
+def test_each_run_of_deltas_of_one_type_is_logged_as_an_entry_of_its_own_in_order():
+    store = memory.store()
+    emitter = Emitter("r", store, lambda frame: None)
+    for kind, delta in [
+        (REASONING_DELTA, "Thin"),
+        (REASONING_DELTA, "king."),
+        (TEXT_DELTA, "Yes"),
+        (REASONING_DELTA, "!"),
+    ]:
+        frame = emitter.emit({"type": kind, "runId": "r", "delta": delta})
+        assert (frame.seq, json.loads(frame.wire)) == (0, frame.crumb)  # live: the watermark, templated
+    assert emitter.next_seq == 4
+    emitter.emit({"type": "agent:run:end", "runId": "r", "output": "Yes"})
+    logged = [(f.seq, f.type, f.crumb.get("delta")) for f in store.get_crumbs("r")]
+    assert logged == [
+        (1, REASONING_DELTA, "Thinking."),
+        (2, TEXT_DELTA, "Yes"),
+        (3, REASONING_DELTA, "!"),
+        (4, "agent:run:end", None),
+    ]

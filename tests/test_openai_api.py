@@ -120,6 +120,23 @@ def test_chat_chunks_say_the_agent_s_text_then_stop_with_usage_and_done_fields()
     assert done["usage"]["input_tokens"] == 7 and done["output"][0]["content"][0]["text"] == "Hello"
 
 
+def test_reasoning_streams_as_chat_reasoning_content_and_stays_out_of_the_answer():
+    crumbs = [
+        {"type": "agent:run:start", "runId": "r", "sessionId": "s", "agentId": "a", "input": "x"},
+        {"type": "reasoning:delta", "runId": "r", "delta": "Hmm."},
+        {"type": "text:delta", "runId": "r", "delta": "Yes"},
+        {"type": "agent:run:end", "runId": "r", "output": "Yes"},
+    ]  # fmt: skip
+    translator, chunks = chat(crumbs)
+    check_chat(chunks)
+    assert chunks[1]["choices"][0]["delta"] == {"reasoning_content": "Hmm."}
+    assert chunk_kind(chunks[1]) == "content"
+    assert ChatCompletion.model_validate(translator.completion()).choices[0].message.content == "Yes"
+    translator, events = responses(crumbs)
+    check_responses(events)
+    assert "Hmm." not in json.dumps(events)
+
+
 def test_a_run_that_reports_no_usage_has_none():
     crumbs = [{"type": "agent:run:start", "runId": "r", "sessionId": "s", "agentId": "a", "input": "x"},
               {"type": "agent:run:end", "runId": "r", "output": ""}]  # fmt: skip

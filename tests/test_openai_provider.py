@@ -10,129 +10,18 @@ import json
 import sys
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from bread_sync import Agent, CancelToken, Config, ToolContext, create_bread, to_wire_crumb, tool
+from bread_sync import Agent, CancelToken, ToolContext, to_wire_crumb, tool
 from bread_sync.errors import INPUT_INVALID, MODEL_ERROR, RUN_CANCELLED
 from bread_sync.models import openai as openai_provider
 
+from .fake_provider import STALL, STALL_LIMIT, Fail, FakeProvider, Stream
+
 openai = pytest.importorskip("openai")
-
-#: Longest a scripted stall holds a server thread; the tests that stall end long before it.
-STALL_LIMIT = 5.0
-#: A stall in a scripted stream: the server waits for release (or STALL_LIMIT), then hangs up.
-STALL = object()
-
-
-# -- the server --------------------------------------------------------------------------------
-
-
-@dataclass
-class Stream:
-    """A 200 ``text/event-stream``: one ``data:`` event per chunk (a dict as JSON, a string as is),
-    then ``data: [DONE]``."""
-
-    chunks: list[Any]
-
-    def send(self, handler: Handler, fake: FakeOpenAI) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.send_header("Transfer-Encoding", "chunked")
-        handler.end_headers()
-        for item in self.chunks:
-            if item is STALL:
-                fake.stalled.set()
-                fake.release.wait(STALL_LIMIT)
-                handler.close_connection = True
-                return
-            data = item if isinstance(item, str) else json.dumps(item)
-            handler.write_chunk(f"data: {data}\n\n".encode())
-        handler.write_chunk(b"data: [DONE]\n\n")
-        handler.write_chunk(b"")
-
-
-@dataclass
-class Fail:
-    """An error answer in OpenAI's shape, asking for a quick retry so retry tests stay fast."""
-
-    status: int
-    message: str
-    headers: dict[str, str] = field(default_factory=lambda: {"retry-after-ms": "1"})
-
-    def send(self, handler: Handler, fake: FakeOpenAI) -> None:
-        body = json.dumps({"error": {"message": self.message, "type": "server_error"}}).encode()
-        handler.send_response(self.status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        for name, value in self.headers.items():
-            handler.send_header(name, value)
-        handler.end_headers()
-        handler.wfile.write(body)
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = STALL_LIMIT  # an idle keep-alive connection never pins a thread for long
-
-    def do_POST(self) -> None:
-        fake = self.server.fake
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        fake.requests.append(
-            {
-                "path": self.path,
-                "authorization": self.headers.get("Authorization"),
-                "traceparent": self.headers.get("traceparent"),
-                "body": body,
-            }
-        )
-        response = fake.responses.popleft() if fake.responses else Fail(500, "nothing scripted", {})
-        response.send(self, fake)
-
-    def write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = False  # server_close joins the handler threads: nothing outlives a test
-    block_on_close = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up is fine
-            super().handle_error(request, client_address)
-
-
-class FakeOpenAI:
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.responses: deque[Stream | Fail] = deque()
-        self.stalled = threading.Event()
-        self.release = threading.Event()
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.server.fake = self
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def play(self, *responses: Stream | Fail) -> None:
-        self.responses.extend(responses)
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -163,27 +52,11 @@ def tool_call(call_id: str, name: str, *fragments: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def server():
-    fake = FakeOpenAI()
-    yield fake
-    fake.close()
+def server(provider_server):
+    return provider_server
 
 
-@pytest.fixture
-def bread_for():
-    made = []
-
-    def make(agent: Agent):
-        bread = create_bread(Config(agents=[agent], store="memory"))
-        made.append(bread)
-        return bread
-
-    yield make
-    for bread in made:
-        bread.close()
-
-
-def llm(server: FakeOpenAI, **opts: Any) -> openai_provider.OpenAIProvider:
+def llm(server: FakeProvider, **opts: Any) -> openai_provider.OpenAIProvider:
     return openai_provider.provider(model="m", base_url=server.url, api_key=opts.pop("api_key", "test"), **opts)
 
 
@@ -479,3 +352,19 @@ def test_a_traced_runs_requests_carry_the_model_calls_span_as_their_parent(serve
     assert sent["traceparent"].split("-")[1:3] == [f"{chat.context.trace_id:032x}", f"{chat.context.span_id:016x}"]
     assert chat.attributes["gen_ai.provider.name"] == "openai"
     assert chat.attributes["gen_ai.usage.input_tokens"] == 8 and chat.attributes["gen_ai.usage.output_tokens"] == 2
+
+
+def test_reasoning_content_streams_as_reasoning_and_never_goes_back(server, bread_for):
+    server.play(
+        Stream(
+            [chunk({"role": "assistant", "reasoning_content": "Sum "}), chunk({"reasoning_content": "them."})]
+            + tool_call("call_1", "add", '{"a": 2, "b": 3}')
+        ),
+        Stream([chunk({"reasoning": "Done."})] + text("5.")),
+    )
+
+    crumbs = list(bread_for(Agent(id="a", model=llm(server), tools=[add])).run("a", "2+3?"))
+
+    assert [c["delta"] for c in crumbs if c["type"] == "reasoning:delta"] == ["Sum ", "them.", "Done."]
+    assert crumbs[-1]["output"] == "5."
+    assert "them." not in json.dumps(server.requests[1]["body"]["messages"])

@@ -98,6 +98,35 @@ def shape(frames) -> list:
     return [(f.type, f.crumb.get("delta"), f.seq if f.durable else None) for f in frames]
 
 
+def thought(seq: int, text: str) -> Frame:
+    return crumb(seq, "reasoning:delta", delta=text)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        # A passive stream replays the log: one entry per segment, each bringing only its rest.
+        [crumb(2, "reasoning:delta", delta="Think"), crumb(3, "text:delta", delta="Hello")],
+        # A reconnect's transport re-sends the deltas of the segments in flight, of both kinds.
+        [thought(1, "Thin"), thought(1, "k"), delta(1, "Hel"), delta(1, "lo")],
+    ],
+)
+def test_a_reconnect_brings_reasoning_and_text_once_each(wire, second):
+    call, end = (
+        crumb(4, "tool:call", toolCallId="c1", toolName="t", input={}),
+        crumb(5, "agent:run:end", output="Hello"),
+    )
+    before = [START, thought(1, "Thin"), thought(1, "k"), delta(1, "Hel")]
+    first, rest = body(wire, before), body(wire, [wire.passive_prelude, *second, call, end])
+    for cut in range(len(rest) + 1):
+        reader = RunStreamReader()
+        items = read(reader, wire, first) + read(reader, wire, rest, [cut])
+        deltas = [(f.type, f.crumb["delta"]) for f in items if not f.durable]
+        assert "".join(d for kind, d in deltas if kind == "reasoning:delta") == "Think", cut
+        assert "".join(d for kind, d in deltas if kind == "text:delta") == "Hello", cut
+        assert [f.seq for f in items if f.durable] == [1, 4, 5] and reader.ended
+
+
 def test_a_reader_starting_after_a_position_skips_what_it_holds(wire):
     reader = RunStreamReader(RUN, after=3)
     assert reader.last_event_id == "3"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bread_sync import BreadError
-from bread_sync.crumbs import TEXT_DELTA, Frame
+from bread_sync.crumbs import REASONING_DELTA, TEXT_DELTA, Frame
 from bread_sync.engine.opening import run_record
 from bread_sync.stores import memory
 from bread_sync.tails import follower as follower_module
@@ -17,11 +17,11 @@ from bread_sync.wire.replay import LIVE, LOG, Dedup
 
 
 def durables(frames):
-    return [(f.seq, f.type) for f in frames if f is not None and f.type != TEXT_DELTA]
+    return [(f.seq, f.type) for f in frames if f is not None and f.durable]
 
 
-def text_of(frames):
-    return "".join(f.crumb["delta"] for f in frames if f is not None and f.type == TEXT_DELTA)
+def text_of(frames, kind=TEXT_DELTA):
+    return "".join(f.crumb["delta"] for f in frames if f is not None and f.type == kind)
 
 
 def test_tail_of_a_finished_run_replays_its_log_and_ends(bread):
@@ -107,19 +107,26 @@ def test_a_tail_can_stop_at_the_pause(bread):
 # -- the dedup rule, over every way two sources can interleave ----------------------------------
 
 
+DELTA_KINDS = {1: TEXT_DELTA, 2: REASONING_DELTA}  # True == 1
+
+
 def build_run(shape):
-    """Live frames and log entries of a run made of text segments and durable crumbs."""
-    live, log, seq, segment = [], [], 0, []
+    """Live frames and log entries of a run made of segments (1 or True: a text delta, 2: a
+    reasoning delta) and durable crumbs (0 or False), aggregated as the choke point does."""
+    live, log, seq, segments = [], [], 0, []
     for i, step in enumerate(shape):
-        if step:  # a text delta
-            delta = f"<{i}>"
-            live.append(Frame("r", seq, {"type": TEXT_DELTA, "runId": "r", "delta": delta}))
-            segment.append(delta)
+        if step:
+            kind, delta = DELTA_KINDS[step], f"<{i}>"
+            live.append(Frame("r", seq, {"type": kind, "runId": "r", "delta": delta}))
+            if segments and segments[-1][0] == kind:
+                segments[-1][1].append(delta)
+            else:
+                segments.append((kind, [delta]))
             continue
-        if segment:
+        for kind, parts in segments:
             seq += 1
-            log.append(Frame("r", seq, {"type": TEXT_DELTA, "runId": "r", "delta": "".join(segment)}))
-            segment = []
+            log.append(Frame("r", seq, {"type": kind, "runId": "r", "delta": "".join(parts)}))
+        segments = []
         seq += 1
         frame = Frame("r", seq, {"type": "tool:call", "runId": "r", "n": i})
         log.append(frame)
@@ -138,6 +145,20 @@ def test_dedup_delivers_every_durable_once_and_all_text_once(shape, data):
     delivered = [f for f in out if f is not None]
     assert durables(delivered) == [(f.seq, f.type) for f in log if f.type != TEXT_DELTA]
     assert text_of(delivered) == text_of(live)
+
+
+@settings(max_examples=300, deadline=None)
+@given(shape=st.lists(st.integers(0, 2), min_size=1, max_size=30).map(lambda s: [*s, 0]), data=st.data())
+def test_dedup_delivers_reasoning_once_beside_text_by_the_same_rule(shape, data):
+    live, log = build_run(shape)
+    order = data.draw(st.permutations([LIVE] * len(live) + [LOG] * len(log)))
+    sources = {LIVE: iter(live), LOG: iter(log)}
+    dedup = Dedup(0)
+    out = [dedup.accept(next(sources[source]), source) for source in order]
+    delivered = [f for f in out if f is not None]
+    assert durables(delivered) == durables(log)
+    assert text_of(delivered) == text_of(live)
+    assert text_of(delivered, REASONING_DELTA) == text_of(live, REASONING_DELTA)
 
 
 # -- a transport that dropped frames --------------------------------------------------------------

@@ -25,7 +25,7 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError('the conformance suite runs under pytest: pip install "bread-sync[test]"') from exc
 
-from ..crumbs import TEXT_DELTA, Frame
+from ..crumbs import Frame
 from ..errors import (
     AGENT_NOT_FOUND,
     CHECKPOINT_ALREADY_RESUMED,
@@ -79,7 +79,7 @@ def agent_client(agent_client_transport: Any) -> Iterator[AgentClient]:
 
 def shape(frames: list[Frame]) -> list[tuple[str, int | None]]:
     """The durable crumbs by type and seq, and the text as one entry."""
-    durable = [(f.type, f.seq) for f in frames if f.type != TEXT_DELTA]
+    durable = [(f.type, f.seq) for f in frames if f.durable]
     return [*durable, ("text", text_of(frames))]
 
 
@@ -254,7 +254,7 @@ def test_a_pause_is_answered_and_the_run_goes_on(agent_client):
     continuation = thread.respond({"approved": True})
     frames = list(bounded(iter(continuation), "the continuation"))
     assert continuation.run_id == run.run_id
-    assert [f.type for f in frames if f.type != TEXT_DELTA] == ["human:resumed", "tool:result", "agent:run:end"]
+    assert [f.type for f in frames if f.durable] == ["human:resumed", "tool:result", "agent:run:end"]
     assert frames[0].seq > run.last.seq
     assert continuation.outcome().output == "Published."
     raises(CHECKPOINT_ALREADY_RESUMED, lambda: run.respond({"approved": True}))

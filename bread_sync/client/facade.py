@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
-from ..crumbs import AGENT_ERROR, AGENT_RUN_END, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame
+from ..crumbs import AGENT_ERROR, AGENT_RUN_END, HUMAN_REQUIRED, TERMINAL, Frame
 from ..errors import CHECKPOINT_NOT_FOUND, NOT_SUPPORTED, BreadError
 from ..wire.replay import LiveText
 from .contract import ACTIVE, AgentClientTransport, RunStream, ThreadState, optional
@@ -103,7 +103,7 @@ class ThreadRun:
                 if item.__class__ is not Frame:
                     continue  # a gap: the durable crumbs it lost are in the log, not here
                 self._text.take(item)
-                if item.crumb["type"] != TEXT_DELTA:
+                if item.durable:
                     self.last = item
                 yield item
                 if item.crumb["type"] in TERMINAL or self._stop_at_pause and item.crumb["type"] == HUMAN_REQUIRED:

@@ -21,6 +21,7 @@ from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, TOOL_OUTCOME_UNKNOWN, B
 from ..models import (
     FileOutput,
     ModelRequest,
+    ReasoningDelta,
     TextDelta,
     ToolCall,
     ToolInputDelta,
@@ -319,6 +320,9 @@ class AgentRun(AgentActivity):
                     text.append(event.text)
                     yield {"type": c.TEXT_DELTA, "runId": run_id, "delta": event.text}
                     continue
+                if isinstance(event, ReasoningDelta):  # shown, never remembered for the model
+                    yield {"type": c.REASONING_DELTA, "runId": run_id, "delta": event.text}
+                    continue
                 if isinstance(event, Usage):
                     used.append(event)
                     continue
@@ -338,7 +342,7 @@ class AgentRun(AgentActivity):
                 close()
             # summed once the call ends (a cancelled one too: its tokens were spent)
             for event in used:
-                self.ctx.usage.add(self.agent.model_name, event.input_tokens, event.output_tokens)
+                self.ctx.usage.add(event.model or self.agent.model_name, event.input_tokens, event.output_tokens)
         token.raise_if_cancelled()
         self.model_state = request.state
         return "".join(text), calls

@@ -1,9 +1,10 @@
 """The choke point: every crumb of a run passes here exactly once.
 
-It assigns seqs, aggregates ``text:delta`` crumbs before they reach the log, commits each
-durable crumb to the store before anyone else sees it, then hands the frame to the local
-listeners and the transport. So what listeners see, what the transport carries and what the
-log replays agree, the log holding each text segment as one aggregated delta.
+It assigns seqs, aggregates the deltas (``text:delta``, ``reasoning:delta``) before they reach
+the log, commits each durable crumb to the store before anyone else sees it, then hands the
+frame to the local listeners and the transport. So what listeners see, what the transport
+carries and what the log replays agree, the log holding each segment (a run of deltas of one
+type) as one aggregated delta, in the order the deltas came.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
-from ..crumbs import STREAM_END, TEXT_DELTA, Frame, json_string, text_delta_wire_head
+from ..crumbs import NOT_DURABLE, STREAM_END, Frame, delta_wire_head, json_string
 from ..stores import Store, batch, write_batch
 from ..transports import Transport
 
@@ -39,8 +40,9 @@ class Emitter:
         self.last_seq = next_seq - 1
         self._store = store
         self._publish = publish
-        self._text: list[str] = []
-        self._delta_head = text_delta_wire_head(run_id)
+        #: the segments not logged yet: [delta type, its parts], a new one at each change of type
+        self._segments: list[tuple[str, list[str]]] = []
+        self._delta_heads = {kind: delta_wire_head(run_id, kind) for kind in NOT_DURABLE}
         self._deferred: list[Callable[[], Any]] = []
         #: The run's tally of its commits while metrics are on (bread_sync/metrics/), else None.
         self.tally = None if metrics is None else metrics.tally()
@@ -49,8 +51,8 @@ class Emitter:
 
     @property
     def next_seq(self) -> int:
-        """The seq the next durable crumb will take, counting a pending aggregated delta."""
-        return self.last_seq + (2 if self._text else 1)
+        """The seq the next durable crumb will take, counting the pending aggregated deltas."""
+        return self.last_seq + len(self._segments) + 1
 
     def defer(self, write: Callable[[], Any]) -> None:
         """A store write to make in the transaction of the next durable crumb, after its rows:
@@ -61,28 +63,33 @@ class Emitter:
     def drop_text(self) -> None:
         """Forget the text not logged yet: what a remote run carried on after its process died
         had streamed and lost (engine/relay.py), which the local log must not keep either."""
-        self._text.clear()
+        self._segments.clear()
 
     def emit(self, crumb: dict[str, Any]) -> Frame:
         """Pass ``crumb`` through: a durable crumb is committed (with the text aggregated before
-        it and the deferred writes) before it is published; a ``text:delta`` is published at
-        once and logged later, aggregated. Raises ``SEQ_CONFLICT`` when another writer took the
-        seq (another process ended the run), and nothing is published then."""
-        if crumb["type"] == TEXT_DELTA:
+        it and the deferred writes) before it is published; a delta is published at once and
+        logged later, aggregated. Raises ``SEQ_CONFLICT`` when another writer took the seq
+        (another process ended the run), and nothing is published then."""
+        kind = crumb["type"]
+        if kind in NOT_DURABLE:
             delta = crumb["delta"]
-            self._text.append(delta)
+            segments = self._segments
+            if segments and segments[-1][0] == kind:
+                segments[-1][1].append(delta)
+            else:
+                segments.append((kind, [delta]))
             # Deltas are most of a run's crumbs: their wire is templated, not encoded as a dict.
             # (The template's key order is the agent run's; another order would be the same JSON.)
             templated = len(crumb) == 3 and crumb.get("runId") == self.run_id
-            wire = self._delta_wire(delta) if templated else None
+            wire = self._delta_wire(kind, delta) if templated else None
             frame = Frame(self.run_id, self.last_seq, crumb, wire)
         else:
             frame = self._log(crumb)
         self._publish(frame)
         return frame
 
-    def _delta_wire(self, text: str) -> str:
-        return self._delta_head + json_string(text) + "}"
+    def _delta_wire(self, kind: str, text: str) -> str:
+        return self._delta_heads[kind] + json_string(text) + "}"
 
     def _measured(self, commit: Callable[[dict[str, Any]], Frame], tally: Any) -> Callable[[dict[str, Any]], Frame]:
         """``commit``, each call timed and its crumbs tallied."""
@@ -99,11 +106,11 @@ class Emitter:
     def _commit(self, crumb: dict[str, Any]) -> Frame:
         rows = []
         seq = self.last_seq
-        if self._text:
+        for kind, parts in self._segments:
             seq += 1
-            text = "".join(self._text)
-            aggregated = {"type": TEXT_DELTA, "runId": self.run_id, "delta": text}
-            rows.append(Frame(self.run_id, seq, aggregated, self._delta_wire(text)))
+            text = "".join(parts)
+            aggregated = {"type": kind, "runId": self.run_id, "delta": text}
+            rows.append(Frame(self.run_id, seq, aggregated, self._delta_wire(kind, text)))
         seq += 1
         frame = Frame(self.run_id, seq, crumb)
         rows.append(frame)
@@ -120,7 +127,7 @@ class Emitter:
                 self._store.append_crumbs(self.run_id, rows)
                 for write in deferred:
                     write()
-        self._text.clear()
+        self._segments.clear()
         self.last_seq = seq
         return frame
 

@@ -138,7 +138,7 @@ class Relay(Activity):
             for frame in frames:
                 crumb = frame.crumb
                 kind = crumb["type"]
-                if kind == c.TEXT_DELTA:
+                if kind in c.NOT_DURABLE:
                     yield {"type": kind, "runId": run_id, "delta": crumb["delta"]}
                     continue
                 self.remote_seq = frame.seq

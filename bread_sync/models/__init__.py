@@ -17,11 +17,24 @@ PROVIDERS = {
     "echo": "bread_sync.models.echo",
     "script": "bread_sync.models.script",
     "openai": "bread_sync.models.openai",
+    "anthropic": "bread_sync.models.anthropic",
+    "google": "bread_sync.models.google",
 }
+
+#: The fallback chain's module, named as the table names the providers (imported when used).
+CHAIN = "bread_sync.models.chain"
 
 
 @dataclass(slots=True)
 class TextDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class ReasoningDelta:
+    """A piece of the model's thinking, shown live (``reasoning:delta``), never sent back to it
+    by the runtime (a provider that needs its own signed thinking back keeps it in ``state``)."""
+
     text: str
 
 
@@ -62,9 +75,12 @@ class Usage:
 
     input_tokens: int
     output_tokens: int
+    #: ``"provider:name"`` of the model that answered, when it is not the agent's own
+    #: (a fallback chain's): the run's usage counts the call under it.
+    model: str | None = None
 
 
-ModelEvent = TextDelta | ToolInputStart | ToolInputDelta | ToolCall | FileOutput | Usage
+ModelEvent = TextDelta | ReasoningDelta | ToolInputStart | ToolInputDelta | ToolCall | FileOutput | Usage
 
 
 @dataclass
@@ -111,3 +127,11 @@ def resolve_provider(spec: Any) -> tuple[Provider, str]:
     from ..loading import import_module
 
     return import_module(module).provider(), model_name or provider_name
+
+
+def fallback(models: Any, **opts: Any) -> Provider:
+    """A provider that tries ``models`` in order, the next after a retryable failure before the
+    first token (``rounds``, ``max_wait``, ``backoff``: see :mod:`bread_sync.models.chain`)."""
+    from ..loading import import_module
+
+    return import_module(CHAIN).provider(models, **opts)

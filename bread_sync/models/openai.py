@@ -15,25 +15,39 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
-from ..cancel import CancelToken
-from ..errors import MODEL_ERROR, BreadError
 from ..loading import import_module
-from . import ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, ToolSpec, Usage
-
-#: Sent when no key is configured anywhere: local servers need none, the client library needs one.
-NO_KEY = "no-key"
-DEFAULT_TIMEOUT = 60.0
-CONNECT_TIMEOUT = 5.0
-DEFAULT_MAX_RETRIES = 2
-#: How much of a server's error message an error crumb quotes.
-MAX_DETAIL = 300
+from . import (
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    ToolInputDelta,
+    ToolInputStart,
+    ToolSpec,
+    Usage,
+)
+from .sdk import (
+    CONNECT_TIMEOUT,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    NO_KEY,
+    Failure,
+    arguments_text,
+    detail_of,
+    error_type_of,
+    interrupt,
+    model_error,
+    new_call_id,
+    parse_arguments,
+    redactor,
+    status_failure,
+    translated_errors,
+)
 
 
 class OpenAIProvider:
@@ -74,7 +88,7 @@ class OpenAIProvider:
             return
         client = self._client or self._new_client()
         try:
-            with self._translate_errors(request.signal):
+            with translated_errors(request.signal, (self._openai.OpenAIError, json.JSONDecodeError), self._to_bread):
                 yield from self._turn(client, model, request)
         finally:
             if client is not self._client:
@@ -84,7 +98,7 @@ class OpenAIProvider:
         chunks = client.chat.completions.create(
             model=model, messages=to_messages(request), stream=True, **self._options(request)
         )
-        undo = request.signal.on_cancel(lambda: _interrupt(chunks))
+        undo = request.signal.on_cancel(lambda: interrupt(chunks.response, chunks.close))
         try:
             yield from _events(chunks)
         finally:
@@ -113,42 +127,24 @@ class OpenAIProvider:
             api_key=self._api_key, base_url=self.base_url, timeout=timeout, max_retries=self.max_retries
         )
 
-    @contextmanager
-    def _translate_errors(self, signal: CancelToken) -> Iterator[None]:
-        try:
-            yield
-        except Exception as exc:
-            if signal.cancelled:
-                return  # the cancel broke the read: the runtime ends the run with RUN_CANCELLED
-            if not isinstance(exc, self._openai.OpenAIError | json.JSONDecodeError):
-                raise
-            message, context = self._describe(exc)
-            raise BreadError(MODEL_ERROR, message, context) from exc
+    def _to_bread(self, exc: Exception) -> Any:
+        redact = redactor(self._api_key, getattr(self._client, "api_key", None))
+        return model_error(self.name, self._failure(exc), redact)
 
-    def _describe(self, exc: Exception) -> tuple[str, dict[str, Any]]:
-        """A message naming what failed, with the server's own words but never the API key."""
+    def _failure(self, exc: Exception) -> Failure:
         openai = self._openai
-        kind = type(exc).__name__
-        context: dict[str, Any] = {"provider": self.name, "kind": kind}
         if isinstance(exc, openai.APIStatusError):
             what = f"the model provider answered HTTP {exc.status_code}"
-            context["status"] = exc.status_code
-        elif isinstance(exc, openai.APITimeoutError):
-            what = "the model provider timed out"
-        elif isinstance(exc, openai.APIConnectionError):
-            what = "the connection to the model provider failed"
-        elif isinstance(exc, json.JSONDecodeError):
-            what = "the model provider sent a malformed stream"
-        else:
-            what = "the model provider reported an error"
-        detail = _detail(exc)
-        return self._redact(f"{what} ({kind})" + (f": {detail}" if detail else "")), context
-
-    def _redact(self, text: str) -> str:
-        for secret in (self._api_key, getattr(self._client, "api_key", None)):
-            if isinstance(secret, str) and secret and secret != NO_KEY:
-                text = text.replace(secret, "***")
-        return text
+            return status_failure(what, exc, exc.status_code, error_type_of(exc.body), exc.response.headers)
+        if isinstance(exc, openai.APITimeoutError):
+            return Failure("the model provider timed out", type(exc).__name__, network=True)
+        if isinstance(exc, openai.APIConnectionError):
+            return Failure("the connection to the model provider failed", type(exc).__name__, network=True)
+        if isinstance(exc, json.JSONDecodeError):
+            return Failure("the model provider sent a malformed stream", type(exc).__name__)
+        body = getattr(exc, "body", None)  # an error inside the stream
+        what = "the model provider reported an error"
+        return Failure(what, type(exc).__name__, error_type=error_type_of(body), detail=detail_of(body))
 
     def __repr__(self) -> str:
         return f"openai(model={self.model!r}, base_url={self.base_url!r})"
@@ -181,8 +177,7 @@ def _message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
-    # a string input is arguments that were not JSON: the model gets back exactly what it sent
-    arguments = call["input"] if isinstance(call["input"], str) else json.dumps(call["input"])
+    arguments = arguments_text(call["input"])  # the model gets back exactly what it sent
     return {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": arguments}}
 
 
@@ -214,13 +209,17 @@ def _events(chunks: Any) -> Iterator[ModelEvent]:
             delta = choice.delta
             if delta is None:
                 continue
+            # a server's own field (DeepSeek, vLLM, llama.cpp: reasoning_content; OpenRouter, Ollama: reasoning)
+            reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+            if isinstance(reasoning, str) and reasoning:
+                yield ReasoningDelta(reasoning)
             if delta.content:
                 yield TextDelta(delta.content)
             for part in delta.tool_calls or ():
                 yield from _tool_part(calls.setdefault(part.index, _PendingCall()), part)
     for index in sorted(calls):
         call = calls[index]
-        yield ToolCall(call.id or _new_call_id(), call.name, _parse_arguments(call.arguments))
+        yield ToolCall(call.id or new_call_id(), call.name, parse_arguments(call.arguments))
     if used is not None:
         yield Usage(used.prompt_tokens or 0, used.completion_tokens or 0)
 
@@ -233,45 +232,9 @@ def _tool_part(call: _PendingCall, part: Any) -> Iterator[ModelEvent]:
     if not call.name:
         return  # a server may name the call after its first fragment: hold the arguments
     if not call.started:
-        call.id = call.id or _new_call_id()
+        call.id = call.id or new_call_id()
         call.started = True
         yield ToolInputStart(call.id, call.name)
     if len(call.arguments) > call.sent:
         yield ToolInputDelta(call.id, call.arguments[call.sent :])
         call.sent = len(call.arguments)
-
-
-def _parse_arguments(text: str) -> Any:
-    if not text.strip():
-        return {}
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def _new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def _interrupt(chunks: Any) -> None:
-    """Wake the read the turn is blocked in. Runs in the canceller's thread, so it never raises
-    (an error here means the reader closed the response first, which is what we wanted)."""
-    with suppress(Exception):
-        network = chunks.response.extensions.get("network_stream")
-        sock = network.get_extra_info("socket") if network is not None else None
-        if sock is None:  # a transport without a socket: closing is the best we have
-            chunks.close()
-        else:
-            sock.shutdown(socket.SHUT_RDWR)
-
-
-def _detail(exc: Exception) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-        text = body["message"]
-    elif isinstance(body, str):
-        text = body.strip()
-    else:
-        return ""
-    return text if len(text) <= MAX_DETAIL else text[:MAX_DETAIL] + "..."

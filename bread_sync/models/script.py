@@ -93,6 +93,8 @@ class ScriptProvider:
         self.steps = list(steps)
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
+        if request.signal.cancelled:
+            return  # as any provider: a call cancelled before it began plays nothing
         convo = Conversation(request)
         called = False
         while (position := request.state.get("step", 0)) < len(self.steps):

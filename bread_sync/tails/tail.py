@@ -163,11 +163,10 @@ class _Follow:
     def _past_a_hole(self, frame: Frame) -> bool:
         """A live durable frame that does not follow the last one delivered: the transport
         dropped frames (Redis was down, or trimmed them). The log fills the hole. Right after
-        a text segment the next durable seq skips one, the segment's aggregated log entry."""
+        live segments the next durable seq skips one per segment, their aggregated log entries."""
         if not frame.durable or not self.has_log:
             return False
-        hole = frame.seq - self.dedup.last
-        return hole > 2 or (hole == 2 and not self.dedup.in_segment)
+        return frame.seq - self.dedup.last > 1 + self.dedup.segments
 
     def _from_log(self, before: int) -> list[Frame]:
         last = self.dedup.last

@@ -24,7 +24,7 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import crumbs as c
-from ..models import ToolCall, Usage
+from ..models import TextDelta, ToolCall, Usage
 
 #: W3C trace context, whatever global propagator an application set.
 PROPAGATOR = TraceContextTextMapPropagator()
@@ -196,9 +196,11 @@ class OtelRunTrace:
                 if isinstance(event, Usage):
                     span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
                     span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+                    if event.model:  # a fallback chain's: the model that answered
+                        span.set_attribute("gen_ai.response.model", event.model)
                 elif isinstance(event, ToolCall):
                     finish = "tool_calls"
-                elif self._capture and hasattr(event, "text"):
+                elif self._capture and isinstance(event, TextDelta):
                     text.append(event.text)
                 yield event
         except GeneratorExit:
@@ -350,6 +352,7 @@ def _set_usage(span: Span, usage: dict[str, Any] | None) -> None:
     if usage:
         span.set_attribute("gen_ai.usage.input_tokens", usage["inputTokens"])
         span.set_attribute("gen_ai.usage.output_tokens", usage["outputTokens"])
+        span.set_attribute("bread.usage.models", sorted(usage.get("byModel") or ()))  # which answered
 
 
 def _headers(span: Span) -> dict[str, str]:

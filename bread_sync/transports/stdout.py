@@ -31,12 +31,13 @@ class StdoutTransport:
         # Prompts go to stderr, as `read -p` does, so they reach the terminal when stdout is a file.
         self.prompts = prompts or sys.stderr
         self._mid_line = False
+        self._streaming = c.TEXT_DELTA  # the type of the deltas being written
 
     def publish(self, frame: Frame) -> None:
         crumb = frame.crumb
-        if crumb["type"] == c.TEXT_DELTA:
-            self._write(crumb["delta"])
-            self._mid_line = not crumb["delta"].endswith("\n")
+        kind = crumb["type"]
+        if kind in c.NOT_DURABLE:
+            self._delta(kind, crumb["delta"])
             return
         line = self.render(crumb)
         if line is not None:
@@ -44,6 +45,17 @@ class StdoutTransport:
             self._write(line + "\n")
         elif crumb["type"] == c.AGENT_RUN_END:
             self._end_line()
+
+    def _delta(self, kind: str, delta: str) -> None:
+        """Text as it comes; reasoning dimmed, on lines of its own, and only on a terminal with
+        colours (a pipe gets the answer alone)."""
+        if kind == c.REASONING_DELTA and not self.color:
+            return
+        if kind != self._streaming:
+            self._end_line()
+            self._streaming = kind
+        self._write(f"\x1b[2m{delta}\x1b[0m" if kind == c.REASONING_DELTA else delta)
+        self._mid_line = not delta.endswith("\n")
 
     def render(self, crumb: dict[str, Any]) -> str | None:
         """One marked line for a durable crumb worth showing, else None."""

@@ -10,7 +10,7 @@ from functools import lru_cache
 from json.decoder import scanstring  # type: ignore[attr-defined]  # in json.decoder, not in its stubs
 from typing import Any
 
-from ..crumbs import TEXT_DELTA, Frame, dumps, from_wire_crumb, loads, text_delta_wire_head, to_wire_crumb
+from ..crumbs import TEXT_DELTA, Frame, delta_wire_head, dumps, from_wire_crumb, loads, to_wire_crumb
 from ..errors import PROTOCOL_DECODE_ERROR, BreadError
 
 BREAD_PROTOCOL_VERSION = 1
@@ -54,7 +54,7 @@ class DeltaLines:
     def __init__(self, run_id: str):
         self.run_id = run_id
         self._head = f'{_frame_head(run_id)}"seq":'
-        self._middle = f',"crumb":{text_delta_wire_head(run_id)}"'  # to the delta's opening quote
+        self._middle = f',"crumb":{delta_wire_head(run_id)}"'  # to the delta's opening quote
 
     def frame(self, line: bytes) -> Frame | None:
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..crumbs import AGENT_ERROR, HUMAN_REQUIRED, TERMINAL, TEXT_DELTA, Frame, error_crumb, from_wire_crumb, loads
+from ..crumbs import AGENT_ERROR, HUMAN_REQUIRED, NOT_DURABLE, TERMINAL, Frame, error_crumb, from_wire_crumb, loads
 from ..errors import PROTOCOL_DECODE_ERROR, BreadError
 from .formats import NDJSON, SSE, NDJSONDecoder, SSEDecoder, SSEEvent
 from .frames import DeltaLines, decode_frame, frame_from_protocol
@@ -61,7 +61,8 @@ class RunStreamReader:
         self._finished = False  # the server said the run had nothing more (204)
         self._decoder: SSEDecoder | NDJSONDecoder | None = None
         self._heard_at: float | None = None
-        self._resent: str | None = None  # the segment's text a reconnect may send again
+        #: the text of each type of delta a reconnect may send again
+        self._resent: dict[str, str] | None = None
         self._deltas = DeltaLines(run_id) if run_id else None  # once the run's id is known
 
     @property
@@ -98,8 +99,8 @@ class RunStreamReader:
         else:
             raise BreadError(PROTOCOL_DECODE_ERROR, f"not a run stream: Content-Type {content_type!r}")
         self._heard_at = now
-        segment = self._dedup.segment_text
-        self._resent = segment or None
+        shown = {kind: self._dedup.segment_text(kind) for kind in NOT_DURABLE}
+        self._resent = {kind: text for kind, text in shown.items() if text} or None
 
     def feed(self, chunk: bytes, now: float) -> list[Item]:
         """The frames (and gaps) of ``chunk`` the caller has not had, in order. Any bytes, a
@@ -175,7 +176,7 @@ class RunStreamReader:
         if not self.run_id:
             self.run_id = frame.run_id
             self._deltas = DeltaLines(frame.run_id)
-        if frame.crumb["type"] == TEXT_DELTA:
+        if frame.crumb["type"] in NOT_DURABLE:
             return self._text(frame)
         accepted = self._dedup.accept(frame, LIVE)
         if accepted is not None:
@@ -192,19 +193,23 @@ class RunStreamReader:
         if frame.seq > self._dedup.last:
             self._resent = None
             return self._dedup.accept(frame, LOG)
-        if self._resent and frame.seq == self._dedup.last:
+        if self._resent and frame.seq == self._dedup.durable:
             unseen = self._skip_resent(frame)
             return None if unseen is None else self._dedup.live_text(unseen)
         return self._dedup.live_text(frame)
 
     def _skip_resent(self, frame: Frame) -> Frame | None:
-        """A delta of the segment in flight at a reconnect: the part of it that repeats the
-        segment's text already shown is dropped, once, from the segment's start."""
-        resent, delta = self._resent or "", frame.crumb["delta"]
-        if resent.startswith(delta):
-            self._resent = resent[len(delta) :]
+        """A delta of the segments in flight at a reconnect: the part of it that repeats the text
+        of its type already shown is dropped, once, from the segment's start."""
+        pending = self._resent or {}
+        kind, delta = frame.crumb["type"], frame.crumb["delta"]
+        resent = pending.get(kind, "")
+        if resent.startswith(delta) and resent:
+            pending[kind] = resent[len(delta) :]
+            self._resent = {k: v for k, v in pending.items() if v} or None
             return None
-        self._resent = None
+        pending.pop(kind, None)
+        self._resent = pending or None
         if delta.startswith(resent):
             return Frame(frame.run_id, frame.seq, {**frame.crumb, "delta": delta[len(resent) :]})
         return frame

@@ -1,8 +1,8 @@
 """Reading a run's log and its live frames as one stream, sans-IO: the dedup rule (which frames
 a reader delivers, given where it started) and the gap it says once when it cannot serve some.
 
-No durable crumb lost, none twice, and a text segment that arrives both live (deltas) and from
-the log (their aggregate) is shown once. The text a reader holds drops what a run carried on
+No durable crumb lost, none twice, and a segment (a run of text or reasoning deltas) that arrives
+both live (deltas) and from the log (their aggregate) is shown once. The text a reader holds drops what a run carried on
 after its process died says was lost (:class:`LiveText`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..crumbs import AGENT_RUN_CONTINUED, TEXT_DELTA, Frame
+from ..crumbs import AGENT_RUN_CONTINUED, NOT_DURABLE, TEXT_DELTA, Frame
 
 #: Where a frame came from: the transport, or the store's log.
 LIVE, LOG = "live", "log"
@@ -27,47 +27,77 @@ class Gap:
 class Dedup:
     """Decides which frames of a run a tail delivers, given where it starts.
 
-    ``last`` is the last log position delivered. Durable frames (and aggregated log deltas)
-    pass only past it; live deltas only at it, and their text is remembered, so when the log's
-    aggregated entry for that segment arrives only the part not yet shown is delivered.
+    ``last`` is the last log position delivered, ``durable`` the last durable one. Durable
+    frames (and aggregated log deltas) pass only past ``last``. Between two durable crumbs the
+    deltas come in segments (a run of deltas of one type: text, reasoning), each logged as one
+    aggregated entry, in order, before the next durable crumb: the n-th segment after the durable
+    crumb at ``durable`` is the log entry at ``durable + n``. So a live delta (watermark
+    ``durable``) passes unless its segment was already delivered from the log, and its text is
+    remembered under its segment, so when the log's entry for a segment arrives only the part not
+    yet shown is delivered.
     """
 
     def __init__(self, after: int):
-        self.last = after
-        self._segment: list[str] = []  # parts, joined only when the log's aggregate arrives
+        self.last = self.durable = after
+        self._forget()
+
+    def _forget(self) -> None:
+        #: segment number (1, 2, ...) -> [its delta type, the parts of it shown live]
+        self._shown: dict[int, tuple[str, list[str]]] = {}
+        self._live = 0  # the live segment under way, by number
+        self._live_kind = ""
+        self._logged = 0  # the segments delivered from the log
+
+    @property
+    def segments(self) -> int:
+        """How many segments were shown live and not yet delivered from the log."""
+        return max(self._live - self._logged, 0)
 
     @property
     def in_segment(self) -> bool:
-        """Live text was delivered since the last durable frame."""
-        return bool(self._segment)
+        """Live deltas were delivered since the last durable frame."""
+        return self._live > 0
 
-    @property
-    def segment_text(self) -> str:
-        """The text delivered live since the last durable frame."""
-        return "".join(self._segment)
+    def segment_text(self, kind: str = TEXT_DELTA) -> str:
+        """The deltas of ``kind`` delivered live and not yet from the log."""
+        return "".join(
+            part for n, (k, parts) in self._shown.items() if k == kind and n > self._logged for part in parts
+        )
 
     def accept(self, frame: Frame, source: str) -> Frame | None:
-        if frame.type == TEXT_DELTA:
-            return self._log_text(frame) if source == LOG else self.live_text(frame)
+        if frame.type in NOT_DURABLE:
+            return self._logged_delta(frame) if source == LOG else self.live_text(frame)
         if frame.seq <= self.last:
             return None
-        self.last, self._segment = frame.seq, []
+        self.last = self.durable = frame.seq
+        self._forget()
         return frame
 
     def live_text(self, frame: Frame) -> Frame | None:
-        """``accept`` of a live delta."""
-        if frame.seq < self.last:
+        """``accept`` of a live delta (text or reasoning)."""
+        if frame.seq < self.durable:
             return None  # its segment was already delivered from the log
-        self._segment.append(frame.crumb["delta"])
+        kind = frame.crumb["type"]
+        if kind != self._live_kind:
+            self._live_kind = kind
+            self._live += 1
+        if self._live <= self._logged:
+            return None  # its segment was already delivered from the log
+        self._shown.setdefault(self._live, (kind, []))[1].append(frame.crumb["delta"])
         return frame
 
-    def _log_text(self, frame: Frame) -> Frame | None:
+    def _logged_delta(self, frame: Frame) -> Frame | None:
         if frame.seq <= self.last:
             return None
-        text, shown = frame.crumb["delta"], self.segment_text
-        self.last, self._segment = frame.seq, []
-        if shown and text.startswith(shown):
-            rest = text[len(shown) :]
+        self.last = frame.seq
+        self._logged = frame.seq - self.durable
+        shown = self._shown.pop(self._logged, None)
+        text = frame.crumb["delta"]
+        if shown is None:
+            return frame
+        shown_text = "".join(shown[1])
+        if text.startswith(shown_text):
+            rest = text[len(shown_text) :]
             return Frame(frame.run_id, frame.seq, {**frame.crumb, "delta": rest}) if rest else None
         return frame
 

@@ -17,6 +17,11 @@ from ag_ui.core import (
     CustomEvent,
     EventType,
     Interrupt,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -43,6 +48,8 @@ EMITTED_EVENT_TYPES = frozenset({
     EventType.TEXT_MESSAGE_START, EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END,
     EventType.TOOL_CALL_START, EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END, EventType.TOOL_CALL_RESULT,
     EventType.STEP_STARTED, EventType.STEP_FINISHED, EventType.STATE_SNAPSHOT, EventType.CUSTOM,
+    EventType.REASONING_START, EventType.REASONING_MESSAGE_START, EventType.REASONING_MESSAGE_CONTENT,
+    EventType.REASONING_MESSAGE_END, EventType.REASONING_END,
 })  # fmt: skip
 
 #: The CUSTOM event's name for a file the run produced.
@@ -108,6 +115,7 @@ class AgUiTransformer:
         self.phase = "idle"
         self._message: str | None = None  # the open text message
         self._content: tuple[str, str] | None = None  # its TEXT_MESSAGE_CONTENT frame, around the delta
+        self._reasoning: str | None = None  # the reasoning message open (a segment of reasoning:delta)
         self._messages = 0  # messages opened: their ids are the run's id and this count
         self._lineage = ""  # after a continuation, messages are counted afresh under its afterSeq
         self._tool_calls: dict[str, str] = {}  # tool calls open (their input still streaming), to their names
@@ -121,6 +129,7 @@ class AgUiTransformer:
             c.AGENT_RUN_START: self._run_start,
             c.HUMAN_RESUMED: self._resumed,
             c.TEXT_DELTA: self._text_delta,
+            c.REASONING_DELTA: self._reasoning_delta,
             c.AGENT_RUN_CONTINUED: self._continued,
             c.FILE_GENERATED: self._file,
             c.TOOL_INPUT_START: self._tool_input_start,
@@ -183,6 +192,8 @@ class AgUiTransformer:
         events += [ToolCallStartEvent(tool_call_id=i, tool_call_name=n) for i, n in self._tool_calls.items()]
         if self._message is not None:
             events.append(TextMessageStartEvent(message_id=self._message, role="assistant"))
+        if self._reasoning is not None:
+            events += _reasoning_start(self._reasoning)
         return events
 
     # -- the run ------------------------------------------------------------------------------
@@ -249,7 +260,7 @@ class AgUiTransformer:
     # -- text and files -----------------------------------------------------------------------
 
     def _text_delta(self, crumb: dict[str, Any]) -> list[BaseEvent]:
-        events: list[BaseEvent] = []
+        events: list[BaseEvent] = self._close_reasoning()
         if self._message is None:
             # The same ids in a replay of the run as in its live stream: a resumed stream
             # re-opens the message the client holds, under its id.
@@ -267,9 +278,27 @@ class AgUiTransformer:
         self._lineage, self._messages = f"after{crumb['afterSeq']}_", 0
         return self._close_message()
 
-    def _close_message(self) -> list[BaseEvent]:
-        if self._message is None:
+    def _reasoning_delta(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        # A reasoning segment is a reasoning message of its own, counted (and so named) as the
+        # text messages are: the same ids live and in a replay.
+        events = self._close_message() if self._message is not None else []
+        if self._reasoning is None:
+            self._messages += 1
+            self._reasoning = f"rsn_{crumb['runId']}_{self._lineage}{self._messages}"
+            events += _reasoning_start(self._reasoning)
+        events.append(ReasoningMessageContentEvent(message_id=self._reasoning, delta=crumb["delta"]))
+        return events
+
+    def _close_reasoning(self) -> list[BaseEvent]:
+        if self._reasoning is None:
             return []
+        message, self._reasoning = self._reasoning, None
+        return [ReasoningMessageEndEvent(message_id=message), ReasoningEndEvent(message_id=message)]
+
+    def _close_message(self) -> list[BaseEvent]:
+        """Close the text or reasoning message open, if any."""
+        if self._message is None:
+            return self._close_reasoning()
         message, self._message, self._content = self._message, None, None
         return [TextMessageEndEvent(message_id=message)]
 
@@ -413,3 +442,7 @@ def _iteration_step(crumb: dict[str, Any]) -> str:
 
 def _picked(crumb: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: crumb[k] for k in keys if crumb.get(k) is not None}
+
+
+def _reasoning_start(message_id: str) -> list[BaseEvent]:
+    return [ReasoningStartEvent(message_id=message_id), ReasoningMessageStartEvent(message_id=message_id)]

@@ -73,6 +73,7 @@ class _Answer:
         self._nested = 0  # subagents and tasks open: their text is not the agent's answer
         self._table: dict[str, Callable[[dict[str, Any]], list[dict[str, Any]]]] = {
             c.TEXT_DELTA: self._delta,
+            c.REASONING_DELTA: self._reasoning_delta,
             c.SUBAGENT_RUN_START: self._enter,
             c.TASK_START: self._enter,
             c.SUBAGENT_RUN_END: self._leave,
@@ -112,6 +113,13 @@ class _Answer:
             return []
         self.text.append(crumb["delta"])
         return self._text(crumb["delta"])
+
+    def _reasoning_delta(self, crumb: dict[str, Any]) -> list[dict[str, Any]]:
+        return [] if self._nested else self._reasoning(crumb["delta"])
+
+    def _reasoning(self, delta: str) -> list[dict[str, Any]]:
+        """The agent's thinking, live: left out unless an API has a field for it (chat's)."""
+        return []
 
     def _enter(self, crumb: dict[str, Any]) -> list[dict[str, Any]]:
         self._nested += 1
@@ -172,7 +180,8 @@ def chunk_kind(chunk: dict[str, Any]) -> str:
 class ChatCompletionsTranslator(_Answer):
     """Crumbs to ``chat.completion.chunk`` objects; :meth:`completion` is the whole answer.
 
-    The first chunk names the role; each text delta is a content chunk; the end (or a pause,
+    The first chunk names the role; each text delta is a content chunk (a reasoning delta one
+    with ``reasoning_content``, as OpenAI-compatible servers send thinking); the end (or a pause,
     after its question) is a chunk with ``finish_reason: "stop"`` and the ``bread`` field, then,
     with ``include_usage``, a chunk of no choices with ``usage`` (null when the provider reported
     none). A failure is ``{"error": {...}}``, which the OpenAI clients raise."""
@@ -207,6 +216,10 @@ class ChatCompletionsTranslator(_Answer):
 
     def _text(self, delta: str) -> list[dict[str, Any]]:
         return [self._chunk({"content": delta})]
+
+    def _reasoning(self, delta: str) -> list[dict[str, Any]]:
+        # the field OpenAI-compatible servers (vLLM, DeepSeek, llama.cpp) stream thinking in
+        return [self._chunk({"reasoning_content": delta})]
 
     def _closed(self) -> list[dict[str, Any]]:
         chunks = [{**self._chunk({}, "stop"), "bread": self.extension()}]

@@ -6,6 +6,7 @@
 const $ = (id) => document.getElementById(id);
 const ROOT = location.pathname.replace(/_bread\/[^/]*$/, ""); // the API's root, under a url_prefix too
 const TERMINAL = new Set(["agent:run:end", "agent:error"]);
+const DELTAS = new Set(["text:delta", "reasoning:delta"]); // not durable: aggregated into the log
 let key = sessionStorage.getItem("bread-key") || "";
 let view = null; // the run on screen
 
@@ -121,7 +122,7 @@ class RunView {
     view = this;
     this.runId = "";
     this.lastSeq = 0; // the last durable seq shown: nothing at or below it is shown again
-    this.segment = null; // the open text segment: {el, connection}
+    this.segments = []; // the live segments since the last durable crumb: {el, kind, connection, seq}
     this.connection = 0; // counts the streams read, so a segment knows which one it began on
     this.stack = [$("transcript")]; // nested steps, iterations, subagents, tasks
     this.tools = new Map();
@@ -166,11 +167,11 @@ class RunView {
     if (event.gap !== undefined) return this.line(`the log before seq ${event.gap} is gone`, "failure");
     if (event.error) return this.ended || this.fail(event.error);
     const { seq, crumb } = event;
-    if (crumb.type === "text:delta") return this.text(seq, crumb.delta);
+    if (DELTAS.has(crumb.type)) return this.text(seq, crumb.delta, crumb.type);
     if (seq !== 0 && seq <= this.lastSeq) return; // already shown (a reconnect's replay)
     if (crumb.type === "agent:run:continued") this.dropLostText(crumb.afterSeq);
     this.lastSeq = Math.max(this.lastSeq, seq);
-    this.segment = null;
+    this.segments = [];
     if ($("status").dataset.status === "queued") this.setStatus("running"); // a worker took it
     $("seq").textContent = String(this.lastSeq);
     const render = RENDER[crumb.type];
@@ -178,30 +179,36 @@ class RunView {
     else this.line(crumb.type);
   }
 
-  // A live delta carries the seq of the last durable crumb. The log's aggregate of a segment has
-  // a seq of its own and holds the segment whole, so it replaces what was shown of it: after a
-  // reconnect, the deltas missed while away are in it. (A stream that showed part of the
-  // segment itself sends only the rest.)
-  text(seq, delta) {
+  // A live delta carries the seq of the last durable crumb. The log's aggregate of a segment (a
+  // run of text or of reasoning deltas) has a seq of its own and holds the segment whole, so it
+  // replaces what was shown of it, the first live segment of its kind: after a reconnect, the
+  // deltas missed while away are in it. (A stream that showed part of the segment itself sends
+  // only the rest.) Reasoning is shown dimmed (its own class).
+  text(seq, delta, kind) {
     if (seq < this.lastSeq) return;
+    const className = kind === "reasoning:delta" ? "reasoning" : "text";
     if (seq === this.lastSeq) {
-      if (!this.segment) this.segment = { el: this.add("div", "text"), connection: this.connection, seq };
-      this.segment.el.textContent += delta;
+      let last = this.segments[this.segments.length - 1];
+      if (!last || last.kind !== kind) {
+        last = { el: this.add("div", className), kind, connection: this.connection, seq };
+        this.segments.push(last);
+      }
+      last.el.textContent += delta;
       return;
     }
-    const open = this.segment;
-    const el = open ? open.el : this.add("div", "text");
+    const at = this.segments.findIndex((segment) => segment.kind === kind);
+    const open = at < 0 ? null : this.segments.splice(at, 1)[0];
+    const el = open ? open.el : this.add("div", className);
     const rest = open && open.connection === this.connection && !delta.startsWith(el.textContent);
     el.textContent = rest ? el.textContent + delta : delta;
     this.lastSeq = seq;
-    this.segment = null;
     $("seq").textContent = String(seq);
   }
 
   // A run carried on after its process died: the text streamed live after afterSeq was never
-  // logged, and the model call that streamed it is made again, so the segment showing it goes.
+  // logged, and the model call that streamed it is made again, so the segments showing it go.
   dropLostText(afterSeq) {
-    if (this.segment && this.segment.seq >= afterSeq) this.segment.el.remove();
+    for (const segment of this.segments) if (segment.seq >= afterSeq) segment.el.remove();
   }
 
   add(tag, className, text) {

@@ -1,0 +1,206 @@
+"""What the providers built on an official SDK (``openai``, ``anthropic``, ``google``) share.
+
+A provider's failure is read into a :class:`Failure` (its HTTP status, the provider's own error
+type, its words, its ``Retry-After``) and becomes one ``BreadError`` whose code says what kind of
+failure it was, so an app (and :mod:`bread_sync.models.fallback`) can tell a rate limit from a
+bad key without knowing which SDK raised it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+from ..cancel import CancelToken
+from ..errors import (
+    MODEL_AUTH_FAILED,
+    MODEL_CONTEXT_TOO_LONG,
+    MODEL_ERROR,
+    MODEL_OVERLOADED,
+    MODEL_RATE_LIMITED,
+    BreadError,
+)
+
+#: Sent when no key is configured anywhere: local servers need none, the client libraries need one.
+NO_KEY = "no-key"
+DEFAULT_TIMEOUT = 60.0
+CONNECT_TIMEOUT = 5.0
+DEFAULT_MAX_RETRIES = 2
+#: How much of a server's error message an error crumb quotes.
+MAX_DETAIL = 300
+#: The codes a fallback chain moves on after (with timeouts, dropped connections and 5xx).
+RETRYABLE_CODES = frozenset({MODEL_RATE_LIMITED, MODEL_OVERLOADED})
+
+_AUTH_TYPES = {"authentication_error", "permission_error", "UNAUTHENTICATED", "PERMISSION_DENIED"}
+_RATE_TYPES = {"rate_limit_error", "RESOURCE_EXHAUSTED"}
+_OVERLOAD_TYPES = {"overloaded_error", "UNAVAILABLE"}
+_TOO_LONG = re.compile(r"context length|context window|too long|too many (input )?tokens|maximum context", re.I)
+
+
+@dataclass
+class Failure:
+    """A provider's failure as the SDK reported it. ``kind``: the SDK's exception class name;
+    ``status``: the HTTP status (None for a timeout or a broken connection); ``error_type``: the
+    provider's own type (``overloaded_error``, ``RESOURCE_EXHAUSTED``); ``network``: a timeout
+    or a dropped connection."""
+
+    what: str
+    kind: str
+    status: int | None = None
+    error_type: str | None = None
+    detail: str = ""
+    retry_after: float | None = None
+    network: bool = False
+
+
+def model_error(provider: str, failure: Failure, redact: Callable[[str], str]) -> BreadError:
+    """The ``BreadError`` a failure is: its code by kind, its message naming what failed with the
+    server's own words (never the API key), its context what a caller reacts to."""
+    code = _code(failure)
+    context: dict[str, Any] = {"provider": provider, "kind": failure.kind}
+    if failure.status is not None:
+        context["status"] = failure.status
+    if failure.error_type:
+        context["type"] = failure.error_type
+    if failure.retry_after is not None:
+        context["retryAfter"] = failure.retry_after
+    context["retryable"] = code in RETRYABLE_CODES or failure.network or (failure.status or 0) >= 500
+    detail = f": {failure.detail}" if failure.detail else ""
+    return BreadError(code, redact(f"{failure.what} ({failure.kind}){detail}"), context)
+
+
+def _code(failure: Failure) -> str:
+    status, error_type = failure.status, failure.error_type or ""
+    if status in (401, 403) or error_type in _AUTH_TYPES:
+        return MODEL_AUTH_FAILED
+    if status == 429 or error_type in _RATE_TYPES:
+        return MODEL_RATE_LIMITED
+    if status in (503, 529) or error_type in _OVERLOAD_TYPES:
+        return MODEL_OVERLOADED
+    if status in (400, 413) and _TOO_LONG.search(failure.detail):
+        return MODEL_CONTEXT_TOO_LONG
+    return MODEL_ERROR
+
+
+def is_retryable(error: BreadError) -> bool:
+    """A model failure another attempt may not meet: a rate limit, an overload, a timeout, a 5xx."""
+    return bool(error.context.get("retryable"))
+
+
+@contextmanager
+def translated_errors(
+    signal: CancelToken, sdk_errors: tuple[type[BaseException], ...], to_bread: Callable[[Exception], BreadError]
+) -> Iterator[None]:
+    """The SDK's errors (``sdk_errors``) raised as ``BreadError``; none after a cancel, which
+    broke the read itself (the runtime ends the run with ``RUN_CANCELLED``)."""
+    try:
+        yield
+    except Exception as exc:
+        if signal.cancelled:
+            return
+        if not isinstance(exc, sdk_errors):
+            raise
+        raise to_bread(exc) from exc
+
+
+def status_failure(what: str, exc: Any, status: int, error_type: str | None, headers: Any) -> Failure:
+    """A failure the server answered with (an HTTP error, or an error event inside a stream)."""
+    return Failure(
+        what,
+        type(exc).__name__,
+        status=status,
+        error_type=error_type,
+        detail=detail_of(getattr(exc, "body", None)),
+        retry_after=retry_after(headers),
+    )
+
+
+def detail_of(body: Any) -> str:
+    """The server's message in an error body (``{"message"}``, ``{"error": {"message"}}`` or text), cut short."""
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        body = body["error"]
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        text = body["message"]
+    elif isinstance(body, str):
+        text = body.strip()
+    else:
+        return ""
+    return text if len(text) <= MAX_DETAIL else text[:MAX_DETAIL] + "..."
+
+
+def error_type_of(body: Any) -> str | None:
+    """The provider's own error type in an error body (``{"error": {"type"}}`` or ``{"type"}``)."""
+    if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+        body = body["error"]
+    value = body.get("type") if isinstance(body, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds a server asked to wait (``retry-after-ms``, ``retry-after`` as seconds or a date), or None."""
+    if headers is None:
+        return None
+    with suppress(TypeError, ValueError):
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return max(float(ms) / 1000, 0.0)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    with suppress(ValueError):
+        return max(float(value), 0.0)
+    with suppress(TypeError, ValueError):
+        return max(email.utils.parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
+    return None
+
+
+def redactor(*secrets: Any) -> Callable[[str], str]:
+    """Replaces each real secret (not :data:`NO_KEY`) in a text with ``***``."""
+    real = [s for s in secrets if isinstance(s, str) and s and s != NO_KEY]
+
+    def redact(text: str) -> str:
+        for secret in real:
+            text = text.replace(secret, "***")
+        return text
+
+    return redact
+
+
+def parse_arguments(text: str) -> Any:
+    """A tool call's JSON arguments; text that is not JSON reaches the runtime as it is."""
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def arguments_text(value: Any) -> str:
+    """A tool call's input as the model sent it: a string input is arguments that were not JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def interrupt(response: Any, close: Callable[[], Any]) -> None:
+    """Wake the read a turn is blocked in on ``response`` (an httpx response). Runs in the
+    canceller's thread, so it never raises (an error here means the reader closed the response
+    first, which is what we wanted). Shutting the socket down wakes a read blocked in another
+    thread; closing it would not."""
+    with suppress(Exception):
+        network = response.extensions.get("network_stream")
+        sock = network.get_extra_info("socket") if network is not None else None
+        if sock is None:  # a transport without a socket: closing is the best we have
+            close()
+        else:
+            sock.shutdown(socket.SHUT_RDWR)

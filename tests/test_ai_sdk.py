@@ -20,6 +20,7 @@ from bread_sync.protocols import ai_sdk
 from bread_sync.protocols.ai_sdk import EMITTED_CHUNK_TYPES, UiMessageStreamTranslator, sse
 from bread_sync.protocols.ai_sdk import ai_sdk as ai_sdk_plugin
 from bread_sync.protocols.ai_sdk.requests import answer, chat_request, turn_text
+from bread_sync.protocols.ai_sdk.translator import PART_CHUNKS
 from bread_sync.server import create_server
 
 DEMO_RUNS = [
@@ -186,12 +187,35 @@ def test_every_chunk_the_demo_emits_is_on_the_pinned_surface(bread):
     assert seen <= EMITTED_CHUNK_TYPES
 
 
+def test_reasoning_streams_as_a_reasoning_part_closed_before_the_text_that_follows():
+    crumbs = [
+        {"type": "agent:run:start", "runId": "run_r", "agentId": "a", "sessionId": "s", "input": "hi"},
+        {"type": "reasoning:delta", "runId": "run_r", "delta": "Let me "},
+        {"type": "reasoning:delta", "runId": "run_r", "delta": "think."},
+        {"type": "text:delta", "runId": "run_r", "delta": "Done."},
+        {"type": "agent:run:end", "runId": "run_r", "output": "Done."},
+    ]
+    chunks = translate(crumbs)
+
+    check_stream(chunks)
+    assert [(c["type"], c.get("id"), c.get("delta")) for c in chunks[1:-2]] == [
+        ("start-step", None, None),
+        ("reasoning-start", "reasoning_1", None),
+        ("reasoning-delta", "reasoning_1", "Let me "),
+        ("reasoning-delta", "reasoning_1", "think."),
+        ("reasoning-end", "reasoning_1", None),
+        ("text-start", "text_1", None),
+        ("text-delta", "text_1", "Done."),
+        ("text-end", "text_1", None),
+    ]
+
+
 def test_emitted_chunk_surface_is_pinned():
     """Adding a chunk type to the bridge is a decision: this list, the docs and the SDK's reading
     of it change together. The types the translator writes are read from its source."""
     pinned = {
         "start", "finish", "abort", "error", "start-step", "finish-step",
-        "text-start", "text-delta", "text-end",
+        "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta", "reasoning-end",
         "tool-input-start", "tool-input-delta", "tool-input-available", "tool-approval-request",
         "tool-output-available", "tool-output-error", "tool-output-denied",
         "file", "data-subagent", "data-task", "data-loop", "data-pipeline-step",
@@ -207,7 +231,8 @@ def test_emitted_chunk_surface_is_pinned():
     }
     data = {f"data-{n.args[0].value}" for n in ast.walk(tree) if isinstance(n, ast.Call)
             and getattr(n.func, "attr", "") == "_data" and isinstance(n.args[0], ast.Constant)}  # fmt: skip
-    assert written | data | {"text-delta"} == pinned
+    parts = {chunk for chunks in PART_CHUNKS.values() for chunk in chunks}
+    assert written | data | parts == pinned
 
 
 # -- the requests ----------------------------------------------------------------------------

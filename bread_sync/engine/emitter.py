@@ -95,7 +95,7 @@ class Emitter:
         """``commit``, each call timed and its crumbs tallied."""
 
         def measured(crumb: dict[str, Any]) -> Frame:
-            rows = 2 if self._text else 1
+            rows = len(self._segments) + 1  # its text and reasoning segments, then itself
             started = perf_counter()
             frame = commit(crumb)
             tally.commit(crumb, rows, perf_counter() - started)

@@ -19,11 +19,17 @@ from ...errors import RUN_CANCELLED, TOOL_DENIED
 #: Every chunk type the translator can emit; tests/test_ai_sdk.py pins it against the code.
 EMITTED_CHUNK_TYPES = frozenset({
     "start", "finish", "abort", "error", "start-step", "finish-step",
-    "text-start", "text-delta", "text-end",
+    "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta", "reasoning-end",
     "tool-input-start", "tool-input-delta", "tool-input-available", "tool-approval-request",
     "tool-output-available", "tool-output-error", "tool-output-denied",
     "file", "data-subagent", "data-task", "data-loop", "data-pipeline-step",
 })  # fmt: skip
+
+#: The chunks that open, carry and close a part of each kind a model streams.
+PART_CHUNKS = {
+    "text": ("text-start", "text-delta", "text-end"),
+    "reasoning": ("reasoning-start", "reasoning-delta", "reasoning-end"),
+}
 
 #: What a stream ends with, after its last chunk.
 DONE = b"data: [DONE]\n\n"
@@ -56,8 +62,9 @@ class UiMessageStreamTranslator:
         self.ui_tools = ui_tools
         #: "idle" before ``start``, "running", then "paused" (a HITL pause) or "ended".
         self.phase = "idle"
-        self._text: str | None = None  # the open text part's id
-        self._texts = 0  # text parts opened: their ids count them
+        self._text: str | None = None  # the open text (or reasoning) part's id
+        self._text_kind = "text"  # which of the two it is
+        self._texts = {"text": 0, "reasoning": 0}  # parts opened, of each kind: their ids count them
         self._step = False  # a step is open
         self._after_tools = False  # the open step's tool outputs came: the next output is a new step
         self._announced: set[str] = set()  # tool calls whose part the client has
@@ -68,7 +75,8 @@ class UiMessageStreamTranslator:
         self._table: dict[str, Callable[[dict[str, Any]], list[Chunk]]] = {
             c.AGENT_RUN_START: self._started,
             c.HUMAN_RESUMED: self._started,
-            c.TEXT_DELTA: self._text_delta,
+            c.TEXT_DELTA: lambda crumb: self._text_delta(crumb, "text"),
+            c.REASONING_DELTA: lambda crumb: self._text_delta(crumb, "reasoning"),
             c.AGENT_RUN_CONTINUED: lambda crumb: self._close_text(),
             c.FILE_GENERATED: self._file,
             c.TOOL_INPUT_START: self._tool_input_start,
@@ -107,7 +115,12 @@ class UiMessageStreamTranslator:
     def frames(self, crumb: dict[str, Any]) -> list[bytes]:
         """The crumb's chunks as SSE frames. A text delta of the open text part, most of a
         stream, is written straight into its frame: no chunk built per delta."""
-        if self._text is not None and crumb["type"] == c.TEXT_DELTA and self.phase == "running":
+        if (
+            self._text is not None
+            and crumb["type"] == c.TEXT_DELTA
+            and self._text_kind == "text"
+            and self.phase == "running"
+        ):
             return [
                 f'data: {{"type":"text-delta","id":"{self._text}","delta":{json_string(crumb["delta"])}}}\n\n'.encode()
             ]
@@ -170,21 +183,25 @@ class UiMessageStreamTranslator:
 
     # -- text and files -----------------------------------------------------------------------
 
-    def _text_delta(self, crumb: dict[str, Any]) -> list[Chunk]:
+    def _text_delta(self, crumb: dict[str, Any], kind: str) -> list[Chunk]:
+        """A text or reasoning delta, in the open part of its kind (a part of the other kind is
+        closed first: the model thought, then wrote, or the other way round)."""
         chunks: list[Chunk] = []
+        if self._text is not None and self._text_kind != kind:
+            chunks += self._close_text()
         if self._text is None:
             chunks += self._open_step()
-            self._texts += 1
-            self._text = f"text_{self._texts}"
-            chunks.append({"type": "text-start", "id": self._text})
-        chunks.append({"type": "text-delta", "id": self._text, "delta": crumb["delta"]})
+            self._texts[kind] += 1
+            self._text, self._text_kind = f"{kind}_{self._texts[kind]}", kind
+            chunks.append({"type": PART_CHUNKS[kind][0], "id": self._text})
+        chunks.append({"type": PART_CHUNKS[kind][1], "id": self._text, "delta": crumb["delta"]})
         return chunks
 
     def _close_text(self) -> list[Chunk]:
         if self._text is None:
             return []
         text, self._text = self._text, None
-        return [{"type": "text-end", "id": text}]
+        return [{"type": PART_CHUNKS[self._text_kind][2], "id": text}]
 
     def _file(self, crumb: dict[str, Any]) -> list[Chunk]:
         return [*self._open_step(), {"type": "file", "url": crumb["uri"], "mediaType": crumb["mimeType"]}]

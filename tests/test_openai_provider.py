@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from bread_sync import Agent, CancelToken, ToolContext, to_wire_crumb, tool
 from bread_sync.errors import INPUT_INVALID, MODEL_ERROR, RUN_CANCELLED
 from bread_sync.models import openai as openai_provider
+from bread_sync.models.sdk import NO_KEY
 
 from .fake_provider import STALL, STALL_LIMIT, Fail, FakeProvider, Stream
 
@@ -297,7 +298,7 @@ def test_a_provider_name_reads_the_environment_and_needs_no_key(server, bread_fo
     assert crumbs[-1]["output"] == "hi"
     (sent,) = server.requests
     assert sent["body"]["model"] == "gpt-4o-mini"
-    assert sent["authorization"] == f"Bearer {openai_provider.NO_KEY}"
+    assert sent["authorization"] == f"Bearer {NO_KEY}"
 
 
 def test_a_missing_client_library_names_the_extra(monkeypatch):

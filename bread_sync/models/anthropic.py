@@ -14,12 +14,10 @@ Each turn opens a client and closes it when the turn ends, as the ``openai`` pro
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..loading import import_module
 from . import (
     ModelEvent,
     ModelRequest,
@@ -32,18 +30,12 @@ from . import (
     Usage,
 )
 from .sdk import (
-    CONNECT_TIMEOUT,
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
-    NO_KEY,
     Failure,
+    StainlessProvider,
     error_type_of,
     interrupt,
-    model_error,
     parse_arguments,
-    redactor,
     status_failure,
-    translated_errors,
 )
 
 #: The Messages API needs a bound on the answer; ``params={"max_tokens": ...}`` sets another.
@@ -53,48 +45,17 @@ DEFAULT_MAX_TOKENS = 4096
 THINKING_STATE = "anthropicThinking"
 
 
-class AnthropicProvider:
+class AnthropicProvider(StainlessProvider):
     """Streams Claude messages. ``timeout``, ``max_retries`` and ``client`` as the ``openai``
     provider's; ``params`` (``max_tokens``, ``temperature``, ``thinking``, ...) are merged into
     every request body."""
 
     name = "anthropic"
+    sdk_module, client_class = "anthropic", "Anthropic"
+    base_url_env, api_key_env = ("ANTHROPIC_BASE_URL",), ("ANTHROPIC_API_KEY",)
 
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | Any = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        params: Mapping[str, Any] | None = None,
-        client: Any = None,
-    ):
-        self._sdk = import_module("anthropic")
-        if client is not None and (base_url or api_key):
-            raise TypeError("pass either client= or base_url=/api_key=: a client carries its own")
-        self.model = model
-        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        self._api_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or NO_KEY
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.params = dict(params or {})
-        self._client = client
-
-    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
-        model = self.model or request.model
-        if not model:
-            raise ValueError("no model name: use anthropic.provider(model=...) or 'anthropic:<model>'")
-        if request.signal.cancelled:
-            return
-        client = self._client or self._new_client()
-        try:
-            with translated_errors(request.signal, (self._sdk.AnthropicError,), self._to_bread):
-                yield from self._turn(client, model, request)
-        finally:
-            if client is not self._client:
-                client.close()
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        return (self._sdk.AnthropicError,)
 
     def _turn(self, client: Any, model: str, request: ModelRequest) -> Iterator[ModelEvent]:
         messages = to_messages(request)
@@ -119,18 +80,6 @@ class AnthropicProvider:
             options["extra_body"] = params  # keys the client library may not know pass as well
         return options
 
-    def _new_client(self) -> Any:
-        timeout = self.timeout
-        if isinstance(timeout, int | float):
-            timeout = self._sdk.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT))
-        return self._sdk.Anthropic(
-            api_key=self._api_key, base_url=self.base_url, timeout=timeout, max_retries=self.max_retries
-        )
-
-    def _to_bread(self, exc: Exception) -> Any:
-        redact = redactor(self._api_key, getattr(self._client, "api_key", None))
-        return model_error(self.name, self._failure(exc), redact)
-
     def _failure(self, exc: Exception) -> Failure:
         sdk = self._sdk
         kind = type(exc).__name__
@@ -145,9 +94,6 @@ class AnthropicProvider:
         if isinstance(exc, sdk.APIConnectionError):
             return Failure("the connection to the model provider failed", kind, network=True)
         return Failure("the model provider reported an error", kind, detail=str(exc)[:300])
-
-    def __repr__(self) -> str:
-        return f"anthropic(model={self.model!r}, base_url={self.base_url!r})"
 
 
 def provider(model: str | None = None, **opts: Any) -> AnthropicProvider:

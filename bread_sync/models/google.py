@@ -18,17 +18,14 @@ from __future__ import annotations
 import base64
 import importlib
 import json
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from typing import Any
 
-from ..loading import import_module
 from . import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from .sdk import (
-    DEFAULT_TIMEOUT,
-    NO_KEY,
     Failure,
+    SdkProvider,
     interrupt,
     model_error,
     new_call_id,
@@ -41,36 +38,16 @@ from .sdk import (
 SIGNATURE_STATE = "googleSignatures"
 
 
-class GoogleProvider:
+class GoogleProvider(SdkProvider):
     """Streams Gemini content. ``timeout`` bounds the call (seconds); ``params`` are merged into
     every call's config; ``client`` is a ``genai.Client`` to reuse (you own it)."""
 
     name = "google"
-
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        params: Mapping[str, Any] | None = None,
-        client: Any = None,
-    ):
-        self._genai = import_module("google.genai")
-        if client is not None and (base_url or api_key):
-            raise TypeError("pass either client= or base_url=/api_key=: a client carries its own")
-        self.model = model
-        self.base_url = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or None
-        self._api_key = api_key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY") or NO_KEY
-        self.timeout = timeout
-        self.params = dict(params or {})
-        self._client = client
+    sdk_module = "google.genai"
+    base_url_env, api_key_env = ("GOOGLE_GEMINI_BASE_URL",), ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
-        model = self.model or request.model
-        if not model:
-            raise ValueError("no model name: use google.provider(model=...) or 'google:<model>'")
+        model = self.model_for(request)
         if request.signal.cancelled:
             return
         responses: list[Any] = []  # what the client opened: a cancel shuts their sockets down
@@ -82,7 +59,7 @@ class GoogleProvider:
 
         client = self._client or self._new_client(opened)
         undo = request.signal.on_cancel(lambda: [interrupt(r, r.close) for r in responses])
-        errors = (self._genai.errors.APIError, *_network_errors())
+        errors = (self._sdk.errors.APIError, *_network_errors())
         try:
             with translated_errors(request.signal, errors, self._to_bread):
                 chunks = client.models.generate_content_stream(
@@ -114,7 +91,7 @@ class GoogleProvider:
         }
         if self.base_url:
             options["base_url"] = self.base_url
-        return self._genai.Client(api_key=self._api_key, http_options=options)
+        return self._sdk.Client(api_key=self._api_key, http_options=options)
 
     def _to_bread(self, exc: Exception) -> Any:
         redact = redactor(self._api_key, getattr(getattr(self._client, "_api_client", None), "api_key", None))
@@ -122,7 +99,7 @@ class GoogleProvider:
 
     def _failure(self, exc: Exception) -> Failure:
         kind = type(exc).__name__
-        if isinstance(exc, self._genai.errors.APIError):
+        if isinstance(exc, self._sdk.errors.APIError):
             exc.body = exc.details  # the error body, where the shared reading looks for it
             headers = getattr(exc.response, "headers", None)
             what = f"the model provider answered HTTP {exc.code}"
@@ -130,9 +107,6 @@ class GoogleProvider:
         if "Timeout" in kind:
             return Failure("the model provider timed out", kind, network=True)
         return Failure("the connection to the model provider failed", kind, network=True)
-
-    def __repr__(self) -> str:
-        return f"google(model={self.model!r}, base_url={self.base_url!r})"
 
 
 def _network_errors() -> tuple[type[BaseException], ...]:

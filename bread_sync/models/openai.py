@@ -14,12 +14,10 @@ one that comes before the response headers takes effect once they do.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..loading import import_module
 from . import (
     ModelEvent,
     ModelRequest,
@@ -32,67 +30,30 @@ from . import (
     Usage,
 )
 from .sdk import (
-    CONNECT_TIMEOUT,
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
-    NO_KEY,
     Failure,
+    StainlessProvider,
     arguments_text,
     detail_of,
     error_type_of,
     interrupt,
-    model_error,
     new_call_id,
     parse_arguments,
-    redactor,
     status_failure,
-    translated_errors,
 )
 
 
-class OpenAIProvider:
+class OpenAIProvider(StainlessProvider):
     """Streams chat completions. ``timeout`` bounds each network wait (a number of seconds, with
     connecting capped at 5 s, or an ``openai.Timeout``); ``max_retries`` is the client library's
     retry count for failed requests (429, 5xx, dropped connections); ``params`` (``temperature``,
     ``max_tokens``, a server's own keys) are merged into every request body."""
 
     name = "openai"
+    sdk_module, client_class = "openai", "OpenAI"
+    base_url_env, api_key_env = ("OPENAI_BASE_URL",), ("OPENAI_API_KEY",)
 
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float | Any = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        params: Mapping[str, Any] | None = None,
-        client: Any = None,
-    ):
-        self._openai = import_module("openai")
-        if client is not None and (base_url or api_key):
-            raise TypeError("pass either client= or base_url=/api_key=: a client carries its own")
-        self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or NO_KEY
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.params = dict(params or {})
-        self._client = client
-
-    def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
-        model = self.model or request.model
-        if not model:
-            raise ValueError("no model name: use openai.provider(model=...) or 'openai:<model>'")
-        if request.signal.cancelled:
-            return
-        client = self._client or self._new_client()
-        try:
-            with translated_errors(request.signal, (self._openai.OpenAIError, json.JSONDecodeError), self._to_bread):
-                yield from self._turn(client, model, request)
-        finally:
-            if client is not self._client:
-                client.close()
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        return (self._sdk.OpenAIError, json.JSONDecodeError)
 
     def _turn(self, client: Any, model: str, request: ModelRequest) -> Iterator[ModelEvent]:
         chunks = client.chat.completions.create(
@@ -119,20 +80,8 @@ class OpenAIProvider:
             options["extra_body"] = self.params
         return options
 
-    def _new_client(self) -> Any:
-        timeout = self.timeout
-        if isinstance(timeout, int | float):
-            timeout = self._openai.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT))
-        return self._openai.OpenAI(
-            api_key=self._api_key, base_url=self.base_url, timeout=timeout, max_retries=self.max_retries
-        )
-
-    def _to_bread(self, exc: Exception) -> Any:
-        redact = redactor(self._api_key, getattr(self._client, "api_key", None))
-        return model_error(self.name, self._failure(exc), redact)
-
     def _failure(self, exc: Exception) -> Failure:
-        openai = self._openai
+        openai = self._sdk
         if isinstance(exc, openai.APIStatusError):
             what = f"the model provider answered HTTP {exc.status_code}"
             return status_failure(what, exc, exc.status_code, error_type_of(exc.body), exc.response.headers)
@@ -145,9 +94,6 @@ class OpenAIProvider:
         body = getattr(exc, "body", None)  # an error inside the stream
         what = "the model provider reported an error"
         return Failure(what, type(exc).__name__, error_type=error_type_of(body), detail=detail_of(body))
-
-    def __repr__(self) -> str:
-        return f"openai(model={self.model!r}, base_url={self.base_url!r})"
 
 
 def provider(model: str | None = None, **opts: Any) -> OpenAIProvider:

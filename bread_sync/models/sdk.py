@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import os
 import re
 import socket
 import time
@@ -28,6 +29,7 @@ from ..errors import (
     MODEL_RATE_LIMITED,
     BreadError,
 )
+from ..loading import import_module
 
 #: Sent when no key is configured anywhere: local servers need none, the client libraries need one.
 NO_KEY = "no-key"
@@ -204,3 +206,99 @@ def interrupt(response: Any, close: Callable[[], Any]) -> None:
             close()
         else:
             sock.shutdown(socket.SHUT_RDWR)
+
+
+class SdkProvider:
+    """What every provider built on an official SDK shares: its settings (an argument, else the
+    provider's own environment variables), the model a call asks for, the SDK's failures as
+    bread's, and its repr. A subclass names its SDK's module and its environment variables, and
+    reads a failure (``_failure``)."""
+
+    name: str
+    #: The SDK's module, imported when the provider is made (a missing extra says which).
+    sdk_module: str
+    #: The environment variables naming the base URL and the API key (the first one set wins).
+    base_url_env: tuple[str, ...] = ()
+    api_key_env: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | Any = DEFAULT_TIMEOUT,
+        params: Mapping[str, Any] | None = None,
+        client: Any = None,
+    ):
+        self._sdk = import_module(self.sdk_module)
+        if client is not None and (base_url or api_key):
+            raise TypeError("pass either client= or base_url=/api_key=: a client carries its own")
+        self.model = model
+        self.base_url = base_url or _first_set(self.base_url_env)
+        self._api_key = api_key or _first_set(self.api_key_env) or NO_KEY
+        self.timeout = timeout
+        self.params = dict(params or {})
+        self._client = client
+
+    def model_for(self, request: Any) -> str:
+        """The model a call asks for: the provider's own, else the agent's ``provider:<model>``."""
+        model = self.model or request.model
+        if not model:
+            raise ValueError(f"no model name: use {self.name}.provider(model=...) or '{self.name}:<model>'")
+        return model
+
+    def _to_bread(self, exc: Exception) -> BreadError:
+        redact = redactor(self._api_key, getattr(self._client, "api_key", None))
+        return model_error(self.name, self._failure(exc), redact)
+
+    def _failure(self, exc: Exception) -> Failure:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{self.name}(model={self.model!r}, base_url={self.base_url!r})"
+
+
+class StainlessProvider(SdkProvider):
+    """A provider on an SDK of the ``openai``/``anthropic`` shape (both generated alike): a
+    client per turn (closed when the turn ends; one given is the caller's and reused), its
+    ``Timeout`` and ``max_retries``. A subclass names the client class and the SDK's errors, and
+    streams one turn (``_turn``)."""
+
+    #: The SDK's client class, by name.
+    client_class: str
+
+    def __init__(self, model: str | None = None, *, max_retries: int = DEFAULT_MAX_RETRIES, **settings: Any):
+        super().__init__(model, **settings)
+        self.max_retries = max_retries
+
+    def stream(self, request: Any) -> Iterator[Any]:
+        model = self.model_for(request)
+        if request.signal.cancelled:
+            return
+        client = self._client or self._new_client()
+        try:
+            with translated_errors(request.signal, self._errors(), self._to_bread):
+                yield from self._turn(client, model, request)
+        finally:
+            if client is not self._client:
+                client.close()
+
+    def _new_client(self) -> Any:
+        timeout = self.timeout
+        if isinstance(timeout, int | float):
+            timeout = self._sdk.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT))
+        client_class = getattr(self._sdk, self.client_class)
+        return client_class(
+            api_key=self._api_key, base_url=self.base_url, timeout=timeout, max_retries=self.max_retries
+        )
+
+    def _errors(self) -> tuple[type[BaseException], ...]:
+        raise NotImplementedError
+
+    def _turn(self, client: Any, model: str, request: Any) -> Iterator[Any]:
+        raise NotImplementedError
+
+
+def _first_set(names: tuple[str, ...]) -> str | None:
+    return next((value for name in names if (value := os.environ.get(name))), None)

@@ -14,6 +14,7 @@ Each turn opens a client and closes it when the turn ends, as the ``openai`` pro
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,9 @@ class AnthropicProvider(StainlessProvider):
 
     name = "anthropic"
     sdk_module, client_class = "anthropic", "Anthropic"
-    base_url_env, api_key_env = ("ANTHROPIC_BASE_URL",), ("ANTHROPIC_API_KEY",)
+
+    def _from_environment(self) -> tuple[str | None, str | None]:
+        return os.environ.get("ANTHROPIC_BASE_URL"), os.environ.get("ANTHROPIC_API_KEY")
 
     def _errors(self) -> tuple[type[BaseException], ...]:
         return (self._sdk.AnthropicError,)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import importlib
 import json
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from typing import Any
@@ -44,7 +45,11 @@ class GoogleProvider(SdkProvider):
 
     name = "google"
     sdk_module = "google.genai"
-    base_url_env, api_key_env = ("GOOGLE_GEMINI_BASE_URL",), ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+
+    def _from_environment(self) -> tuple[str | None, str | None]:
+        return os.environ.get("GOOGLE_GEMINI_BASE_URL"), os.environ.get("GOOGLE_API_KEY") or os.environ.get(
+            "GEMINI_API_KEY"
+        )
 
     def stream(self, request: ModelRequest) -> Iterator[ModelEvent]:
         model = self.model_for(request)

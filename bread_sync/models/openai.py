@@ -14,6 +14,7 @@ one that comes before the response headers takes effect once they do.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,9 @@ class OpenAIProvider(StainlessProvider):
 
     name = "openai"
     sdk_module, client_class = "openai", "OpenAI"
-    base_url_env, api_key_env = ("OPENAI_BASE_URL",), ("OPENAI_API_KEY",)
+
+    def _from_environment(self) -> tuple[str | None, str | None]:
+        return os.environ.get("OPENAI_BASE_URL"), os.environ.get("OPENAI_API_KEY")
 
     def _errors(self) -> tuple[type[BaseException], ...]:
         return (self._sdk.OpenAIError, json.JSONDecodeError)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import email.utils
 import json
-import os
 import re
 import socket
 import time
@@ -211,15 +210,12 @@ def interrupt(response: Any, close: Callable[[], Any]) -> None:
 class SdkProvider:
     """What every provider built on an official SDK shares: its settings (an argument, else the
     provider's own environment variables), the model a call asks for, the SDK's failures as
-    bread's, and its repr. A subclass names its SDK's module and its environment variables, and
-    reads a failure (``_failure``)."""
+    bread's, and its repr. A subclass names its SDK's module, reads its environment variables
+    (``_from_environment``) and a failure (``_failure``)."""
 
     name: str
     #: The SDK's module, imported when the provider is made (a missing extra says which).
     sdk_module: str
-    #: The environment variables naming the base URL and the API key (the first one set wins).
-    base_url_env: tuple[str, ...] = ()
-    api_key_env: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -235,11 +231,16 @@ class SdkProvider:
         if client is not None and (base_url or api_key):
             raise TypeError("pass either client= or base_url=/api_key=: a client carries its own")
         self.model = model
-        self.base_url = base_url or _first_set(self.base_url_env)
-        self._api_key = api_key or _first_set(self.api_key_env) or NO_KEY
+        from_environment = self._from_environment()
+        self.base_url = base_url or from_environment[0] or None
+        self._api_key = api_key or from_environment[1] or NO_KEY
         self.timeout = timeout
         self.params = dict(params or {})
         self._client = client
+
+    def _from_environment(self) -> tuple[str | None, str | None]:
+        """The base URL and the API key the provider's own environment variables name."""
+        raise NotImplementedError
 
     def model_for(self, request: Any) -> str:
         """The model a call asks for: the provider's own, else the agent's ``provider:<model>``."""
@@ -298,7 +299,3 @@ class StainlessProvider(SdkProvider):
 
     def _turn(self, client: Any, model: str, request: Any) -> Iterator[Any]:
         raise NotImplementedError
-
-
-def _first_set(names: tuple[str, ...]) -> str | None:
-    return next((value for name in names if (value := os.environ.get(name))), None)

@@ -7,6 +7,9 @@ the next durable crumb here (SQLite alone): the streams' durable crumbs are asse
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import psycopg
 import pytest
 
 from .client import (
@@ -168,7 +171,13 @@ def _walk(http, base: str, workers: list[Worker]) -> list:
 def test_a_postgres_store_queues_its_runs_in_its_own_database(http, postgres_url, start_server, start_worker):
     web = start_server("web-pg", db=postgres_url, env=QUEUED_ENV)
     worker = start_worker("w-pg", postgres_url, {})
-    _walk(http, web.url, [worker])
+    events = _walk(http, web.url, [worker])  # each run claimed and driven by the worker
+
+    assert events[-1].type == HUMAN_REQUIRED
+    with psycopg.connect(postgres_url) as conn:  # Huey's tables are in the store's database
+        tables = {row[0] for row in conn.execute("SELECT table_name FROM information_schema.tables")}
+    assert any(name.endswith("_task") for name in tables) and "runs" in tables, sorted(tables)
+    assert not list(Path(web.home).rglob("*queue.db")), "a SQLite queue was made beside a Postgres store"
 
 
 def test_with_redis_as_the_queue_and_the_live_channel_text_streams_live(

@@ -264,8 +264,8 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def fmt(value: float, unit: str = "") -> str:
-    if unit == "x":
-        return f"{value:.2f}x"
+    if unit == "x":  # two significant digits for a small ratio (a peer's figure far from ours)
+        return f"{value:.2f}x" if abs(value) >= 0.1 else f"{value:.2g}x"
     if unit == "ms":
         return f"{value * 1e3:.2f} ms"
     if unit == "us":

@@ -17,7 +17,8 @@ The worker's CPU time per event over each workload (``/proc/<pid>/stat``) is mea
 bridge run is a conversation of its own (a session each, as each native run has). The first
 response of each workload on each route is checked whole (its events, the deltas, the end)
 before anything is timed. The client is bench/rawhttp.py: one thread, one selector, every wait
-bounded.
+bounded. ``--profile`` adds a cProfile of the worker during one more single run on each route,
+by module (bench/profile_conf.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -40,6 +42,8 @@ from bread_sync.wire import SSEDecoder
 #: A bridge route's events/s, at least this many times the native route's.
 AIM_RATIO = 0.7
 CONCURRENT_SECONDS = 120.0
+#: How long a profiled server has to write its profile once the response was read.
+PROFILE_SECONDS = 10.0
 #: The kind :func:`typed` gives the ``data: [DONE]`` sentinel that ends AI SDK and chat streams.
 DONE = "[DONE]"
 
@@ -148,8 +152,22 @@ def bench(bridge: Bridge, args: argparse.Namespace, folder: Path) -> dict[str, A
                                                     args.streams, n)  # fmt: skip
                 samples[route.name]["concurrent"].append(rate)
                 samples[route.name]["concurrent_cpu"].append(cpu)
+        profiles = {r.name: profile(r, args, folder, env) for r in routes} if args.profile else None
     load.append(harness.load_average())
-    return {"events": events, "samples": samples, "load": load}
+    return {"events": events, "samples": samples, "load": load, "profiles": profiles}
+
+
+def profile(route: Route, args: argparse.Namespace, folder: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One more single run on ``route``, the worker of a server of its own under cProfile for
+    exactly that request (bench/profile_conf.py)."""
+    out = folder / f"{route.name.replace(' ', '-')}.prof"
+    env = {**env, "BENCH_PROFILE": str(out), "BENCH_PROFILE_PATH": route.path}
+    with Gunicorn(f"profile-{out.stem}", "wsgi:app", folder, env=env, config="bench/profile_conf.py") as server:
+        conn = rawhttp.Client().fetch(route.conn(server.port, words(args.deltas)))
+        deadline = time.monotonic() + PROFILE_SECONDS
+        while not out.exists() and time.monotonic() < deadline:  # written once the response is sent
+            time.sleep(0.05)
+    return {"rows": harness.profile_rows(out), "events": conn.count}
 
 
 # -- reporting -----------------------------------------------------------------------------
@@ -187,7 +205,37 @@ def report(bridge: Bridge, result: dict[str, Any], args: argparse.Namespace, com
         "",
         *harness.table(figures(bridge, result, args)),
     ]
+    if result["profiles"]:
+        lines += ["", *profile_table(bridge, result["profiles"], args.deltas)]
     return "\n".join(lines)
+
+
+def profile_table(bridge: Bridge, profiles: dict[str, dict[str, Any]], deltas: int, top: int = 12) -> list[str]:
+    """The profiled worker's own time per event by module on every route, then each bridge
+    route's top functions."""
+    names = [route.name for route in bridge.all_routes]
+    modules = {name: harness.own_by_module(profiles[name]["rows"]) for name in names}
+    per_event = {name: 1e6 / profiles[name]["events"] for name in names}
+    totals = ", ".join(f"{name} {sum(modules[name].values()) * per_event[name]:.0f} us" for name in names)
+    heaviest = sorted({m for name in names for m in modules[name]},
+                      key=lambda m: max(modules[name].get(m, 0.0) for name in names), reverse=True)  # fmt: skip
+    lines = [
+        f"cProfile of the worker during one more run of {deltas:,} deltas on each route, a server each "
+        f"(`--profile`, bench/profile_conf.py); profiled time per event: {totals} (the profiler inflates "
+        "Python calls more than C calls). Own time per event by module:",
+        "",
+        f"| Module | {' | '.join(names)} |",
+        f"| --- |{' ---: |' * len(names)}",
+    ]
+    for module in heaviest[:top]:
+        cells = " | ".join(f"{modules[name].get(module, 0.0) * per_event[name]:.1f} us" for name in names)
+        lines.append(f"| {module} | {cells} |")
+    for route in bridge.routes:
+        rows = sorted(profiles[route.name]["rows"], key=lambda row: row[3], reverse=True)[:top]
+        lines += ["", f"{route.name}: top {top} functions by own time:", "",
+                  "| Function | Calls | Own s | Cumulative s |", "| --- | ---: | ---: | ---: |"]  # fmt: skip
+        lines += [f"| `{name}` | {calls:,} | {own:.3f} | {cumul:.3f} |" for _, name, calls, own, cumul in rows]
+    return lines
 
 
 def main(bridge: Bridge, description: str, argv: list[str] | None = None) -> None:
@@ -197,6 +245,7 @@ def main(bridge: Bridge, description: str, argv: list[str] | None = None) -> Non
     parser.add_argument("--deltas", type=int, default=5000, help="deltas of the single run (default 5000)")
     parser.add_argument("--streams", type=int, default=200, help="concurrent runs (default 200)")
     parser.add_argument("--concurrent-deltas", type=int, default=250, help="deltas per concurrent run (default 250)")
+    parser.add_argument("--profile", action="store_true", help="also profile the worker during one run per route")
     harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.raise_open_files(args.streams * 2 + 100)

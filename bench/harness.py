@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import io
 import json
 import os
 import platform
+import pstats
 import resource
 import signal
 import socket
@@ -247,6 +249,37 @@ def raise_open_files(wanted: int) -> int:
     if soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# -- profiles ------------------------------------------------------------------------------
+
+
+def profile_rows(path: Path) -> list[tuple[str, str, int, float, float]]:
+    """A cProfile dump (bench/profile_conf.py's) as rows: (module, function, calls, own s,
+    cumulative s)."""
+    stats = pstats.Stats(str(path), stream=io.StringIO())
+    return [(module_of(file, name), f"{Path(file).name}:{line}({name})" if line else name, calls, own, cumulative)
+            for (file, line, name), (_, calls, own, cumulative, _) in stats.stats.items()]  # fmt: skip
+
+
+def module_of(file: str, name: str) -> str:
+    """Where a profiled function lives, short: ``bread_sync/wire/formats.py``, ``gevent``, ``stdlib json``."""
+    if file == "~":
+        return "socket send (C)" if "'send' of '_socket.socket'" in name else "other C calls"
+    parts = Path(file).parts
+    for package in ("bread_sync", "gunicorn", "gevent", "werkzeug", "flask", "sqlite_utils", "bench"):
+        if package in parts:
+            index = len(parts) - 1 - parts[::-1].index(package)
+            return "/".join(parts[index:]) if package in ("bread_sync", "bench") else package
+    return "stdlib " + Path(file).name
+
+
+def own_by_module(rows: list[tuple[str, str, int, float, float]]) -> dict[str, float]:
+    """Own seconds per module of :func:`profile_rows`."""
+    totals: dict[str, float] = {}
+    for module, _, _, own, _ in rows:
+        totals[module] = totals.get(module, 0.0) + own
+    return totals
 
 
 # -- figures -------------------------------------------------------------------------------

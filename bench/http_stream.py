@@ -35,9 +35,7 @@ figures), e.g. the lateness alone, repeated, while working on it::
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import pstats
 import re
 import statistics
 import time
@@ -277,21 +275,7 @@ def profile(args: argparse.Namespace, folder: Path, wire: str, replay: bool) -> 
         deadline = time.monotonic() + 10
         while not out.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-    stats = pstats.Stats(str(out), stream=io.StringIO())
-    rows = [(module_of(file, name), f"{Path(file).name}:{line}({name})" if line else name, calls, own, cumulative)
-            for (file, line, name), (_, calls, own, cumulative, _) in stats.stats.items()]  # fmt: skip
-    return {"rows": rows, "events": conn.count, "wall": conn.finished - conn.started}
-
-
-def module_of(file: str, name: str) -> str:
-    if file == "~":
-        return "socket send (C)" if "'send' of '_socket.socket'" in name else "other C calls"
-    parts = Path(file).parts
-    for package in ("bread_sync", "gunicorn", "gevent", "werkzeug", "flask", "sqlite_utils", "bench"):
-        if package in parts:
-            index = len(parts) - 1 - parts[::-1].index(package)
-            return "/".join(parts[index:]) if package in ("bread_sync", "bench") else package
-    return "stdlib " + Path(file).name
+    return {"rows": harness.profile_rows(out), "events": conn.count, "wall": conn.finished - conn.started}
 
 
 # -- reporting -----------------------------------------------------------------------------
@@ -390,13 +374,7 @@ def profile_table(prof: dict[str, Any], top: int = 15) -> list[str]:
     ours, theirs = prof["bread_sync"], prof["minimal"]
     events = ours["events"]
 
-    def by_module(rows: list[tuple]) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for module, _, _, own, _ in rows:
-            totals[module] = totals.get(module, 0.0) + own
-        return totals
-
-    mine, base = by_module(ours["rows"]), by_module(theirs["rows"])
+    mine, base = harness.own_by_module(ours["rows"]), harness.own_by_module(theirs["rows"])
     total, base_total = sum(mine.values()), sum(base.values())
     lines = [
         f"cProfile of the worker during one more {prof['wire'].upper()} run of {events - 2:,} deltas, beside the "

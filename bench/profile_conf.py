@@ -1,6 +1,6 @@
 """gunicorn settings of the profiled server: the project's own, plus cProfile around the first
-streaming POST (``/agents/<id>/run``, or the minimal app's ``/replay/<name>``), written to
-``$BENCH_PROFILE`` once the response is sent.
+streaming POST (``/agents/<id>/run``, or the minimal app's ``/replay/<name>``, or the one to
+``$BENCH_PROFILE_PATH`` when set), written to ``$BENCH_PROFILE`` once the response is sent.
 
 Under gevent every greenlet of the worker runs in its main thread, so the profiler sees the run
 driver, the response generator and gunicorn's writes alike. It attributes time across greenlet
@@ -22,6 +22,8 @@ _done = False
 
 
 def _is_stream(req) -> bool:
+    if "BENCH_PROFILE_PATH" in os.environ:  # a bridge's route (bench/bridge_stream.py)
+        return req.method == "POST" and req.path == os.environ["BENCH_PROFILE_PATH"]
     return req.method == "POST" and (req.path.endswith("/run") or req.path.startswith("/replay/"))
 
 

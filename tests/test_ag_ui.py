@@ -14,17 +14,9 @@ from bread_sync.protocols import ag_ui
 from bread_sync.protocols.ag_ui import EMITTED_EVENT_TYPES, create_ag_ui_transformer, encode
 
 from .ag_ui_rules import check_stream, decode_sse
+from .demo_runs import DEMO_IDS, DEMO_RUNS, FRAMED_IDS, FRAMED_RUNS
 
 E = core.EventType
-DEMO_RUNS = [
-    ("echo", "hello there"),
-    ("writer", {"topic": "cats"}),
-    ("interviewer", None),
-    ("slow", {"count": 3, "delayMs": 0}),
-    ("counter", {"until": 3}),
-    ("manager", None),
-    ("artist", None),
-]
 
 
 def translate(crumbs, transformer=None) -> list[dict]:
@@ -37,16 +29,12 @@ def types(events) -> list[str]:
     return [e["type"] for e in events]
 
 
-@pytest.mark.parametrize(("agent", "given"), DEMO_RUNS, ids=[a for a, _ in DEMO_RUNS])
+@pytest.mark.parametrize(("agent", "given"), DEMO_RUNS, ids=DEMO_IDS)
 def test_every_demo_agent_translates_to_a_conformant_stream(bread, agent, given):
     check_stream(translate(bread.run(agent, given)))
 
 
-ESCAPES = 'a "quoted" \\ line\nwith\ttabs, \u00e9t\u00e9 \u2028 \U0001f35e \x01'
-
-
-@pytest.mark.parametrize(("agent", "given"), [*DEMO_RUNS, ("echo", ESCAPES)],
-                         ids=[*(a for a, _ in DEMO_RUNS), "echo-escapes"])  # fmt: skip
+@pytest.mark.parametrize(("agent", "given"), FRAMED_RUNS, ids=FRAMED_IDS)
 def test_frames_are_the_events_as_the_encoder_writes_them(bread, agent, given):
     # frames() splices a delta into its message's content frame: the same events, decoded.
     crumbs = list(bread.run(agent, given))

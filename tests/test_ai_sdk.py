@@ -23,15 +23,7 @@ from bread_sync.protocols.ai_sdk.requests import answer, chat_request, turn_text
 from bread_sync.protocols.ai_sdk.translator import PART_CHUNKS
 from bread_sync.server import create_server
 
-DEMO_RUNS = [
-    ("echo", "hello there"),
-    ("writer", {"topic": "cats"}),
-    ("interviewer", None),
-    ("slow", {"count": 3, "delayMs": 0}),
-    ("counter", {"until": 3}),
-    ("manager", None),
-    ("artist", None),
-]
+from .demo_runs import DEMO_IDS, DEMO_RUNS, FRAMED_IDS, FRAMED_RUNS
 
 
 def translate(crumbs, translator=None) -> list[dict]:
@@ -76,16 +68,12 @@ def check_stream(chunks: list[dict], calls: tuple[str, ...] = ()) -> None:
     assert ended
 
 
-@pytest.mark.parametrize(("agent", "given"), DEMO_RUNS, ids=[a for a, _ in DEMO_RUNS])
+@pytest.mark.parametrize(("agent", "given"), DEMO_RUNS, ids=DEMO_IDS)
 def test_every_demo_agent_translates_to_a_well_formed_stream(bread, agent, given):
     check_stream(translate(bread.run(agent, given)))
 
 
-ESCAPES = 'a "quoted" \\ line\nwith\ttabs, \u00e9t\u00e9 \u2028 \U0001f35e \x01'
-
-
-@pytest.mark.parametrize(("agent", "given"), [*DEMO_RUNS, ("echo", ESCAPES)],
-                         ids=[*(a for a, _ in DEMO_RUNS), "echo-escapes"])  # fmt: skip
+@pytest.mark.parametrize(("agent", "given"), FRAMED_RUNS, ids=FRAMED_IDS)
 def test_frames_are_the_chunks_as_sse_writes_them(bread, agent, given):
     crumbs = list(bread.run(agent, given))
     by_chunks, by_frames = UiMessageStreamTranslator(), UiMessageStreamTranslator()

@@ -28,8 +28,8 @@ from bread_sync.protocols.openai_api import (
 from bread_sync.protocols.openai_api.requests import chat_turn, responses_turn
 from bread_sync.server import auth_plugin, create_server
 
+from .demo_runs import DEMO_IDS, DEMO_RUNS, FRAMED_IDS, FRAMED_RUNS
 from .integration import openai_config
-from .test_ag_ui import DEMO_RUNS
 
 #: The ``openai`` package's Responses stream event classes, by their ``type``.
 STREAM_EVENTS = {
@@ -67,7 +67,7 @@ def check_responses(events):
 # -- the translators -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("agent", "given"), DEMO_RUNS)
+@pytest.mark.parametrize(("agent", "given"), DEMO_RUNS, ids=DEMO_IDS)
 def test_every_demo_run_translates_to_chunks_and_events_the_openai_types_read(bread, agent, given):
     crumbs = list(bread.run(agent, given))
     translator, chunks = chat(crumbs)
@@ -78,6 +78,19 @@ def test_every_demo_run_translates_to_chunks_and_events_the_openai_types_read(br
     check_responses(events)
     assert {event["type"] for event in events} <= EMITTED_RESPONSE_EVENTS
     Response.model_validate(translator.response())
+
+
+@pytest.mark.parametrize(("agent", "given"), FRAMED_RUNS, ids=FRAMED_IDS)
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_frames_are_the_chunks_as_the_api_frames_them(bread, agent, given, api):
+    # frames() writes a text delta into a template made once per answer: the same bytes, the same answer.
+    crumbs = list(bread.run(agent, given))
+    make = {"chat": lambda: ChatCompletionsTranslator("chatcmpl_1", "echo", 1, True),
+            "responses": lambda: ResponsesTranslator("resp_1", "echo", 1)}[api]  # fmt: skip
+    by_chunks, by_frames = make(), make()
+    framed = b"".join(frame for crumb in crumbs for frame in by_frames.frames(crumb))
+    assert framed == b"".join(by_chunks.frame(chunk) for crumb in crumbs for chunk in by_chunks(crumb))
+    assert (by_frames.text, by_frames.extension()) == (by_chunks.text, by_chunks.extension())
 
 
 def test_emitted_surface_is_pinned():

@@ -19,7 +19,7 @@ from ...server import authorize_run, register_http_route, start_run_stream, stre
 from ...server.guard import Forbidden, json_body, may_reach_run
 from ..answers import paused_run, text_answer
 from .requests import Turn, chat_turn, responses_turn
-from .translator import DONE, ChatCompletionsTranslator, ResponsesTranslator, error_object, sse
+from .translator import DONE, ChatCompletionsTranslator, ResponsesTranslator, error_object
 
 log = logging.getLogger("bread_sync.protocols.openai_api")
 
@@ -67,7 +67,6 @@ class _Api:
     read: Callable[[dict[str, Any]], Turn]
     translator: Callable[[Turn, str, str], Any]
     whole: Callable[[Any], dict[str, Any]]
-    frame: Callable[[dict[str, Any]], bytes]
     epilogue: tuple[bytes, ...]
 
 
@@ -82,8 +81,8 @@ def _responses_translator(turn: Turn, run_id: str, session_id: str) -> Responses
     return ResponsesTranslator(new_id("resp"), turn.agent_id, int(time.time()), run_id, session_id, instructions)
 
 
-CHAT = _Api(chat_turn, _chat_translator, lambda t: t.completion(), sse, (DONE,))
-RESPONSES = _Api(responses_turn, _responses_translator, lambda t: t.response(), lambda e: sse(e, e["type"]), ())
+CHAT = _Api(chat_turn, _chat_translator, lambda t: t.completion(), (DONE,))
+RESPONSES = _Api(responses_turn, _responses_translator, lambda t: t.response(), ())
 
 
 class OpenAiPlugin:
@@ -234,14 +233,14 @@ def _stream(api: _Api, frames: Iterator[Any], translator: Any, run_id: str) -> I
             if item.__class__ is not Frame:
                 log.warning("OpenAI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
                 continue
-            chunks += [api.frame(chunk) for chunk in translator(item.crumb)]
+            chunks += translator.frames(item.crumb)
         return chunks
 
     return stream_body(
         frames,
         encode_all,
         heartbeat=HEARTBEAT,
-        failure=lambda error: [api.frame(chunk) for chunk in translator(error_crumb(run_id, error))],
+        failure=lambda error: [translator.frame(chunk) for chunk in translator(error_crumb(run_id, error))],
         epilogue=lambda: api.epilogue,
         name=f"OpenAI stream of run {run_id}",
     )

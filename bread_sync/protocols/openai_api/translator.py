@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ... import crumbs as c
-from ...crumbs import dumps, to_wire_crumb
+from ...crumbs import dumps, json_string, to_wire_crumb
 
 #: The kinds of chat completion chunk the chat translator can emit (see :func:`chunk_kind`);
 #: tests/test_openai_api.py pins it.
@@ -28,12 +28,23 @@ EMITTED_RESPONSE_EVENTS = frozenset({
 })  # fmt: skip
 #: What ends a chat completion stream.
 DONE = b"data: [DONE]\n\n"
+#: Stand-ins for the values a delta's frame template leaves out (see :func:`_template`).
+_DELTA_MARK, _SEQUENCE_MARK = "\x00delta", "\x00sequence"
 
 
 def sse(data: dict[str, Any], event: str | None = None) -> bytes:
     """One SSE frame: ``data: <json>``, after ``event: <type>`` when given (the Responses API's)."""
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {dumps(data)}\n\n".encode()
+
+
+def _template(frame: bytes, *marks: str) -> list[str]:
+    """``frame`` split where each mark's JSON string is, in order: the parts the values go between."""
+    parts, rest = [], frame.decode()
+    for mark in marks:
+        head, rest = rest.split(json_string(mark))
+        parts.append(head)
+    return [*parts, rest]
 
 
 def error_object(code: str, message: str, status: int, param: str | None = None) -> dict[str, Any]:
@@ -98,6 +109,17 @@ class _Answer:
 
     translate = __call__
 
+    def frames(self, crumb: dict[str, Any]) -> list[bytes]:
+        """The crumb's chunks as SSE frames (:meth:`frame`). A text delta of the agent's open
+        answer, most of a stream, is its JSON string put into a frame template made once per
+        answer: no chunk built or serialised per delta."""
+        if crumb["type"] == c.TEXT_DELTA and self.phase == "running" and not self._nested:
+            framed = self._delta_frame(crumb["delta"])
+            if framed is not None:
+                self.text.append(crumb["delta"])
+                return [framed]
+        return [self.frame(chunk) for chunk in self(crumb)]
+
     def extension(self) -> dict[str, Any]:
         """The ``bread`` field: the run, its session, how it stands, and a pause's checkpoint."""
         status = "running" if self.phase in ("idle", "running") else self.phase
@@ -152,6 +174,14 @@ class _Answer:
         return self._failure()
 
     # what each API writes for these moments
+    def frame(self, chunk: dict[str, Any]) -> bytes:
+        """One chunk as the API's SSE frame."""
+        raise NotImplementedError
+
+    def _delta_frame(self, delta: str) -> bytes | None:
+        """A text delta's frame from the template, or None before the template applies."""
+        raise NotImplementedError
+
     def _opened(self) -> list[dict[str, Any]]:
         raise NotImplementedError
 
@@ -198,6 +228,7 @@ class ChatCompletionsTranslator(_Answer):
         super().__init__(run_id, session_id)
         self.head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
         self.include_usage = include_usage
+        self._content = _template(self.frame(self._content_chunk(_DELTA_MARK)), _DELTA_MARK)
 
     def completion(self) -> dict[str, Any]:
         """The ``chat.completion`` of the run so far (read once the run ended or paused)."""
@@ -211,11 +242,21 @@ class ChatCompletionsTranslator(_Answer):
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**self.head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
 
+    def frame(self, chunk: dict[str, Any]) -> bytes:
+        return sse(chunk)
+
+    def _delta_frame(self, delta: str) -> bytes:
+        head, tail = self._content
+        return f"{head}{json_string(delta)}{tail}".encode()
+
+    def _content_chunk(self, delta: str) -> dict[str, Any]:
+        return self._chunk({"content": delta})
+
     def _opened(self) -> list[dict[str, Any]]:
         return [self._chunk({"role": "assistant", "content": ""})]
 
     def _text(self, delta: str) -> list[dict[str, Any]]:
-        return [self._chunk({"content": delta})]
+        return [self._content_chunk(delta)]
 
     def _reasoning(self, delta: str) -> list[dict[str, Any]]:
         # the field OpenAI-compatible servers (vLLM, DeepSeek, llama.cpp) stream thinking in
@@ -274,6 +315,7 @@ class ResponsesTranslator(_Answer):
         self.item_id = f"msg_{response_id.removeprefix('resp_')}"
         self._sequence = 0
         self._open = False  # whether the message item was added
+        self._text_delta: list[str] | None = None  # the delta's frame template, once the item is open
 
     def response(self) -> dict[str, Any]:
         """The ``response`` object of the run so far."""
@@ -299,9 +341,27 @@ class ResponsesTranslator(_Answer):
             body["error"] = {"code": "server_error", "message": f"{self.error['code']}: {self.error['message']}"}
         return body
 
-    def _event(self, kind: str, **fields: Any) -> dict[str, Any]:
+    def _event(self, kind: str, sequence: int | str | None = None, **fields: Any) -> dict[str, Any]:
+        """An event, numbered next unless ``sequence`` is given (a template's mark)."""
+        if sequence is None:
+            sequence, self._sequence = self._sequence, self._sequence + 1
+        return {"type": kind, "sequence_number": sequence, **fields}
+
+    def _delta_event(self, delta: str, sequence: int | str | None = None) -> dict[str, Any]:
+        return self._event("response.output_text.delta", sequence, **self._where(), delta=delta, logprobs=[])
+
+    def frame(self, chunk: dict[str, Any]) -> bytes:
+        return sse(chunk, chunk["type"])
+
+    def _delta_frame(self, delta: str) -> bytes | None:
+        if not self._open:  # the first delta adds the item and its part
+            return None
+        if self._text_delta is None:
+            event = self._delta_event(_DELTA_MARK, _SEQUENCE_MARK)
+            self._text_delta = _template(self.frame(event), _SEQUENCE_MARK, _DELTA_MARK)
+        head, middle, tail = self._text_delta
         self._sequence += 1
-        return {"type": kind, "sequence_number": self._sequence - 1, **fields}
+        return f"{head}{self._sequence - 1}{middle}{json_string(delta)}{tail}".encode()
 
     def _item(self, status: str) -> dict[str, Any]:
         content = [self._part()] if status == "completed" or self.text else []
@@ -328,7 +388,7 @@ class ResponsesTranslator(_Answer):
                 self._event("response.output_item.added", output_index=0, item=item),
                 self._event("response.content_part.added", **self._where(), part=part),
             ]
-        return [*events, self._event("response.output_text.delta", **self._where(), delta=delta, logprobs=[])]
+        return [*events, self._delta_event(delta)]
 
     def _closed(self) -> list[dict[str, Any]]:
         events = []

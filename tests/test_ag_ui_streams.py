@@ -30,10 +30,46 @@ def test_the_last_event_of_each_durable_crumb_carries_its_seq(served):
     bread, client = served()
     answer = client.post("/ag-ui/manager", json=turn("go"))
     framed = decode_sse_ids(answer.get_data(as_text=True))
-    ids = [seq for seq, _ in framed if seq is not None]
+    ids = [int(seq) for seq, _ in framed if seq is not None and ":" not in seq]
     log = bread.store.get_crumbs(answer.headers["Bread-Run-Id"])
     assert len(ids) > 5 and ids == sorted(set(ids)) and set(ids) <= {frame.seq for frame in log if frame.durable}
-    assert framed[0][0] == 1 and framed[-1][0] == log[-1].seq  # RUN_STARTED and RUN_FINISHED
+    assert framed[0][0] == "1" and framed[-1][0] == str(log[-1].seq)  # RUN_STARTED and RUN_FINISHED
+
+
+def test_a_deltas_event_carries_the_text_held_past_the_seq(served):
+    _, client = served()
+    framed = decode_sse_ids(client.post("/ag-ui/manager", json=turn("go")).get_data(as_text=True))
+    held, seq = 0, "0"
+    for event_id, event in framed:
+        if event["type"] in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
+            held += len(event["delta"])
+            assert event_id == f"{seq}:{held}"
+        elif event_id is not None:
+            held, seq = 0, event_id
+    assert held == 0 and any(":" in (event_id or "") for event_id, _ in framed)
+
+
+def text_of(events):
+    return "".join(e["delta"] for e in events if e["type"] in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"))
+
+
+def test_a_stream_resumed_at_any_id_repeats_no_text_the_client_holds(served):
+    """A client that read up to any event with an id, a delta's included, and resumes there
+    holds the run's text once: the resumed stream skips what it holds, valid on its own."""
+    _, client = served()
+    answer = client.post("/ag-ui/manager", json=turn("go"))
+    run_id, framed = answer.headers["Bread-Run-Id"], decode_sse_ids(answer.get_data(as_text=True))
+    whole = [event for _, event in framed]
+    inside_a_segment = 0
+    for index, (event_id, _) in enumerate(framed[:-1]):
+        if event_id is None:
+            continue
+        inside_a_segment += ":" in event_id
+        resumed = client.get(f"/ag-ui/manager/runs/{run_id}/stream", headers={"Last-Event-ID": event_id})
+        events = decode_sse(resumed.get_data(as_text=True))
+        check_stream(events)
+        assert text_of(whole[: index + 1]) + text_of(events) == text_of(whole), event_id
+    assert inside_a_segment > 3
 
 
 OPENERS = ("STEP_STARTED", "TOOL_CALL_START", "TEXT_MESSAGE_START")
@@ -62,7 +98,7 @@ def test_a_stream_resumed_at_each_id_is_valid_and_loses_nothing(served):
     for index, (seq, _) in enumerate(framed[:-1]):
         if seq is None:
             continue
-        resumed = client.get(f"/ag-ui/manager/runs/{run_id}/stream", headers={"Last-Event-ID": str(seq)})
+        resumed = client.get(f"/ag-ui/manager/runs/{run_id}/stream", headers={"Last-Event-ID": seq})
         events = decode_sse(resumed.get_data(as_text=True))
         check_stream(events)
         assert events[0] == {"type": "RUN_STARTED", "threadId": "t1", "runId": run_id, "protocolVersion": "1.0"}

@@ -3,11 +3,13 @@ a reader delivers, given where it started) and the gap it says once when it cann
 
 No durable crumb lost, none twice, and a segment (a run of text or reasoning deltas) that arrives
 both live (deltas) and from the log (their aggregate) is shown once. The text a reader holds drops what a run carried on
-after its process died says was lost (:class:`LiveText`).
+after its process died says was lost (:class:`LiveText`). A client of a bridge, which cannot
+run this rule itself, says how much of a segment it holds in the ids it echoes (:class:`ShownText`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..crumbs import AGENT_RUN_CONTINUED, NOT_DURABLE, TEXT_DELTA, Frame
@@ -128,3 +130,56 @@ class LiveText:
             after = frame.crumb["afterSeq"]
             while self._parts and self._parts[-1][0] >= after:
                 self._parts.pop()
+
+
+_SHOWN_ID = re.compile(r"^([0-9]{1,19})(?::([0-9]{1,19}))?$")
+
+
+class ShownText:
+    """Where a bridge's client stands in a run's stream, as the SSE ``id`` of each event says it:
+    ``<after>`` (the last log position it holds), then ``:<shown>`` once it holds ``shown``
+    characters of delta text past it. A stream resumed from that id skips those characters.
+
+    After a reconnect inside a segment the server sends the segment again from its start (the
+    dedup rule's window), and a bridge's client (AG-UI, A2A) holds no state to drop the repeat
+    with, as :class:`~bread_sync.wire.reader.RunStreamReader` does: so the server drops it,
+    told where by the id. Any durable frame ends the segments, so whatever the client held that
+    did not come again (lost with a dead process, ``agent:run:continued``) is not skipped.
+    """
+
+    def __init__(self, after: int = 0, shown: int = 0):
+        self.after, self.shown = after, shown
+        self._held = shown  # characters still to come again that the client holds
+
+    @classmethod
+    def from_id(cls, raw: str) -> ShownText:
+        """The position of an id this class made (``<seq>`` or ``<seq>:<characters>``); a
+        ``ValueError`` for anything else."""
+        match = _SHOWN_ID.match(raw.strip())
+        if match is None:
+            raise ValueError(f"{raw!r} is not a stream position: <seq> or <seq>:<characters>")
+        return cls(int(match[1]), int(match[2] or 0))
+
+    @property
+    def event_id(self) -> str:
+        """The id of the event that carries the client to here."""
+        return f"{self.after}:{self.shown}" if self.shown else str(self.after)
+
+    def unseen(self, frame: Frame) -> Frame | None:
+        """``frame`` as the client lacks it: None when it holds it all, a delta's rest when it holds
+        its start. The position moves past the frame either way."""
+        if frame.crumb["type"] not in NOT_DURABLE:
+            self.after, self.shown, self._held = frame.seq, 0, 0
+            return frame
+        delta = frame.crumb["delta"]
+        held = min(self._held, len(delta))
+        self._held -= held
+        if frame.seq > self.after:  # a log's aggregate, a position of its own: held whole from here
+            self.after, self.shown = frame.seq, self._held
+        else:
+            self.shown += len(delta) - held
+        if not held:
+            return frame
+        if held == len(delta):
+            return None
+        return Frame(frame.run_id, frame.seq, {**frame.crumb, "delta": delta[held:]})

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from bread_sync.crumbs import Frame
 from bread_sync.demo import config as demo_config
 from bread_sync.protocols.ag_ui import ag_ui, create_ag_ui_transformer
+from bread_sync.protocols.ag_ui.plugin import _stream
+from bread_sync.protocols.ag_ui.translator import encode
 from bread_sync.server import create_server
+from bread_sync.wire.replay import ShownText
 
 from .ag_ui_rules import check_stream, decode_sse, decode_sse_ids
 
@@ -160,3 +164,58 @@ def test_a_mounts_stream_answers_another_agents_run_as_one_that_is_not_there(ser
     assert unknown.status_code == answer.status_code == 404
     assert unknown.get_json()["error"]["code"] == answer.get_json()["error"]["code"] == "RUN_NOT_FOUND"
     assert client.get(f"/ag-ui/manager/runs/{run_id}/stream").status_code == 404
+
+
+def crumb_frame(seq, kind, **fields):
+    return Frame("run-r", seq, {"type": kind, "runId": "run-r", **fields})
+
+
+#: A run's live stream: reasoning, then text, a file, more text, its end.
+LIVE = [
+    crumb_frame(1, "agent:run:start", sessionId="s"),
+    crumb_frame(1, "reasoning:delta", delta="Thi"),
+    crumb_frame(1, "reasoning:delta", delta="nk."),
+    crumb_frame(1, "text:delta", delta="Hel"),
+    crumb_frame(1, "text:delta", delta="lo"),
+    crumb_frame(4, "file:generated", uri="file://a", mimeType="image/png"),
+    crumb_frame(4, "text:delta", delta=" mo"),
+    crumb_frame(4, "text:delta", delta="re"),
+    crumb_frame(6, "agent:run:end", output="Hello more"),
+]
+#: Its log: each segment aggregated before the next durable crumb.
+LOG = [LIVE[0], crumb_frame(2, "reasoning:delta", delta="Think."), crumb_frame(3, "text:delta", delta="Hello"),
+       LIVE[5], crumb_frame(5, "text:delta", delta=" more"), LIVE[8]]  # fmt: skip
+
+
+def said(events):
+    """Each message's text, by message id, in the order the messages opened."""
+    out = {}
+    for event in events:
+        if event["type"] in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
+            out[event["messageId"]] = out.get(event["messageId"], "") + event["delta"]
+    return out
+
+
+def test_reasoning_and_text_resumed_at_any_id_are_each_said_once_under_their_ids():
+    """The stream body over the live frames, cut after each event with an id; resumed there from
+    the log (a prelude of the log up to the seq, then the log past it): each reasoning and text
+    message's text once, under the ids the live stream gave them."""
+    body = b"".join(_stream(iter([LIVE]), create_ag_ui_transformer(), "run-r")).decode()
+    framed = decode_sse_ids(body)
+    whole = [event for _, event in framed]
+    for index, (event_id, _) in enumerate(framed[:-1]):
+        if event_id is None:
+            continue
+        position = ShownText.from_id(event_id)
+        transformer = create_ag_ui_transformer()
+        for frame in LOG:
+            if frame.seq <= position.after:
+                transformer(frame.crumb)
+        prelude = [encode(event).encode() for event in transformer.reopen()]
+        rest = [frame for frame in LOG if frame.seq > position.after]
+        events = decode_sse(b"".join(_stream(iter([rest]), transformer, "run-r", prelude, position)).decode())
+        check_stream(events)
+        held = said(whole[: index + 1])
+        for message_id, text in said(events).items():
+            held[message_id] = held.get(message_id, "") + text
+        assert held == said(whole) == {"rsn_run-r_1": "Think.", "msg_run-r_2": "Hello more"}, event_id

@@ -250,10 +250,11 @@ def _stream(
     a seq, or ``<seq>:<characters>`` inside a segment). A stream resumed at ``position`` skips
     the text its client holds. The run is driven elsewhere."""
     seen = position or ShownText()
-    held = False  # frames the client holds were translated silently: their message is re-opened
+    held = False  # frames the client holds were translated silently
+    announced: str | None = None  # the message this stream had said was open before them
 
     def encode_all(items: list[Any]) -> list[bytes]:
-        nonlocal held
+        nonlocal held, announced
         chunks: list[bytes] = []
         for item in items:
             if item.__class__ is not Frame:
@@ -261,12 +262,13 @@ def _stream(
                 continue
             unseen = seen.unseen(item)
             if unseen is None:
+                if not held:
+                    held, announced = True, transformer.open_message
                 transformer(item.crumb)
-                held = True
                 continue
-            if held:  # before its frame's events, which may close it
+            if held and transformer.open_message != announced:  # opened silently: said before its rest
                 chunks += [encode(event).encode() for event in transformer.reopen_message()]
-                held = False
+            held = False
             events = transformer.frames(unseen.crumb)
             if events:
                 events[-1] = f"id: {seen.event_id}\n{events[-1]}"

@@ -192,6 +192,11 @@ class AgUiTransformer:
         events += [ToolCallStartEvent(tool_call_id=i, tool_call_name=n) for i, n in self._tool_calls.items()]
         return events + self.reopen_message()
 
+    @property
+    def open_message(self) -> str | None:
+        """The id of the text or reasoning message open."""
+        return self._message or self._reasoning
+
     def reopen_message(self) -> list[BaseEvent]:
         """The start of the text or reasoning message open, under its id: what a resumed stream
         says before the rest of a message whose start its client holds."""

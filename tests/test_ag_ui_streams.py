@@ -170,8 +170,9 @@ def crumb_frame(seq, kind, **fields):
     return Frame("run-r", seq, {"type": kind, "runId": "run-r", **fields})
 
 
-#: A run's live stream: reasoning, then text, a file, more text, its end.
-LIVE = [
+#: A run's live stream: reasoning, then text, a file, more text, its end; and its log, each
+#: segment aggregated before the next durable crumb.
+THINKING = [
     crumb_frame(1, "agent:run:start", sessionId="s"),
     crumb_frame(1, "reasoning:delta", delta="Thi"),
     crumb_frame(1, "reasoning:delta", delta="nk."),
@@ -182,9 +183,19 @@ LIVE = [
     crumb_frame(4, "text:delta", delta="re"),
     crumb_frame(6, "agent:run:end", output="Hello more"),
 ]
-#: Its log: each segment aggregated before the next durable crumb.
-LOG = [LIVE[0], crumb_frame(2, "reasoning:delta", delta="Think."), crumb_frame(3, "text:delta", delta="Hello"),
-       LIVE[5], crumb_frame(5, "text:delta", delta=" more"), LIVE[8]]  # fmt: skip
+THINKING_LOG = [THINKING[0], crumb_frame(2, "reasoning:delta", delta="Think."), crumb_frame(3, "text:delta",
+                delta="Hello"), THINKING[5], crumb_frame(5, "text:delta", delta=" more"), THINKING[8]]  # fmt: skip
+#: A run whose process died while it streamed "Lost": carried on, the call made again.
+CARRIED_ON = [
+    crumb_frame(1, "agent:run:start", sessionId="s"),
+    crumb_frame(1, "text:delta", delta="Lo"),
+    crumb_frame(1, "text:delta", delta="st"),
+    crumb_frame(2, "agent:run:continued", afterSeq=1, reason="owner-died"),
+    crumb_frame(2, "text:delta", delta="Ne"),
+    crumb_frame(2, "text:delta", delta="w"),
+    crumb_frame(4, "agent:run:end", output="New"),
+]
+CARRIED_ON_LOG = [CARRIED_ON[0], CARRIED_ON[3], crumb_frame(3, "text:delta", delta="New"), CARRIED_ON[6]]
 
 
 def said(events):
@@ -196,11 +207,20 @@ def said(events):
     return out
 
 
-def test_reasoning_and_text_resumed_at_any_id_are_each_said_once_under_their_ids():
+@pytest.mark.parametrize(
+    ("live", "log", "messages", "lost"),
+    [
+        (THINKING, THINKING_LOG, {"rsn_run-r_1": "Think.", "msg_run-r_2": "Hello more"}, set()),
+        (CARRIED_ON, CARRIED_ON_LOG, {"msg_run-r_1": "Lost", "msg_run-r_after1_1": "New"}, {"msg_run-r_1"}),
+    ],
+)
+def test_reasoning_and_text_resumed_at_any_id_are_each_said_once_under_their_ids(live, log, messages, lost):
     """The stream body over the live frames, cut after each event with an id; resumed there from
     the log (a prelude of the log up to the seq, then the log past it): each reasoning and text
-    message's text once, under the ids the live stream gave them."""
-    body = b"".join(_stream(iter([LIVE]), create_ag_ui_transformer(), "run-r")).decode()
+    message's text once, under the ids the live stream gave them; after a continuation, the text
+    the dead process streamed (``lost``: never logged) stays as the client got it, and the new
+    call's comes whole."""
+    body = b"".join(_stream(iter([live]), create_ag_ui_transformer(), "run-r")).decode()
     framed = decode_sse_ids(body)
     whole = [event for _, event in framed]
     for index, (event_id, _) in enumerate(framed[:-1]):
@@ -208,14 +228,16 @@ def test_reasoning_and_text_resumed_at_any_id_are_each_said_once_under_their_ids
             continue
         position = ShownText.from_id(event_id)
         transformer = create_ag_ui_transformer()
-        for frame in LOG:
+        for frame in log:
             if frame.seq <= position.after:
                 transformer(frame.crumb)
         prelude = [encode(event).encode() for event in transformer.reopen()]
-        rest = [frame for frame in LOG if frame.seq > position.after]
+        rest = [frame for frame in log if frame.seq > position.after]
         events = decode_sse(b"".join(_stream(iter([rest]), transformer, "run-r", prelude, position)).decode())
         check_stream(events)
-        held = said(whole[: index + 1])
+        kept = said(whole[: index + 1])
+        held = dict(kept)
         for message_id, text in said(events).items():
             held[message_id] = held.get(message_id, "") + text
-        assert held == said(whole) == {"rsn_run-r_1": "Think.", "msg_run-r_2": "Hello more"}, event_id
+        expected = {m: kept[m] if m in lost else text for m, text in messages.items() if m not in lost or m in kept}
+        assert said(whole) == messages and held == expected, event_id

@@ -3,6 +3,8 @@ GET <path>/runs/<runId>/stream after a Last-Event-ID, valid on its own."""
 
 from __future__ import annotations
 
+from zlib import crc32
+
 import pytest
 
 from bread_sync.crumbs import Frame
@@ -43,14 +45,14 @@ def test_the_last_event_of_each_durable_crumb_carries_its_seq(served):
 def test_a_deltas_event_carries_the_text_held_past_the_seq(served):
     _, client = served()
     framed = decode_sse_ids(client.post("/ag-ui/manager", json=turn("go")).get_data(as_text=True))
-    held, seq = 0, "0"
+    held, seq = "", "0"
     for event_id, event in framed:
         if event["type"] in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
-            held += len(event["delta"])
-            assert event_id == f"{seq}:{held}"
+            held += event["delta"]
+            assert event_id == f"{seq}:{len(held)}:{crc32(held.encode()):08x}"
         elif event_id is not None:
-            held, seq = 0, event_id
-    assert held == 0 and any(":" in (event_id or "") for event_id, _ in framed)
+            held, seq = "", event_id
+    assert held == "" and any(":" in (event_id or "") for event_id, _ in framed)
 
 
 def text_of(events):

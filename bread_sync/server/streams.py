@@ -80,7 +80,7 @@ def stream_position() -> int:
 
 def shown_position() -> ShownText:
     """Where a bridge's resumed stream starts, read as :func:`stream_position` reads it: a seq, or
-    the ``<seq>:<characters>`` id of a delta's event (the text past the seq its client holds,
+    the ``<seq>:<characters>:<crc32>`` id of a delta's event (the text past the seq its client holds,
     which the resumed stream skips)."""
     try:
         position = ShownText.from_id(_position_given())

@@ -33,7 +33,7 @@ def rpc_body(method, params, request_id=1):
 
 def sse_frames(text):
     """An SSE body as ``[(id, data, comments)]`` per frame (the id as sent: ``<seq>``, or
-    ``<seq>:<characters>`` after a text chunk); ``\\n`` line ends only."""
+    ``<seq>:<characters>:<crc32>`` after a text chunk); ``\\n`` line ends only."""
     frames = []
     for block in text.split("\n\n"):
         if not block:
@@ -51,9 +51,9 @@ def sse_frames(text):
 
 
 def position(event_id):
-    """An event id as a position that sorts: (seq, characters held past it)."""
+    """An event id as a position that sorts: (seq, characters held past it), its checksum left out."""
     seq, _, held = event_id.partition(":")
-    return int(seq), int(held or 0)
+    return int(seq), int(held.partition(":")[0] or 0)
 
 
 V03_KINDS = {"task": t3.Task, "message": t3.Message, "status-update": t3.TaskStatusUpdateEvent,

@@ -1,6 +1,6 @@
 """The SSE body of a streaming method, sans-IO: each event in a JSON-RPC success envelope, the
 last event of each crumb's with the ``id`` of the client's position past it (where a resubscribe
-may start: ``<seq>``, or ``<seq>:<characters>`` after a text chunk)."""
+may start: ``<seq>``, or ``<seq>:<characters>:<crc32>`` after a text chunk, ``ShownText``)."""
 
 from __future__ import annotations
 
@@ -73,25 +73,25 @@ class StreamEncoder:
             opening, self._opening = self._opening, None
             rest = self.crumb(frame)
             return [self.frame(opening, None if rest else self.seen.event_id), *rest]
-        unseen = self.seen.unseen(frame)
-        if unseen is not frame and frame.crumb["type"] == TEXT_DELTA:
-            self.translator.text_key()  # the client holds this text's start: its artifact is open
-        if unseen is None:
-            return []
-        crumb = unseen.crumb
-        if crumb["type"] == TEXT_DELTA:
-            return [self._text(self.translator.text_key(), crumb["delta"], f"id: {self.seen.event_id}\n")]
-        events = self.translator(crumb)
-        out = [self.event(event) for event in events[:-1]]
-        if events:
-            out.append(self.event(events[-1], self.seen.event_id))
+        dropped, sent = self.seen.unseen(frame)
+        for held in dropped:
+            if held.crumb["type"] == TEXT_DELTA:
+                self.translator.text_key()  # the client holds this text: its artifact is open
+        out = [chunk for each in sent for chunk in self._frames(each.crumb)]
+        if out:  # the id after all of them: an event before it cannot carry the client past them
+            out[-1] = b"id: %s\n%s" % (self.seen.event_id.encode(), out[-1])
         return out
 
-    def _text(self, key: tuple[str, bool], text: str, id_line: str = "") -> bytes:
+    def _frames(self, crumb: dict[str, Any]) -> list[bytes]:
+        if crumb["type"] == TEXT_DELTA:
+            return [self._text(self.translator.text_key(), crumb["delta"])]
+        return [self.event(event) for event in self.translator(crumb)]
+
+    def _text(self, key: tuple[str, bool], text: str) -> bytes:
         template = self._templates.get(key)
         if template is None:
             template = self._templates[key] = self._text_template(*key)
-        return f"{id_line}{template[0]}{json_string(text)}{template[1]}".encode()
+        return f"{template[0]}{json_string(text)}{template[1]}".encode()
 
     def _text_template(self, artifact_id: str, append: bool) -> tuple[str, str]:
         head, tail = _text_template(self.dialect, append)

@@ -247,11 +247,11 @@ def _stream(
 ) -> Iterator[bytes]:
     """The response body: ``prelude``, then each frame's events, encoded, the last event of each
     frame's with the ``id`` of the client's position past it (where a resumed stream may start:
-    a seq, or ``<seq>:<characters>`` inside a segment). A stream resumed at ``position`` skips
-    the text its client holds. The run is driven elsewhere."""
+    a seq, or ``<seq>:<characters>:<crc32>`` inside a segment, :class:`ShownText`). A stream
+    resumed at ``position`` skips the text its client holds. The run is driven elsewhere."""
     seen = position or ShownText()
-    held = False  # frames the client holds were translated silently
-    announced: str | None = None  # the message this stream had said was open before them
+    held = False  # text the client holds was translated silently
+    announced: str | None = None  # the message this stream had said was open before it
 
     def encode_all(items: list[Any]) -> list[bytes]:
         nonlocal held, announced
@@ -260,17 +260,19 @@ def _stream(
             if item.__class__ is not Frame:
                 log.warning("AG-UI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
                 continue
-            unseen = seen.unseen(item)
-            if unseen is None:
+            dropped, sent = seen.unseen(item)
+            for frame in dropped:
                 if not held:
                     held, announced = True, transformer.open_message
-                transformer(item.crumb)
-                continue
-            if held and transformer.open_message != announced:  # opened silently: said before its rest
-                chunks += [encode(event).encode() for event in transformer.reopen_message()]
-            held = False
-            events = transformer.frames(unseen.crumb)
-            if events:
+                transformer(frame.crumb)
+            events: list[str] = []
+            for frame in sent:
+                chunks += [event.encode() for event in events]
+                if held and transformer.open_message != announced:  # opened silently: said before its rest
+                    chunks += [encode(event).encode() for event in transformer.reopen_message()]
+                held = False
+                events = transformer.frames(frame.crumb)
+            if events:  # the id after all of them: an event before it cannot carry the client past them
                 events[-1] = f"id: {seen.event_id}\n{events[-1]}"
             chunks += [event.encode() for event in events]
         return chunks

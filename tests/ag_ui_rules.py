@@ -95,14 +95,15 @@ def decode_sse(body: str) -> list[dict[str, Any]]:
     return [event for _, event in decode_sse_ids(body)]
 
 
-def decode_sse_ids(body: str) -> list[tuple[int | None, dict[str, Any]]]:
-    """Each event of the body with the ``id:`` of its frame (None for a frame without one)."""
+def decode_sse_ids(body: str) -> list[tuple[str | None, dict[str, Any]]]:
+    """Each event of the body with the ``id:`` of its frame (None for a frame without one): a
+    seq, or ``<seq>:<characters>`` on a delta's."""
     assert "\r" not in body
     events = []
     for frame in body.split("\n\n"):
         lines = frame.split("\n")
         data = [line[5:].lstrip(" ") for line in lines if line.startswith("data:")]
-        ids = [int(line[3:].strip()) for line in lines if line.startswith("id:")]
+        ids = [line[3:].strip() for line in lines if line.startswith("id:")]
         if data:
             events.append((ids[-1] if ids else None, json.loads("\n".join(data))))
     return events

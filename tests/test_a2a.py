@@ -9,12 +9,13 @@ import json
 import pytest
 
 from bread_sync import crumbs as c
-from bread_sync.crumbs import dumps
+from bread_sync.crumbs import Frame, dumps
 from bread_sync.errors import RUN_CANCELLED, BreadError
 from bread_sync.protocols.a2a import A2ATranslator, a2a_server, v03, v10
 from bread_sync.protocols.a2a.parts import BadParams, check_inline_sizes, decoded_size, pause_answer, run_input
 from bread_sync.protocols.a2a.stream import StreamEncoder
 from bread_sync.protocols.a2a.translator import ArtifactChunk, Status, TaskFold, TaskLog, TextChunk, input_parts
+from bread_sync.wire.replay import ShownText
 
 RUN = "run_1"
 #: One crumb of every type, as a run writes them.
@@ -254,3 +255,64 @@ def test_a_task_log_cut_mid_run_holds_the_artifacts_so_far_and_the_history_in_or
 )
 def test_a_runs_input_is_the_parts_that_gave_it(value, parts):
     assert input_parts(value, "http://h/") == parts
+
+
+def frame_of(seq, kind, **fields):
+    return Frame(RUN, seq, {"type": kind, "runId": RUN, **fields})
+
+
+#: A run's live stream: text, a file, more text (one artifact), reasoning (no event), its end.
+LIVE = [
+    frame_of(1, c.AGENT_RUN_START, agentId="a", sessionId="s"),
+    frame_of(1, c.TEXT_DELTA, delta="A "),
+    frame_of(1, c.TEXT_DELTA, delta="dot: "),
+    frame_of(3, c.FILE_GENERATED, uri="/files/ab", mimeType="image/png"),
+    frame_of(3, c.TEXT_DELTA, delta="tick "),
+    frame_of(3, c.REASONING_DELTA, delta="hmm"),
+    frame_of(3, c.TEXT_DELTA, delta="tock"),
+    frame_of(7, c.AGENT_RUN_END, output="A dot: tick tock"),
+]
+#: Its log: each segment aggregated before the next durable crumb.
+LOG = [LIVE[0], frame_of(2, c.TEXT_DELTA, delta="A dot: "), LIVE[3], frame_of(4, c.TEXT_DELTA, delta="tick "),
+       frame_of(5, c.REASONING_DELTA, delta="hmm"), frame_of(6, c.TEXT_DELTA, delta="tock"), LIVE[7]]  # fmt: skip
+
+
+def sse_items(chunks):
+    """``(id, result)`` of each SSE event of ``chunks``."""
+    items = []
+    for chunk in chunks:
+        lines = chunk.decode().split("\n")
+        event_id = next((line[4:] for line in lines if line.startswith("id: ")), None)
+        data = next(line[6:] for line in lines if line.startswith("data: "))
+        items.append((event_id, json.loads(data)["result"]))
+    return items
+
+
+def folded(results):
+    """The text of each artifact, folded as a client folds updates: ``append`` adds, else replaces."""
+    artifacts = {}
+    for result in results:
+        if result.get("kind") == "artifact-update" and "text" in result["artifact"]["parts"][0]:
+            artifact = result["artifact"]
+            held = artifacts.get(artifact["artifactId"], "") if result.get("append") else ""
+            artifacts[artifact["artifactId"]] = held + artifact["parts"][0]["text"]
+    return artifacts
+
+
+def test_a_resubscribe_at_any_id_appends_only_the_text_its_client_lacks():
+    """The stream of the live frames, cut after each event with an id; resubscribed there from
+    the log (the translator brought to the seq, then the log past it): each artifact's text once."""
+    live = StreamEncoder(v03, 7, RUN, "s")
+    framed = sse_items([chunk for frame in LIVE for chunk in live.crumb(frame)])
+    whole = [result for _, result in framed]
+    assert folded(whole) == {f"{RUN}-text-1": "A dot: tick tock"}
+    for index, (event_id, _) in enumerate(framed[:-1]):
+        if event_id is None:
+            continue
+        position = ShownText.from_id(event_id)
+        resumed = StreamEncoder(v03, 7, RUN, "s", position=position)
+        for frame in LOG:
+            if frame.seq <= position.after:
+                resumed.translator(frame.crumb)
+        rest = [result for frame in LOG if frame.seq > position.after for _, result in sse_items(resumed.crumb(frame))]
+        assert folded(whole[: index + 1] + rest) == folded(whole), event_id

@@ -3,11 +3,17 @@ GET <path>/runs/<runId>/stream after a Last-Event-ID, valid on its own."""
 
 from __future__ import annotations
 
+from zlib import crc32
+
 import pytest
 
+from bread_sync.crumbs import Frame
 from bread_sync.demo import config as demo_config
 from bread_sync.protocols.ag_ui import ag_ui, create_ag_ui_transformer
+from bread_sync.protocols.ag_ui.plugin import _stream
+from bread_sync.protocols.ag_ui.translator import encode
 from bread_sync.server import create_server
+from bread_sync.wire.replay import ShownText
 
 from .ag_ui_rules import check_stream, decode_sse, decode_sse_ids
 
@@ -30,10 +36,46 @@ def test_the_last_event_of_each_durable_crumb_carries_its_seq(served):
     bread, client = served()
     answer = client.post("/ag-ui/manager", json=turn("go"))
     framed = decode_sse_ids(answer.get_data(as_text=True))
-    ids = [seq for seq, _ in framed if seq is not None]
+    ids = [int(seq) for seq, _ in framed if seq is not None and ":" not in seq]
     log = bread.store.get_crumbs(answer.headers["Bread-Run-Id"])
     assert len(ids) > 5 and ids == sorted(set(ids)) and set(ids) <= {frame.seq for frame in log if frame.durable}
-    assert framed[0][0] == 1 and framed[-1][0] == log[-1].seq  # RUN_STARTED and RUN_FINISHED
+    assert framed[0][0] == "1" and framed[-1][0] == str(log[-1].seq)  # RUN_STARTED and RUN_FINISHED
+
+
+def test_a_deltas_event_carries_the_text_held_past_the_seq(served):
+    _, client = served()
+    framed = decode_sse_ids(client.post("/ag-ui/manager", json=turn("go")).get_data(as_text=True))
+    held, seq = "", "0"
+    for event_id, event in framed:
+        if event["type"] in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
+            held += event["delta"]
+            assert event_id == f"{seq}:{len(held)}:{crc32(held.encode()):08x}"
+        elif event_id is not None:
+            held, seq = "", event_id
+    assert held == "" and any(":" in (event_id or "") for event_id, _ in framed)
+
+
+def text_of(events):
+    return "".join(e["delta"] for e in events if e["type"] in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"))
+
+
+def test_a_stream_resumed_at_any_id_repeats_no_text_the_client_holds(served):
+    """A client that read up to any event with an id, a delta's included, and resumes there
+    holds the run's text once: the resumed stream skips what it holds, valid on its own."""
+    _, client = served()
+    answer = client.post("/ag-ui/manager", json=turn("go"))
+    run_id, framed = answer.headers["Bread-Run-Id"], decode_sse_ids(answer.get_data(as_text=True))
+    whole = [event for _, event in framed]
+    inside_a_segment = 0
+    for index, (event_id, _) in enumerate(framed[:-1]):
+        if event_id is None:
+            continue
+        inside_a_segment += ":" in event_id
+        resumed = client.get(f"/ag-ui/manager/runs/{run_id}/stream", headers={"Last-Event-ID": event_id})
+        events = decode_sse(resumed.get_data(as_text=True))
+        check_stream(events)
+        assert text_of(whole[: index + 1]) + text_of(events) == text_of(whole), event_id
+    assert inside_a_segment > 3
 
 
 OPENERS = ("STEP_STARTED", "TOOL_CALL_START", "TEXT_MESSAGE_START")
@@ -62,7 +104,7 @@ def test_a_stream_resumed_at_each_id_is_valid_and_loses_nothing(served):
     for index, (seq, _) in enumerate(framed[:-1]):
         if seq is None:
             continue
-        resumed = client.get(f"/ag-ui/manager/runs/{run_id}/stream", headers={"Last-Event-ID": str(seq)})
+        resumed = client.get(f"/ag-ui/manager/runs/{run_id}/stream", headers={"Last-Event-ID": seq})
         events = decode_sse(resumed.get_data(as_text=True))
         check_stream(events)
         assert events[0] == {"type": "RUN_STARTED", "threadId": "t1", "runId": run_id, "protocolVersion": "1.0"}
@@ -124,3 +166,80 @@ def test_a_mounts_stream_answers_another_agents_run_as_one_that_is_not_there(ser
     assert unknown.status_code == answer.status_code == 404
     assert unknown.get_json()["error"]["code"] == answer.get_json()["error"]["code"] == "RUN_NOT_FOUND"
     assert client.get(f"/ag-ui/manager/runs/{run_id}/stream").status_code == 404
+
+
+def crumb_frame(seq, kind, **fields):
+    return Frame("run-r", seq, {"type": kind, "runId": "run-r", **fields})
+
+
+#: A run's live stream: reasoning, then text, a file, more text, its end; and its log, each
+#: segment aggregated before the next durable crumb.
+THINKING = [
+    crumb_frame(1, "agent:run:start", sessionId="s"),
+    crumb_frame(1, "reasoning:delta", delta="Thi"),
+    crumb_frame(1, "reasoning:delta", delta="nk."),
+    crumb_frame(1, "text:delta", delta="Hel"),
+    crumb_frame(1, "text:delta", delta="lo"),
+    crumb_frame(4, "file:generated", uri="file://a", mimeType="image/png"),
+    crumb_frame(4, "text:delta", delta=" mo"),
+    crumb_frame(4, "text:delta", delta="re"),
+    crumb_frame(6, "agent:run:end", output="Hello more"),
+]
+THINKING_LOG = [THINKING[0], crumb_frame(2, "reasoning:delta", delta="Think."), crumb_frame(3, "text:delta",
+                delta="Hello"), THINKING[5], crumb_frame(5, "text:delta", delta=" more"), THINKING[8]]  # fmt: skip
+#: A run whose process died while it streamed "Lost": carried on, the call made again.
+CARRIED_ON = [
+    crumb_frame(1, "agent:run:start", sessionId="s"),
+    crumb_frame(1, "text:delta", delta="Lo"),
+    crumb_frame(1, "text:delta", delta="st"),
+    crumb_frame(2, "agent:run:continued", afterSeq=1, reason="owner-died"),
+    crumb_frame(2, "text:delta", delta="Ne"),
+    crumb_frame(2, "text:delta", delta="w"),
+    crumb_frame(4, "agent:run:end", output="New"),
+]
+CARRIED_ON_LOG = [CARRIED_ON[0], CARRIED_ON[3], crumb_frame(3, "text:delta", delta="New"), CARRIED_ON[6]]
+
+
+def said(events):
+    """Each message's text, by message id, in the order the messages opened."""
+    out = {}
+    for event in events:
+        if event["type"] in ("TEXT_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"):
+            out[event["messageId"]] = out.get(event["messageId"], "") + event["delta"]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("live", "log", "messages", "lost"),
+    [
+        (THINKING, THINKING_LOG, {"rsn_run-r_1": "Think.", "msg_run-r_2": "Hello more"}, set()),
+        (CARRIED_ON, CARRIED_ON_LOG, {"msg_run-r_1": "Lost", "msg_run-r_after1_1": "New"}, {"msg_run-r_1"}),
+    ],
+)
+def test_reasoning_and_text_resumed_at_any_id_are_each_said_once_under_their_ids(live, log, messages, lost):
+    """The stream body over the live frames, cut after each event with an id; resumed there from
+    the log (a prelude of the log up to the seq, then the log past it): each reasoning and text
+    message's text once, under the ids the live stream gave them; after a continuation, the text
+    the dead process streamed (``lost``: never logged) stays as the client got it, and the new
+    call's comes whole."""
+    body = b"".join(_stream(iter([live]), create_ag_ui_transformer(), "run-r")).decode()
+    framed = decode_sse_ids(body)
+    whole = [event for _, event in framed]
+    for index, (event_id, _) in enumerate(framed[:-1]):
+        if event_id is None:
+            continue
+        position = ShownText.from_id(event_id)
+        transformer = create_ag_ui_transformer()
+        for frame in log:
+            if frame.seq <= position.after:
+                transformer(frame.crumb)
+        prelude = [encode(event).encode() for event in transformer.reopen()]
+        rest = [frame for frame in log if frame.seq > position.after]
+        events = decode_sse(b"".join(_stream(iter([rest]), transformer, "run-r", prelude, position)).decode())
+        check_stream(events)
+        kept = said(whole[: index + 1])
+        held = dict(kept)
+        for message_id, text in said(events).items():
+            held[message_id] = held.get(message_id, "") + text
+        expected = {m: kept[m] if m in lost else text for m, text in messages.items() if m not in lost or m in kept}
+        assert said(whole) == messages and held == expected, event_id

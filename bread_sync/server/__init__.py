@@ -6,6 +6,7 @@ from .extension import BreadSync, create_server
 from .guard import authorize_run
 from .streams import (
     followed_run,
+    shown_position,
     start_run_detached,
     start_run_stream,
     stream_body,
@@ -22,6 +23,7 @@ __all__ = [
     "create_server",
     "followed_run",
     "register_http_route",
+    "shown_position",
     "start_run_detached",
     "start_run_stream",
     "stream_body",

@@ -15,6 +15,7 @@ from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
 from ..greenlets import Pacer
 from ..runtime import Run
 from ..stores import FINISHED
+from ..wire.replay import ShownText
 from .guard import authorize_run
 from .state import state
 
@@ -71,13 +72,28 @@ def _start_in_slot(begin: Callable[[Any], Run], subscribe: Callable[[Run], Any])
 def stream_position() -> int:
     """Where a stream of a run starts: ``Last-Event-ID`` wins over ``?after=`` (EventSource
     resends the URL with the header)."""
-    raw = request.headers.get("Last-Event-ID")
-    if raw is None:
-        raw = request.args.get("after", "0")
-    raw = raw.strip()
+    raw = _position_given()
     if not _SEQ.match(raw) or int(raw) > MAX_SEQ:
         raise BreadError(INVALID_REQUEST, "Last-Event-ID and ?after= must be a non-negative integer seq")
     return int(raw)
+
+
+def shown_position() -> ShownText:
+    """Where a bridge's resumed stream starts, read as :func:`stream_position` reads it: a seq, or
+    the ``<seq>:<characters>:<crc32>`` id of a delta's event (the text past the seq its client holds,
+    which the resumed stream skips)."""
+    try:
+        position = ShownText.from_id(_position_given())
+    except ValueError:
+        position = None
+    if position is None or position.after > MAX_SEQ:
+        raise BreadError(INVALID_REQUEST, "Last-Event-ID and ?after= must be a seq, or an id of this stream's events")
+    return position
+
+
+def _position_given() -> str:
+    raw = request.headers.get("Last-Event-ID")
+    return (request.args.get("after", "0") if raw is None else raw).strip()
 
 
 def followed_run(run_id: str, after: int, check: Callable[[dict[str, Any]], None] | None = None) -> dict | None:

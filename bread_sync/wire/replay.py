@@ -3,12 +3,16 @@ a reader delivers, given where it started) and the gap it says once when it cann
 
 No durable crumb lost, none twice, and a segment (a run of text or reasoning deltas) that arrives
 both live (deltas) and from the log (their aggregate) is shown once. The text a reader holds drops what a run carried on
-after its process died says was lost (:class:`LiveText`).
+after its process died says was lost (:class:`LiveText`). A client of a bridge, which cannot
+run this rule itself, says how much of a segment it holds in the ids it echoes (:class:`ShownText`).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from zlib import crc32
 
 from ..crumbs import AGENT_RUN_CONTINUED, NOT_DURABLE, TEXT_DELTA, Frame
 
@@ -128,3 +132,84 @@ class LiveText:
             after = frame.crumb["afterSeq"]
             while self._parts and self._parts[-1][0] >= after:
                 self._parts.pop()
+
+
+_SHOWN_ID = re.compile(r"^([0-9]{1,19})(?::([0-9]{1,19}):([0-9a-f]{8}))?$")
+_NOTHING: tuple[Frame, ...] = ()
+
+
+class ShownText:
+    """Where a bridge's client stands in a run's stream, as the SSE ``id`` of its events says it:
+    ``<after>`` (the last log position it holds), then ``:<shown>:<crc32>`` once it holds
+    ``shown`` characters of delta text past it (their CRC-32, in hex). A stream resumed from that
+    id skips those characters.
+
+    After a reconnect inside a segment the server sends the segment again from its start (the
+    dedup rule's window), and a bridge's client (AG-UI, A2A) holds no state to drop the repeat
+    with, as :class:`~bread_sync.wire.reader.RunStreamReader` does: so the server drops it, told
+    where by the id. The checksum keeps a skip from losing text: when the text sent again is not
+    the client's (the transport no longer held the segment's start), it is sent after all. Any
+    durable frame ends the segments, so text the client held that did not come again (lost with
+    a dead process, ``agent:run:continued``) is not skipped.
+    """
+
+    def __init__(self, after: int = 0, shown: int = 0, crc: int = 0):
+        #: The position past the frames taken so far: the ``id`` of the events they make.
+        self.after, self.shown, self.crc = after, 0, 0
+        self._held, self._held_crc = shown, crc  # what a resumed stream's client holds already
+        self._skipped_crc = 0
+        self._pending: list[Frame] = []  # deltas taken for the held text, until its CRC is known
+
+    @classmethod
+    def from_id(cls, raw: str) -> ShownText:
+        """The position of an id this class made; a ``ValueError`` for anything else."""
+        match = _SHOWN_ID.match(raw.strip())
+        if match is None:
+            raise ValueError(f"{raw!r} is not a stream position: <seq> or <seq>:<characters>:<crc32>")
+        return cls(int(match[1]), int(match[2] or 0), int(match[3] or "0", 16))
+
+    @property
+    def event_id(self) -> str:
+        """The id of the event that carries the client to here."""
+        return f"{self.after}:{self.shown}:{self.crc:08x}" if self.shown else str(self.after)
+
+    def unseen(self, frame: Frame) -> tuple[Sequence[Frame], Sequence[Frame]]:
+        """What the frames taken so far, ``frame`` the last, bring: the deltas (or their starts)
+        the client holds, for a translator to take silently, and the frames it lacks, to send (a
+        delta's rest when the client holds its start). Either may be empty."""
+        if frame.crumb["type"] not in NOT_DURABLE:
+            sent = [*self._give_back(), frame] if self._pending else (frame,)
+            self.after, self.shown, self.crc, self._held = frame.seq, 0, 0, 0
+            return _NOTHING, sent
+        delta = frame.crumb["delta"]
+        if frame.seq > self.after:  # a log's aggregate, a position of its own: held whole from here
+            self.after, self.shown, self.crc = frame.seq, 0, 0
+        else:
+            self.shown += len(delta)
+            self.crc = crc32(delta.encode(), self.crc)
+        if not self._held:
+            return _NOTHING, (frame,)
+        return self._skip(frame, delta)
+
+    def _skip(self, frame: Frame, delta: str) -> tuple[Sequence[Frame], Sequence[Frame]]:
+        held = min(self._held, len(delta))
+        self._held -= held
+        self._skipped_crc = crc32(delta[:held].encode(), self._skipped_crc)
+        self._pending.append(frame)
+        if self._held:
+            return _NOTHING, _NOTHING
+        if self._skipped_crc != self._held_crc:  # not the client's text: sent again rather than lost
+            return _NOTHING, self._give_back()
+        dropped, self._pending = self._pending, []
+        if held == len(delta):
+            return dropped, _NOTHING
+        dropped[-1] = _with_delta(frame, delta[:held])
+        return dropped, (_with_delta(frame, delta[held:]),)
+
+    def _give_back(self) -> list[Frame]:
+        pending, self._pending, self._held = self._pending, [], 0
+        return pending
+
+
+def _with_delta(frame: Frame, delta: str) -> Frame:
+    return Frame(frame.run_id, frame.seq, {**frame.crumb, "delta": delta})

@@ -1,11 +1,27 @@
 """The config of the A2A tests' server (``BREAD_CONFIG=tests.integration.a2a_config:config``):
 the demo, with its fixed A2A mounts, and more mounts for what echo and slow never do: a file
-(artist), an approval (writer), a question (interviewer), pushes to a local webhook."""
+(artist), an approval (writer), a question (interviewer), pushes to a local webhook, text in
+two segments of one artifact, a file between them (painter)."""
 
 from __future__ import annotations
 
+from bread_sync.agents import Agent
+from bread_sync.demo import DOT_PNG
 from bread_sync.demo import config as demo_config
+from bread_sync.models import script
+from bread_sync.models.script import file, say
 from bread_sync.protocols.a2a import a2a_server
+
+#: The painter's text, the second segment slow enough for a test to cut the network inside it.
+PAINTER_TEXT = "A dot: " + "".join(f"tick {n} " for n in range(1, 6))
+
+painter = Agent(
+    id="painter",
+    description="Says a line, draws a dot, then ticks slowly: text, a file, text, in one turn.",
+    model=script.provider(
+        [say("A dot: "), file(DOT_PNG, "image/png", "dot.png"), say([f"tick {n} " for n in range(1, 6)], delay=0.3)]
+    ),
+)
 
 EXTRA = [
     a2a_server("artist", card_path="/.well-known/agent-card-artist.json", rpc_path="/a2a/artist"),
@@ -18,9 +34,11 @@ EXTRA = [
                allow_private_webhooks=True),
     a2a_server("slow", card_path="/.well-known/agent-card-push-v1.json", rpc_path="/a2a/push-v1", spec_version="1.0",
                push_notifications=True, allow_private_webhooks=True),
+    a2a_server("painter", card_path="/.well-known/agent-card-painter-v1.json", rpc_path="/a2a/painter-v1",
+               spec_version="1.0"),
 ]  # fmt: skip
 
 
 def config():
     demo = demo_config()
-    return demo.model_copy(update={"plugins": [*demo.plugins, *EXTRA]})
+    return demo.model_copy(update={"agents": [*demo.agents, painter], "plugins": [*demo.plugins, *EXTRA]})

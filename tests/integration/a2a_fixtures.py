@@ -32,7 +32,8 @@ def rpc_body(method, params, request_id=1):
 
 
 def sse_frames(text):
-    """An SSE body as ``[(id, data, comments)]`` per frame; ``\\n`` line ends only."""
+    """An SSE body as ``[(id, data, comments)]`` per frame (the id as sent: ``<seq>``, or
+    ``<seq>:<characters>:<crc32>`` after a text chunk); ``\\n`` line ends only."""
     frames = []
     for block in text.split("\n\n"):
         if not block:
@@ -42,11 +43,17 @@ def sse_frames(text):
             if line.startswith(":"):
                 comments.append(line[1:].strip())
             elif line.startswith("id: "):
-                seq = int(line[4:])
+                seq = line[4:]
             elif line.startswith("data: "):
                 data.append(line[6:])
         frames.append((seq, json.loads("\n".join(data)) if data else None, comments))
     return frames
+
+
+def position(event_id):
+    """An event id as a position that sorts: (seq, characters held past it), its checksum left out."""
+    seq, _, held = event_id.partition(":")
+    return int(seq), int(held.partition(":")[0] or 0)
 
 
 V03_KINDS = {"task": t3.Task, "message": t3.Message, "status-update": t3.TaskStatusUpdateEvent,

@@ -11,8 +11,11 @@ import json
 import httpx
 import pytest
 from a2a import types as t1
+from a2a.server.tasks.task_manager import append_artifact_to_task
 
-from .a2a_fixtures import rpc_body, sse_frames, strict_v03, strict_v10
+from .a2a_config import PAINTER_TEXT
+from .a2a_fixtures import position, rpc_body, sse_frames, strict_v03, strict_v10
+from .tcp_proxy import TCPProxy
 
 V1 = {"A2A-Version": "1.0"}
 TEXT = {"role": "user", "parts": [{"kind": "text", "text": "hello raw world"}], "messageId": "m1", "kind": "message"}
@@ -127,7 +130,7 @@ def test_a_resubscribe_says_connected_then_replays_after_its_position(http, a2a)
     resubscribed = http.post(a2a.url + "/a2a/slow", json=rpc_body("tasks/resubscribe", {"id": task_id}))
     assert error_of(stream_error(resubscribed)) == -32004
     ids = [seq for seq, _, _ in frames if seq is not None]
-    assert ids == sorted(ids) and len(ids) >= 1
+    assert ids == sorted(ids, key=position) and len(ids) >= 1
     texts = [d["result"]["artifact"] for _, d, _ in frames if d["result"].get("kind") == "artifact-update"]
     assert {a["artifactId"] for a in texts} == {f"{task_id}-text-1"}
 
@@ -291,3 +294,44 @@ def test_a_streams_task_carries_the_seq_of_the_runs_start_and_a_resubscribe_from
         chunks = [i for i in items if i.kind == "artifact-update"]
         assert "".join(c.artifact.parts[0].root.text for c in chunks) == expected
         assert items[-1].kind == "status-update" and items[-1].status.state.value == "completed"
+
+
+def test_a_stream_cut_inside_a_later_segment_resubscribes_with_only_the_unseen_text(http, a2a):
+    """The painter's stream (v1.0: text, a file, text in the same artifact), cut by the network
+    inside its second text segment, then SubscribeToTask from the last id the client got: the
+    task the SDK's own fold makes of all it got holds the run's text once."""
+    params = {"message": message_v1({"text": "paint"})}
+    got = read_until_cut(http, a2a, "/a2a/painter-v1", rpc_body("SendStreamingMessage", params), text_chunks=4)
+    task = got[0][1].task
+    last_id = [event_id for event_id, _ in got if event_id is not None][-1]
+    again = http.post(a2a.url + "/a2a/painter-v1", json=rpc_body("SubscribeToTask", {"id": task.id}),
+                      headers={**V1, "Last-Event-ID": last_id})  # fmt: skip
+    items = [strict_v10(data["result"]) for _, data, _ in sse_frames(again.text) if data is not None]
+    assert items[-1].status_update.status.state == t1.TaskState.TASK_STATE_COMPLETED
+    for item in [item for _, item in got] + items:
+        if item.HasField("artifact_update"):
+            append_artifact_to_task(task, item.artifact_update)
+    (text,) = [artifact for artifact in task.artifacts if artifact.artifact_id == f"{task.id}-text-1"]
+    assert "".join(part.text for part in text.parts) == PAINTER_TEXT
+
+
+def read_until_cut(http, server, path, body, text_chunks):
+    """The events (v1.0, with their ids) a client got of a stream through a proxy that cuts the
+    connection once ``text_chunks`` text chunks came."""
+    got, buffer, cut = [], "", False
+    proxy = TCPProxy(server.port)
+    try:
+        with http.stream("POST", proxy.url + path, json=body, headers=V1) as answer:
+            try:
+                for chunk in answer.iter_text():
+                    *blocks, buffer = (buffer + chunk).split("\n\n")
+                    frames = sse_frames("".join(f"{block}\n\n" for block in blocks))
+                    got += [(event_id, strict_v10(data["result"])) for event_id, data, _ in frames if data]
+                    if not cut and sum(item.HasField("artifact_update") for _, item in got) >= text_chunks:
+                        cut = proxy.cut() > 0
+            except httpx.HTTPError:
+                pass  # the cut
+    finally:
+        proxy.close()
+    assert cut
+    return got

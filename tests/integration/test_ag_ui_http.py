@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 
+import httpx2 as httpx
 import pytest
 
 from ..ag_ui_rules import check_stream, decode_sse, decode_sse_ids
 from .client import assert_error_body
+from .tcp_proxy import TCPProxy
 
 URL = "/ag-ui/run"
 HELLO = {"id": "m1", "role": "user", "content": "hello there"}
@@ -118,26 +120,44 @@ def test_the_writers_interrupt_resumes_on_another_process(http, pool):
     assert [(e["type"], e["code"]) for e in used] == [("RUN_ERROR", "CHECKPOINT_ALREADY_RESUMED")]
 
 
-def test_a_reconnect_mid_run_with_last_event_id_loses_nothing(http, sse_server):
-    """The slow agent's stream, dropped after a few ticks and resumed from its last id: the
-    resumed stream is valid alone, and the text up to the id and after it is the whole text."""
-    first = body(threadId="thread-reconnect", messages=[{"id": "m1", "role": "user", "content": "20 ticks"}])
-    seen = []  # (id, event)
-    with http.stream("POST", sse_server.url + "/ag-ui/slow", json=first) as answer:
-        run_id, buffer = answer.headers["bread-run-id"], ""
-        for chunk in answer.iter_text():
-            *frames, buffer = (buffer + chunk).split("\n\n")
-            seen += decode_sse_ids("".join(f"{frame}\n\n" for frame in frames))
-            if sum(event["type"] == "TEXT_MESSAGE_CONTENT" for _, event in seen) >= 4:
-                break  # the client goes away mid-run
-    cut = max(i for i, (seq, _) in enumerate(seen) if seq is not None)
-    kept = [event for _, event in seen[: cut + 1]]
-    resumed = http.get(
-        f"{sse_server.url}/ag-ui/slow/runs/{run_id}/stream", headers={"Last-Event-ID": str(seen[cut][0])}
-    )
-    assert resumed.status_code == 200
-    events = decode_sse(resumed.text)
-    check_stream(events)
-    assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
-    text = "".join(e["delta"] for e in kept + events if e["type"] == "TEXT_MESSAGE_CONTENT")
-    assert text == "".join(f"tick {n} " for n in range(1, 21)) == events[-1]["result"]
+def test_a_connection_cut_inside_a_message_resumes_with_only_the_unseen_text(http, sse_server, pool):
+    """The slow agent's stream, cut by the network after a few ticks and resumed from the last id
+    the client got (a delta's), on the run's server and on a peer sharing the store: the resumed
+    stream is valid alone, and the client holds the run's text once."""
+    ticks = "".join(f"tick {n} " for n in range(1, 21))
+    for target in (sse_server, pool.peer("http-sse")):
+        thread = f"thread-cut-{target.port}"
+        run_id, seen = read_until_cut(
+            http, sse_server, body(threadId=thread, messages=[{"id": "m1", "role": "user", "content": "20"}])
+        )
+        last_id = [event_id for event_id, _ in seen if event_id is not None][-1]
+        assert ":" in last_id  # the cut fell inside the message
+        resumed = http.get(f"{target.url}/ag-ui/slow/runs/{run_id}/stream", headers={"Last-Event-ID": last_id})
+        assert resumed.status_code == 200
+        events = decode_sse(resumed.text)
+        check_stream(events)
+        assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
+        text = "".join(e["delta"] for e in [e for _, e in seen] + events if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert text == ticks == events[-1]["result"]
+
+
+def read_until_cut(http, server, payload):
+    """The run's id and the events (with their ids) a client got of its stream, through a proxy
+    that cuts the connection after the fourth tick."""
+    seen, buffer, cut = [], "", False
+    proxy = TCPProxy(server.port)
+    try:
+        with http.stream("POST", proxy.url + "/ag-ui/slow", json=payload) as answer:
+            run_id = answer.headers["bread-run-id"]
+            try:
+                for chunk in answer.iter_text():
+                    *frames, buffer = (buffer + chunk).split("\n\n")
+                    seen += decode_sse_ids("".join(f"{frame}\n\n" for frame in frames))
+                    if not cut and sum(event["type"] == "TEXT_MESSAGE_CONTENT" for _, event in seen) >= 4:
+                        cut = proxy.cut() > 0
+            except httpx.HTTPError:
+                pass  # the cut
+    finally:
+        proxy.close()
+    assert cut
+    return run_id, seen

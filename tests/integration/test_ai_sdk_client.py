@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+from .tcp_proxy import TCPProxy
+
 #: The slow agent's ticks for a text of "12": the whole text a resumed stream must hold, once.
 TWELVE_TICKS = "".join(f"tick {n} " for n in range(1, 13))
 
@@ -47,3 +49,27 @@ def test_the_ai_sdk_chat_reads_every_answer(node_clients, pool):
                                                                           "cancelled", 204)  # fmt: skip
     assert "INVALID_REQUEST" in seen["invalid"]
     assert seen["errors"] == []
+
+
+def test_a_chat_cut_inside_its_text_and_resumed_in_place_holds_the_text_once(node_clients, pool):
+    """The AI SDK's chat, its connection cut by the network after two ticks, then resumed in
+    place (``chat.resumeStream()``, the message it holds half written): one assistant message,
+    each tick once."""
+    server = pool.primary("http-sse")
+    proxy = TCPProxy(server.port)
+    try:
+        node = subprocess.Popen(["node", "run_ai_sdk_cut.mjs", proxy.url], cwd=node_clients, text=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            assert node.stdout.readline() == "cut\n", node.stderr.read()
+            assert proxy.cut() >= 1
+            out, err = node.communicate("cut\n", timeout=120)
+        finally:
+            node.kill()
+    finally:
+        proxy.close()
+    assert node.returncode == 0, err
+    seen = json.loads(out)
+    ticks = "".join(f"tick {n} " for n in range(1, 41))  # 4 s of ticks: the run outlasts the cut
+    assert seen["before"]["text"].startswith("tick 1 tick 2 ") and seen["before"]["text"] != ticks
+    assert (seen["roles"], seen["text"], seen["status"]) == (["user", "assistant"], ticks, "ready")

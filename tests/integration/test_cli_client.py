@@ -85,11 +85,7 @@ def test_a_connection_cut_during_a_long_run_is_resumed_unnoticed(env, server):
     try:
         proc = subprocess.Popen([*CLI, "invoke", "--url", proxy.url, "slow", SLOW], env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-        seen = b""
-        deadline = time.monotonic() + DEADLINE
-        while b"tick 5 " not in seen:
-            assert time.monotonic() < deadline, seen
-            seen += os.read(proc.stdout.fileno(), 4096)
+        seen = read_until(proc, b"tick 5 ")
         assert proxy.cut() >= 1
         out, err = proc.communicate(timeout=DEADLINE)
     finally:
@@ -97,6 +93,39 @@ def test_a_connection_cut_during_a_long_run_is_resumed_unnoticed(env, server):
     assert proc.returncode == 0, err
     assert (seen + out).decode() == SLOW_TEXT + "\n"
     assert proxy.connections >= 2
+
+
+def test_tail_cut_inside_a_segment_prints_the_text_once(env, server):
+    """``tail --url`` of a running run, its connection cut by the network inside the run's text:
+    it reconnects after its last seq and prints each tick once."""
+    from bread_sync.client import create_agent_client, http
+
+    with create_agent_client(http.transport(server.url)) as client:
+        run = client.thread().send("slow", SLOW)
+        run_id = run.run_id
+        run.close()  # the run goes on, driven by the server
+    proxy = TCPProxy(server.port)
+    try:
+        proc = subprocess.Popen([*CLI, "tail", "--url", proxy.url, run_id], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        seen = read_until(proc, b"tick 5 ")
+        assert proxy.cut() >= 1
+        out, err = proc.communicate(timeout=DEADLINE)
+    finally:
+        proxy.close()
+    assert proc.returncode == 0, err
+    assert (seen + out).decode() == SLOW_TEXT + "\n"
+    assert proxy.connections >= 2
+
+
+def read_until(proc, marker):
+    """What ``proc`` printed up to and including ``marker``, read as it comes."""
+    seen = b""
+    deadline = time.monotonic() + DEADLINE
+    while marker not in seen:
+        assert time.monotonic() < deadline, seen
+        seen += os.read(proc.stdout.fileno(), 4096)
+    return seen
 
 
 FLASK_APP = """

@@ -2,47 +2,18 @@
 // readUIMessageStream, unchanged, against a bread_sync server's AI SDK routes: prints what it saw
 // as one JSON object (tests/integration/test_ai_sdk_client.py).
 import {
-  AbstractChat,
   DefaultChatTransport,
   lastAssistantMessageIsCompleteWithApprovalResponses,
   lastAssistantMessageIsCompleteWithToolCalls,
   readUIMessageStream,
 } from "ai";
+import { chats, last, text, until } from "./ai_sdk_chat.mjs";
 
 const [url] = process.argv.slice(2);
 const api = (agent) => `${url}/ai-sdk/${agent}`;
 const errors = [];
 
-// The state useChat keeps in React, kept in plain fields.
-class State {
-  status = "ready";
-  error = undefined;
-  messages = [];
-  pushMessage = (message) => { this.messages = [...this.messages, message]; };
-  popMessage = () => { this.messages = this.messages.slice(0, -1); };
-  replaceMessage = (index, message) => { this.messages = this.messages.map((m, i) => (i === index ? message : m)); };
-  snapshot = (thing) => structuredClone(thing);
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages = [], ...init }) {
-    const state = new State();
-    state.messages = messages;
-    super({ ...init, state, onError: (error) => errors.push(error.message) });
-  }
-}
-
-const chatOf = (agent, init = {}) => new Chat({ transport: new DefaultChatTransport({ api: api(agent) }), ...init });
-const text = (message) => message.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
-const last = (chat) => chat.messages.at(-1);
-
-async function until(check, what, seconds = 20) {
-  const deadline = Date.now() + seconds * 1000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const chatOf = chats(url, errors);
 
 async function readAll(stream, message) {
   let seen;

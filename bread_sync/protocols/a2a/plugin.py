@@ -19,10 +19,10 @@ from ...runtime import new_id
 from ...server import (
     authorize_run,
     register_http_route,
+    shown_position,
     start_run_detached,
     start_run_stream,
     stream_body,
-    stream_position,
     stream_response,
 )
 from ...server.guard import NotJson, json_value, may_reach_run
@@ -396,14 +396,14 @@ class A2AServer:
         if RUN_STATES[record["status"]] in TERMINAL_STATES:
             raise RpcError(rpc.UNSUPPORTED_OPERATION, f"task {record['id']} has ended: nothing to subscribe to")
         try:
-            after = stream_position()
+            position = shown_position()
         except BreadError as error:
             raise RpcError(rpc.INVALID_PARAMS, error.message) from None
-        run_id = record["id"]
+        run_id, after = record["id"], position.after
         last = bread.store.last_seq(run_id)
         if last < after:
             raise RpcError(rpc.INVALID_PARAMS, f"task {run_id} has no event {after} yet: its log ends at {last}")
-        encoder = StreamEncoder(self.dialect, request_id, run_id, record["sessionId"], self._base_url())
+        encoder = StreamEncoder(self.dialect, request_id, run_id, record["sessionId"], self._base_url(), position)
         for frame in read_log(bread.store, run_id, after):
             encoder.translator(frame.crumb)  # brings it to the client's position: artifact ids, append
         opening = [CONNECTED, encoder.frame(self.dialect.task_item(self._snapshot(bread, record)))]

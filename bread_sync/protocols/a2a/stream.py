@@ -1,5 +1,6 @@
-"""The SSE body of a streaming method, sans-IO: each event in a JSON-RPC success envelope,
-``id: <seq>`` on the last event of a durable crumb (where a resubscribe may start)."""
+"""The SSE body of a streaming method, sans-IO: each event in a JSON-RPC success envelope, the
+last event of each crumb's with the ``id`` of the client's position past it (where a resubscribe
+may start: ``<seq>``, or ``<seq>:<characters>:<crc32>`` after a text chunk, ``ShownText``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from types import ModuleType
 from typing import Any
 
 from ...crumbs import TEXT_DELTA, dumps, json_string
+from ...wire.replay import ShownText
 from .rpc import result_head
 from .translator import A2ATranslator, Event, TextChunk
 
@@ -25,10 +27,20 @@ def one_event(body: dict[str, Any]) -> bytes:
 class StreamEncoder:
     """One stream's frames: ``encoder.frame(item)`` for a stream item (a dict), ``encoder.crumb(
     frame)`` for the events of a run's frame. A text delta is written from a template made once
-    per artifact (its JSON around its text), not through the models."""
+    per artifact (its JSON around its text), not through the models. A stream resumed at
+    ``position`` skips the text its client holds."""
 
-    def __init__(self, dialect: ModuleType, request_id: Any, task_id: str, context_id: str, base_url: str = ""):
+    def __init__(
+        self,
+        dialect: ModuleType,
+        request_id: Any,
+        task_id: str,
+        context_id: str,
+        base_url: str = "",
+        position: ShownText | None = None,
+    ):
         self.dialect = dialect
+        self.seen = position or ShownText()
         self.task_id, self.context_id = task_id, context_id
         self.translator = A2ATranslator(task_id, base_url)
         self._head = "data: " + result_head(request_id)
@@ -46,29 +58,34 @@ class StreamEncoder:
         opening, self._opening = self._opening, None
         return [] if opening is None else [self.frame(opening)]
 
-    def frame(self, item: dict[str, Any], seq: int | None = None) -> bytes:
+    def frame(self, item: dict[str, Any], event_id: str | None = None) -> bytes:
         frame = f"{self._head}{dumps(item)}}}\n\n"
-        return (f"id: {seq}\n{frame}" if seq is not None else frame).encode()
+        return (f"id: {event_id}\n{frame}" if event_id is not None else frame).encode()
 
-    def event(self, event: Event, seq: int | None = None) -> bytes:
+    def event(self, event: Event, event_id: str | None = None) -> bytes:
         if event.__class__ is TextChunk:
             return self._text((event.artifact_id, event.append), event.text)
-        return self.frame(self.dialect.event(self.task_id, self.context_id, event), seq)
+        return self.frame(self.dialect.event(self.task_id, self.context_id, event), event_id)
 
     def crumb(self, frame: Any) -> list[bytes]:
         """The frames of one of the run's frames (often none)."""
         if self._opening is not None:
             opening, self._opening = self._opening, None
             rest = self.crumb(frame)
-            return [self.frame(opening, None if rest else frame.seq), *rest]
-        crumb = frame.crumb
+            return [self.frame(opening, None if rest else self.seen.event_id), *rest]
+        dropped, sent = self.seen.unseen(frame)
+        for held in dropped:
+            if held.crumb["type"] == TEXT_DELTA:
+                self.translator.text_key()  # the client holds this text: its artifact is open
+        out = [chunk for each in sent for chunk in self._frames(each.crumb)]
+        if out:  # the id after all of them: an event before it cannot carry the client past them
+            out[-1] = b"id: %s\n%s" % (self.seen.event_id.encode(), out[-1])
+        return out
+
+    def _frames(self, crumb: dict[str, Any]) -> list[bytes]:
         if crumb["type"] == TEXT_DELTA:
             return [self._text(self.translator.text_key(), crumb["delta"])]
-        events = self.translator(crumb)
-        out = [self.event(event) for event in events[:-1]]
-        if events:
-            out.append(self.event(events[-1], frame.seq))
-        return out
+        return [self.event(event) for event in self.translator(crumb)]
 
     def _text(self, key: tuple[str, bool], text: str) -> bytes:
         template = self._templates.get(key)

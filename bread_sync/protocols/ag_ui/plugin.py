@@ -28,13 +28,14 @@ from ...server import (
     authorize_run,
     followed_run,
     register_http_route,
+    shown_position,
     start_run_stream,
     stream_body,
-    stream_position,
     stream_response,
 )
 from ...server.guard import Forbidden, json_body, may_reach_run
 from ...stores import read_log
+from ...wire.replay import ShownText
 from .translator import CONTENT_TYPE, AgUiTransformer, create_ag_ui_transformer, encode
 
 log = logging.getLogger("bread_sync.protocols.ag_ui")
@@ -169,7 +170,8 @@ class AgUiPlugin:
         """The run's events after ``Last-Event-ID`` (or ``?after=``), then live, to its end: its
         past up to there is translated silently, so the stream opens with RUN_STARTED and
         re-opens what was open there."""
-        after = stream_position()
+        position = shown_position()
+        after = position.after
         record = followed_run(run_id, after, check=self._check_followed)
         if record is None:
             return Response(status=204)
@@ -179,7 +181,7 @@ class AgUiPlugin:
             transformer(frame.crumb)
         prelude = [encode(event).encode() for event in transformer.reopen()]
         frames = bread.tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), batched=True)
-        return _response(_stream(frames, transformer, run_id, prelude), run_id)
+        return _response(_stream(frames, transformer, run_id, prelude, position), run_id)
 
     def _check_followed(self, record: dict[str, Any]) -> None:
         # Another agent's run is not this mount's to stream: answered as a run that is not there.
@@ -237,21 +239,41 @@ def _thread_state(bread: Any, thread_id: str) -> dict[str, Any]:
 
 
 def _stream(
-    frames: Iterator[Any], transformer: AgUiTransformer, run_id: str, prelude: list[bytes] | None = None
+    frames: Iterator[Any],
+    transformer: AgUiTransformer,
+    run_id: str,
+    prelude: list[bytes] | None = None,
+    position: ShownText | None = None,
 ) -> Iterator[bytes]:
-    """The response body: ``prelude``, then each frame's events, encoded, the last event of a
-    durable crumb's with ``id: <seq>`` (where a resumed stream may start). The run is driven
-    elsewhere."""
+    """The response body: ``prelude``, then each frame's events, encoded, the last event of each
+    frame's with the ``id`` of the client's position past it (where a resumed stream may start:
+    a seq, or ``<seq>:<characters>:<crc32>`` inside a segment, :class:`ShownText`). A stream
+    resumed at ``position`` skips the text its client holds. The run is driven elsewhere."""
+    seen = position or ShownText()
+    held = False  # text the client holds was translated silently
+    announced: str | None = None  # the message this stream had said was open before it
 
     def encode_all(items: list[Any]) -> list[bytes]:
+        nonlocal held, announced
         chunks: list[bytes] = []
         for item in items:
             if item.__class__ is not Frame:
                 log.warning("AG-UI stream of run %s: frames before seq %s are gone", run_id, item.earliest_seq)
                 continue
-            events = transformer.frames(item.crumb)
-            if events and item.durable:
-                events[-1] = f"id: {item.seq}\n{events[-1]}"
+            dropped, sent = seen.unseen(item)
+            for frame in dropped:
+                if not held:
+                    held, announced = True, transformer.open_message
+                transformer(frame.crumb)
+            events: list[str] = []
+            for frame in sent:
+                chunks += [event.encode() for event in events]
+                if held and transformer.open_message != announced:  # opened silently: said before its rest
+                    chunks += [encode(event).encode() for event in transformer.reopen_message()]
+                held = False
+                events = transformer.frames(frame.crumb)
+            if events:  # the id after all of them: an event before it cannot carry the client past them
+                events[-1] = f"id: {seen.event_id}\n{events[-1]}"
             chunks += [event.encode() for event in events]
         return chunks
 

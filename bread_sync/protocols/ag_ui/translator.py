@@ -190,11 +190,19 @@ class AgUiTransformer:
         ]
         events += [StepStartedEvent(step_name=name) for name in self._steps]
         events += [ToolCallStartEvent(tool_call_id=i, tool_call_name=n) for i, n in self._tool_calls.items()]
+        return events + self.reopen_message()
+
+    @property
+    def open_message(self) -> str | None:
+        """The id of the text or reasoning message open."""
+        return self._message or self._reasoning
+
+    def reopen_message(self) -> list[BaseEvent]:
+        """The start of the text or reasoning message open, under its id: what a resumed stream
+        says before the rest of a message whose start its client holds."""
         if self._message is not None:
-            events.append(TextMessageStartEvent(message_id=self._message, role="assistant"))
-        if self._reasoning is not None:
-            events += _reasoning_start(self._reasoning)
-        return events
+            return [TextMessageStartEvent(message_id=self._message, role="assistant")]
+        return _reasoning_start(self._reasoning) if self._reasoning is not None else []
 
     # -- the run ------------------------------------------------------------------------------
 

@@ -78,3 +78,17 @@ def test_an_unreachable_postgres_makes_it_unhealthy_and_publishing_does_not_bloc
         assert not transport.healthy
     finally:
         transport.close()
+
+
+def test_a_cancel_reaches_every_process(pair):
+    publisher, subscriber = pair
+    heard, mine = [], []
+    subscriber.on_cancel(heard.append)
+    undo = publisher.on_cancel(mine.append)
+    assert publisher.flush()
+    assert publisher.request_cancel("r-1")
+    assert until(heard, 1) == ["r-1"] and until(mine, 1) == ["r-1"]
+    undo()
+    publisher.request_cancel("r-2")
+    assert publisher.flush() and subscriber.flush()
+    assert until(heard, 2) == ["r-1", "r-2"] and mine == ["r-1"]

@@ -12,6 +12,11 @@ per batch, on one connection, so no crumb sets a connection up or waits for Post
 notification's payload is at most 8000 bytes: a bigger frame goes as numbered parts that the
 listener puts back together.
 
+It is also a channel for cancels between processes (``request_cancel``, ``on_cancel``), and
+``on_cancel`` (which every ``Bread`` calls) starts the listener as the process starts, so a web
+process hears a worker's first frames. Every process hears every process's frames: for many
+hosts streaming at once, Redis reads only the runs each process follows.
+
 Postgres is a convenience here, never the truth: while it does not answer, frames are dropped
 (the store holds every durable one) and ``healthy`` is False, so tails read the store; the
 sender and the listener reconnect by themselves.
@@ -21,10 +26,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import time
 import uuid
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import Any
 
 from ..crumbs import Frame
@@ -55,6 +62,8 @@ CONNECT_SECONDS = 5
 NOTIFY = "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) WITH ORDINALITY AS t(p, n) ORDER BY n"
 #: A barrier's payload: ``<origin>:flush:<id>``, heard back by its own listener.
 FLUSH = "flush"
+#: A cancel's payload: ``<origin>:cancel:<runId>``, heard by every process, its sender's too.
+CANCEL = "cancel"
 
 
 def payloads(origin: str, number: int, text: str) -> list[str]:
@@ -98,11 +107,16 @@ class PostgresTransport:
     def __init__(self, url: str, buffer_size: int, max_runs: int, max_frames: int):
         require("psycopg")  # a missing extra fails here; the import waits for first use (see require)
         self.url = url
-        #: Marks this process's notifications, so its listener skips them.
-        self.origin = uuid.uuid4().hex[:12]
+        self._host = uuid.uuid4().hex[:12]
         self.local = stream.transport(buffer_size=buffer_size, max_runs=max_runs, max_frames=max_frames)
         self._sender = _Sender(self)
         self._listener = _Listener(self)
+
+    @property
+    def origin(self) -> str:
+        """Marks this process's notifications, so its listener skips them; gunicorn's workers,
+        forked from the process that made the transport, each have their own."""
+        return f"{self._host}-{os.getpid()}"
 
     @property
     def healthy(self) -> bool:
@@ -131,6 +145,18 @@ class PostgresTransport:
         self._sender.enqueue([f"{self.origin}:{FLUSH}:{barrier.id}"])
         return barrier.wait(max(0.0, deadline - time.monotonic()))
 
+    def request_cancel(self, run_id: str) -> bool:
+        """Ask every process to cancel ``run_id``: the one running it does. False while
+        notifications fail (the cancel recorded in the store still reaches the owner)."""
+        self._sender.enqueue([f"{self.origin}:{CANCEL}:{run_id}"])
+        return not self._sender.failing
+
+    def on_cancel(self, callback: Callable[[str], Any]) -> Callable[[], None]:
+        """Call ``callback(run_id)`` on the listener's thread for every cancel any process sends
+        from now on; returns an undo. Starts the listener: a process hears frames from then on."""
+        self._listener.start()
+        return self._listener.on_cancel(callback)
+
     def close(self) -> None:
         """Stop the sender and the listener and close their connections."""
         self._sender.stop()
@@ -148,6 +174,9 @@ class PostgresTransport:
         """One notification: a frame (or its last part) of another process goes to subscribers."""
         origin, _, rest = payload.partition(":")
         number, _, rest = rest.partition(":")
+        if number == CANCEL:
+            self._listener.announce(rest)
+            return
         if origin == self.origin:
             if number == FLUSH:
                 self._listener.release(rest)
@@ -253,6 +282,8 @@ class _Listener:
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
         self._barriers: dict[str, _Barrier] = {}
+        # Replaced, never changed in place: an announce iterates the callbacks it found.
+        self._cancel_listeners: tuple[Callable[[str], Any], ...] = ()
         self.reassembly = Reassembly()
         #: Set while the listener listens: what is notified then is heard.
         self.connected = threading.Event()
@@ -274,6 +305,23 @@ class _Listener:
             barrier = self._barriers.pop(barrier_id, None)
         if barrier is not None:
             barrier.release()
+
+    def on_cancel(self, callback: Callable[[str], Any]) -> Callable[[], None]:
+        with self._lock:
+            self._cancel_listeners = (*self._cancel_listeners, callback)
+
+        def undo() -> None:
+            with self._lock:
+                self._cancel_listeners = tuple(c for c in self._cancel_listeners if c is not callback)
+
+        return undo
+
+    def announce(self, run_id: str) -> None:
+        for callback in self._cancel_listeners:
+            try:
+                callback(run_id)
+            except Exception:
+                log.exception("a cancel listener failed on run %s", run_id)
 
     def stop(self) -> None:
         self._stopped.set()

@@ -71,7 +71,7 @@ def payloads(origin: str, number: int, text: str) -> list[str]:
 
     The number keeps each payload unique: Postgres sends a transaction's identical payloads once.
     """
-    if len(text.encode()) <= MAX_PAYLOAD_BYTES:
+    if len(text) <= PART_CHARS or len(text.encode()) <= MAX_PAYLOAD_BYTES:  # most: no encode
         return [f"{origin}:{number}:1/1:{text}"]
     chunks = [text[i : i + PART_CHARS] for i in range(0, len(text), PART_CHARS)]
     return [f"{origin}:{number}:{n}/{len(chunks)}:{chunk}" for n, chunk in enumerate(chunks, 1)]

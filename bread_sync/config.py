@@ -4,7 +4,8 @@
 the demo config. The environment then overrides what it names: ``BREAD_DB`` (the SQLite file, or a
 ``postgresql://`` URL: the Postgres store),
 ``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``,
-``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis),
+``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis; without it, queued
+runs on a Postgres store fan out through its notifications),
 ``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS``,
 ``BREAD_PLAYGROUND``, ``BREAD_ALLOW_PRIVATE_WEBHOOKS``, ``BREAD_EXECUTOR`` (``inline`` or
 ``huey``) and ``BREAD_QUEUE_URL`` (the Huey queue's Redis or Postgres, when not the store's).
@@ -214,7 +215,24 @@ def apply_environment(config: Config) -> Config:
         updates["retention_days"] = _number("BREAD_RETENTION_DAYS")
     if os.environ.get("BREAD_EXECUTOR"):
         updates["executor"] = os.environ["BREAD_EXECUTOR"]
+    if _wants_postgres_live_channel(config, updates):
+        updates["transport"] = _with_pubsub(updates.get("transport", config.transport), "postgres", url=postgres_url())
     return config.model_copy(update=updates) if updates else config
+
+
+def _wants_postgres_live_channel(config: Config, updates: dict[str, Any]) -> bool:
+    """Queued runs on a Postgres store with no Redis: the workers' live crumbs reach the web
+    tier through the store's database (LISTEN/NOTIFY), not only at each durable crumb."""
+    executor = updates.get("executor", config.executor)
+    store = updates.get("store", config.store)
+    transport = updates.get("transport", config.transport)
+    return (
+        executor == "huey"
+        and postgres_url() is not None
+        and store in (None, "postgres")
+        and not os.environ.get("REDIS_URL")
+        and (transport is None or transport in HTTP_TRANSPORTS)
+    )
 
 
 def _database_store() -> str:
@@ -260,14 +278,21 @@ def _with_redis(transport: Any, url: str) -> Any:
     ``url``. A transport object is kept as it is: that config composed its own."""
     if transport is not None and not isinstance(transport, str):
         return transport
-    from .loading import resolve
-    from .transports import TRANSPORTS
-
     name = transport or HTTP_TRANSPORTS[0]
     if name not in HTTP_TRANSPORTS + ("redis",):
         raise ValueError(
             f"REDIS_URL is set, but the transport {name!r} cannot fan out through Redis: use one of "
             f"{', '.join(HTTP_TRANSPORTS)} (or redis)"
         )
-    redis = resolve("redis", TRANSPORTS, "transport", url=url)
-    return redis if name == "redis" else resolve(name, TRANSPORTS, "transport", pubsub=redis)
+    return _with_pubsub(name, "redis", url=url)
+
+
+def _with_pubsub(transport: str | None, pubsub: str, **opts: Any) -> Any:
+    """The named HTTP transport (default http-chunked) carrying its frames on the transport
+    ``pubsub`` made with ``opts``; the name ``pubsub`` itself alone."""
+    from .loading import resolve
+    from .transports import TRANSPORTS
+
+    name = transport or HTTP_TRANSPORTS[0]
+    carrier = resolve(pubsub, TRANSPORTS, "transport", **opts)
+    return carrier if name == pubsub else resolve(name, TRANSPORTS, "transport", pubsub=carrier)

@@ -12,10 +12,14 @@ import time
 
 import pytest
 
+from bread_sync import crumbs as c
+from bread_sync.crumbs import Frame
 from bread_sync.demo import config as demo_config
 from bread_sync.server import create_server
-from bread_sync.webhooks.runs import sign
+from bread_sync.webhooks import sender as sender_module
+from bread_sync.webhooks.runs import RunWebhooks, sign, start_sender, subscribe
 
+from .contract import test_store as contract_store
 from .webhook_receiver import Receiver
 
 ASYNC = {"Prefer": "respond-async"}
@@ -164,3 +168,56 @@ def test_the_in_process_client_sends_in_the_background_and_waits(make_bread):
         slow = thread.send("slow", {"count": 200, "delayMs": 50}, background=True)
         assert slow.wait(timeout=0.05).status in ("queued", "running")
         assert slow.cancel() and slow.wait(timeout=10).status == "cancelled"
+
+
+# -- what the sender reads, and when it looks ------------------------------------------------------
+
+
+def _running(bread, run_id, steps):
+    """A running run whose log holds ``steps`` tool calls."""
+    bread.store.create_run(contract_store.run_record(run_id, status="running", checkpointId=None))
+    bread.store.append_crumbs(
+        run_id, [Frame(run_id, seq, {"type": "tool:call", "runId": run_id}) for seq in range(1, steps + 1)]
+    )
+
+
+def _end(bread, run_id, seq):
+    """End the run as its driver would here: the crumb in the log, the record, then the publish."""
+    end = Frame(run_id, seq, {"type": c.AGENT_RUN_END, "runId": run_id, "output": "done"})
+    bread.store.append_crumbs(run_id, [end])
+    bread.store.update_run(run_id, status="completed")
+    bread.publish(end)
+
+
+def test_rechecks_of_a_running_run_read_only_the_crumbs_appended_since(make_bread, monkeypatch):
+    bread = make_bread()
+    _running(bread, "r1", 500)
+    rows, get_crumbs = [], bread.store.get_crumbs
+
+    def counted(*args, **kwargs):
+        frames = get_crumbs(*args, **kwargs)
+        rows.extend(frames)
+        return frames
+
+    monkeypatch.setattr(bread.store, "get_crumbs", counted)
+    mount = RunWebhooks(allow_private_webhooks=True)
+    for _ in range(5):
+        assert mount.events(bread, bread.store.get_run("r1")) == []
+    _end(bread, "r1", 501)
+    (report,) = mount.events(bread, bread.store.get_run("r1"))
+    assert report["status"] == "completed" and report["output"] == "done" and report["seq"] == 501
+    assert len(rows) == 501  # each crumb read once, not the whole log at each look
+
+
+def test_a_run_that_ends_here_wakes_the_sender_before_its_recheck(make_bread, hook, monkeypatch):
+    monkeypatch.setattr(sender_module, "RECHECK_SECONDS", 60.0)  # no recheck within the test
+    bread = make_bread(server={"allow_private_webhooks": True})
+    _running(bread, "r1", 3)
+    subscribe(bread.store, "r1", hook.url, None)
+    assert start_sender(bread, allow_private_webhooks=True)
+    deadline = time.monotonic() + DELIVERY_SECONDS
+    while bread.store.list_push_configs("r1")[0]["nextAttemptAt"] < time.time() + 30 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the sender looked, found nothing new, and parked it for a minute
+    _end(bread, "r1", 4)
+    ((ended, _, _),) = hook.wait_for(1, DELIVERY_SECONDS)
+    assert ended["id"] == "r1" and ended["status"] == "completed"

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from bread_sync import crumbs as c
+from bread_sync.config import Config, apply_environment
 from bread_sync.errors import RUN_CANCELLED, SESSION_BUSY, BreadError
 from bread_sync.executors import huey as huey_executor
 from bread_sync.protocols.a2a.translator import RUN_STATES
@@ -75,7 +76,22 @@ def test_a2a_shows_a_queued_run_as_submitted():
 
 def test_start_and_worker_say_when_text_waits_for_the_next_durable_crumb(make_bread):
     config = make_bread().config
-    assert live_text_note(config.model_copy(update={"executor": "huey"})) is not None
+    assert "next durable crumb" in live_text_note(config.model_copy(update={"executor": "huey"}))
     assert live_text_note(config) is None  # inline
     shared = http_chunked.transport(pubsub=redis.transport(url="redis://127.0.0.1:1/0"))
-    assert live_text_note(config.model_copy(update={"executor": "huey", "transport": shared})) is None
+    assert live_text_note(config.model_copy(update={"executor": "huey", "transport": shared})).endswith("through redis")
+
+
+def test_queued_runs_on_a_postgres_store_without_redis_take_its_notifications_as_live_channel(monkeypatch):
+    from bread_sync.transports import postgres
+
+    monkeypatch.setenv("BREAD_DB", "postgresql://bread@127.0.0.1:1/bread")
+    monkeypatch.setenv("BREAD_EXECUTOR", "huey")
+    config = apply_environment(Config())
+    assert isinstance(config.transport.pubsub, postgres.PostgresTransport)
+    assert "Postgres store's notifications" in live_text_note(config)
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    assert isinstance(apply_environment(Config()).transport.pubsub, redis.RedisTransport)
+    monkeypatch.delenv("REDIS_URL")
+    monkeypatch.setenv("BREAD_EXECUTOR", "inline")
+    assert apply_environment(Config()).transport is None

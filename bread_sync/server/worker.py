@@ -24,17 +24,21 @@ MIN_SWEEP_SECONDS = 0.1
 
 
 def live_text_note(config: Any) -> str | None:
-    """What ``start`` and ``worker`` say when runs are queued without a live channel between the
-    workers and the web tier (Redis): text reaches a stream only with the next durable crumb."""
-    from ..transports import reports_health
+    """What ``start`` and ``worker`` say about the live channel between the workers and the web
+    tier when runs are queued: Redis, the Postgres store's notifications, or none (then text
+    reaches a stream only with the next durable crumb)."""
+    from ..transports import carrier, reports_health
 
-    transport = config.transport
-    shared = transport is not None and not isinstance(transport, str) and reports_health(transport)
-    if config.executor != "huey" or shared:
+    if config.executor != "huey":
         return None
+    transport = config.transport
+    if transport is not None and not isinstance(transport, str) and reports_health(transport):
+        channel = type(carrier(transport)).__module__.rsplit(".", 1)[-1]
+        via = "the Postgres store's notifications (LISTEN/NOTIFY)" if channel == "postgres" else channel
+        return f"note: runs are queued for workers (BREAD_EXECUTOR=huey); live crumbs reach the web tier through {via}"
     return (
         "note: runs are queued for workers (BREAD_EXECUTOR=huey) with no live channel to the web tier "
-        "(REDIS_URL): a stream gets each text segment with the run's next durable crumb"
+        "(REDIS_URL, or a Postgres store): a stream gets each text segment with the run's next durable crumb"
     )
 
 

@@ -273,10 +273,9 @@ class Store(
 LOG_PAGE = 500
 
 
-def read_log(store: CrumbLog, run_id: str, through: int | None = None) -> Iterator[Frame]:
-    """A run's log from its start (up to seq ``through``, when given), :data:`LOG_PAGE` rows at
-    a time: what a bridge feeds its translator to bring it up to a position."""
-    after = 0
+def read_log(store: CrumbLog, run_id: str, through: int | None = None, after: int = 0) -> Iterator[Frame]:
+    """A run's log from its start (past seq ``after``; up to seq ``through``, when given),
+    :data:`LOG_PAGE` rows at a time: what a bridge feeds its translator to bring it up to a position."""
     while through is None or after < through:
         page = store.get_crumbs(run_id, after, limit=LOG_PAGE)
         for frame in page:

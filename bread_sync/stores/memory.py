@@ -343,6 +343,17 @@ class MemoryStore:
             config.update(fields, claimedBy=None, claimedUntil=None)
             return True
 
+    def hasten_push(self, task_id: str, now: float) -> bool:
+        with self._lock:
+            waiting = [
+                c
+                for (task, _), c in self._pushes.items()
+                if task == task_id and not c["done"] and not c["attempts"] and c["claimedBy"] is None
+            ]
+            for config in waiting:
+                config["nextAttemptAt"] = min(config["nextAttemptAt"], now)
+            return bool(waiting)
+
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         with self._lock:
             runs = {r["id"] for r in self._runs.values() if r["status"] in FINISHED and r["updatedAt"] < before}

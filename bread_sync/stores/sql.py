@@ -317,6 +317,13 @@ class SQLStore:
         )
         return self._execute(sql, [*fields.values(), task_id, config_id, owner]) == 1
 
+    def hasten_push(self, task_id: str, now: float) -> bool:
+        sql = (
+            "UPDATE push_configs SET next_attempt_at = ? WHERE task_id = ? AND NOT done AND attempts = 0"
+            " AND claimed_by IS NULL AND next_attempt_at > ?"
+        )
+        return self._execute(sql, [now, task_id, now]) > 0
+
 
 def _run(row: tuple[Any, ...]) -> RunRow:
     record = dict(zip(RUN_COLUMNS, row, strict=True))

@@ -24,6 +24,7 @@ TRANSPORTS = {
     "http-chunked": "bread_sync.transports.http_chunked",
     "http-sse": "bread_sync.transports.http_sse",
     "redis": "bread_sync.transports.redis",
+    "postgres": "bread_sync.transports.postgres",
 }
 
 Handler = Callable[[Frame], None]

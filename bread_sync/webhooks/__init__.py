@@ -45,6 +45,11 @@ class PushStore(Protocol):
         """Set ``delivered``, ``attempts``, ``nextAttemptAt``, ``lastError`` or ``done`` and
         release the claim, if ``owner`` still holds it; False (and no change) otherwise."""
 
+    def hasten_push(self, task_id: str, now: float) -> bool:
+        """Make the task's subscriptions that wait only for news (not ``done``, unclaimed, no
+        failed attempt) due at ``now``; whether there was one. What a sender does when the
+        task's run ends or pauses in its process, instead of waiting for the next recheck."""
+
 
 class Mount(Protocol):
     """What a sender delivers for the subscriptions a mount took (``config["mount"]``)."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from .. import crumbs as c
@@ -84,19 +86,56 @@ def subscribe(store: Any, run_id: str, url: str, secret: str | None) -> None:
     store.save_push_config({**config, "authentication": None})
 
 
+class _Read:
+    """What a mount has read of a run's log: up to which seq, its pauses, its last crumb."""
+
+    __slots__ = ("position", "pauses", "last")
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.pauses: list[dict[str, Any]] = []
+        self.last: dict[str, Any] | None = None
+
+    def read_on(self, store: Any, run_id: str) -> None:
+        for frame in read_log(store, run_id, after=self.position):
+            self.last = _with_seq(frame)
+            if frame.crumb["type"] == _PAUSE:
+                self.pauses.append(self.last)
+            self.position = frame.seq
+
+
 class RunWebhooks:
-    """The sender's mount of the background runs' webhooks."""
+    """The sender's mount of the background runs' webhooks.
+
+    It remembers what it read of each unfinished run's log (MAX_READ runs), so a recheck of a
+    running run reads only the crumbs appended since, not the whole log again."""
+
+    #: Unfinished runs whose reading a mount keeps; the least recently checked go first.
+    MAX_READ = 1000
 
     def __init__(self, allow_private_webhooks: bool):
         self.allow_private_webhooks = allow_private_webhooks
+        self._lock = threading.Lock()
+        self._read: OrderedDict[str, _Read] = OrderedDict()
 
     def events(self, bread: Any, record: dict[str, Any]) -> list[Any]:
         """One report per pause in the run's log, then one for its end once it ended."""
-        frames = list(read_log(bread.store, record["id"]))
-        reports = [run_report(record, _with_seq(f)) for f in frames if f.crumb["type"] == _PAUSE]
+        run_id = record["id"]
+        with self._lock:
+            read = self._read.pop(run_id, None) or _Read()
+        read.read_on(bread.store, run_id)
+        reports = [run_report(record, pause) for pause in read.pauses]
         if record["status"] in FINISHED:
-            reports.append(run_report(record, _with_seq(frames[-1]) if frames else None))
+            reports.append(run_report(record, read.last))
+        else:
+            self._keep(run_id, read)
         return reports
+
+    def _keep(self, run_id: str, read: _Read) -> None:
+        with self._lock:
+            self._read[run_id] = read
+            while len(self._read) > self.MAX_READ:
+                self._read.popitem(last=False)
 
     def ended(self, record: dict[str, Any]) -> bool:
         return record["status"] in FINISHED

@@ -5,9 +5,14 @@ subscription that is due (one claimer wins, across workers and replicas), asks i
 run's bodies, POSTs those past the subscription's ``delivered`` count one at a time, in order,
 and settles it: the new count, or on a failure the next attempt's time (exponential backoff).
 Every process that serves a mount runs one sender; a restart loses nothing (a POST answered but
-not yet settled is sent again: at least once). Deliveries run side by side, a few to one webhook
-origin at a time, so a webhook that never answers holds up no other's; an origin that timed out
-is left alone for a while, whatever subscriptions name it."""
+not yet settled is sent again: at least once). A subscription whose run has nothing new waits
+RECHECK_SECONDS for its next look, unless its run ends or pauses in this process first: the
+sender hears that crumb, makes the run's subscriptions due (``hasten_push``) and claims at once.
+The store is polled still, as the fallback for runs driven in other processes.
+
+Deliveries run side by side, a few to one webhook origin at a time, so a webhook that never
+answers holds up no other's; an origin that timed out is left alone for a while, whatever
+subscriptions name it."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from ..crumbs import STREAM_END, Frame
 from ..engine.opening import new_id
 from . import Mount, PushStore, address
 
@@ -31,8 +37,11 @@ CLAIM_SECONDS = 30.0
 #: its last claim, doubling while nothing is due up to IDLE_MOST_SECONDS (an idle process asks
 #: the store about twice a second at most, not five times).
 IDLE_SECONDS, IDLE_MOST_SECONDS = 0.2, 2.0
-#: A subscription whose run has nothing new (or whose webhook is busy) is due again this long after.
+#: A subscription whose run has nothing new (or whose webhook is busy) is due again this long after:
+#: the look for a run driven in another process (one driven here wakes the sender at its end or pause).
 RECHECK_SECONDS = 0.5
+#: Runs a sender remembers as having subscriptions that wait for news.
+MAX_WAITING = 10_000
 #: The first retry's delay; each next one doubles, up to BACKOFF_MAX_SECONDS.
 BACKOFF_SECONDS, BACKOFF_MAX_SECONDS = 0.5, 30.0
 #: Failed POSTs in a row before a subscription is given up (``done``, with its ``lastError``).
@@ -59,14 +68,33 @@ class PushSender:
         self._origins = _Origins()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        #: Set by a stop, or by the end or pause of a run whose subscriptions wait for news.
+        self._news = threading.Event()
+        #: Runs whose subscriptions a delivery here found waiting for news (MAX_WAITING at most).
+        self._waiting: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._waiting_lock = threading.Lock()  # held for no I/O: the publish path only reads
+        #: Of those, the ones that ended or paused here since the loop last looked.
+        self._settled: collections.deque[str] = collections.deque()
+        self._undo_listen: Any = None
 
     def start(self) -> None:
+        if self._undo_listen is None:
+            self._undo_listen = self.bread.on("crumb", self._heard)
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._loop, name="bread-webhooks", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._news.set()
+        if self._undo_listen is not None:
+            self._undo_listen()
+
+    def _heard(self, frame: Frame) -> None:
+        # On the run's publish path: only note it; the loop writes to the store.
+        if frame.type in STREAM_END and frame.run_id in self._waiting:
+            self._settled.append(frame.run_id)
+            self._news.set()
 
     def _loop(self) -> None:
         idle = IDLE_SECONDS
@@ -74,14 +102,18 @@ class PushSender:
             if not self._slots.acquire(timeout=IDLE_SECONDS):
                 continue  # every delivery is under way
             try:
+                self._hasten_settled()
                 config = self._claim()
             except Exception:  # the sender outlives any one failure; the next turn retries
                 log.exception("the webhook sender could not claim a subscription")
                 config = None
             if config is None:
                 self._slots.release()
-                self._stop.wait(idle)
-                idle = min(idle * 2, IDLE_MOST_SECONDS)
+                if self._news.wait(idle):
+                    self._news.clear()
+                    idle = IDLE_SECONDS
+                else:
+                    idle = min(idle * 2, IDLE_MOST_SECONDS)
                 continue
             idle = IDLE_SECONDS
             delivery = threading.Thread(target=self._deliver_in_slot, args=(config,), name="bread-webhook-delivery")
@@ -96,9 +128,17 @@ class PushSender:
         finally:
             self._slots.release()
 
+    def _hasten_settled(self) -> None:
+        while self._settled:
+            run_id = self._settled.popleft()
+            with self._waiting_lock:
+                self._waiting.pop(run_id, None)
+            self.pushes.hasten_push(run_id, time.time())
+
     def step(self) -> bool:
         """Claim one due subscription and deliver what it has, in this thread; False when none
         was due."""
+        self._hasten_settled()
         config = self._claim()
         if config is not None:
             self._deliver(config)
@@ -132,8 +172,19 @@ class PushSender:
             return
         delivered = config["delivered"] + sent
         ended = mount.ended(record) and delivered == len(events)
+        if delivered == len(events) and not ended:
+            self._wait_for_news(config["taskId"])
         due = time.time() + (0 if delivered < len(events) else RECHECK_SECONDS)
         self._settle(config, delivered=delivered, attempts=0, nextAttemptAt=due, lastError=None, done=ended)
+
+    def _wait_for_news(self, run_id: str) -> None:
+        """Hasten the run's subscriptions when it ends or pauses here (before the settle: an end
+        between the two finds the subscription claimed, and the recheck takes it)."""
+        with self._waiting_lock:
+            self._waiting[run_id] = None
+            self._waiting.move_to_end(run_id)
+            while len(self._waiting) > MAX_WAITING:
+                self._waiting.popitem(last=False)
 
     def _send(self, mount: Mount, config: dict[str, Any], bodies: list[dict[str, Any]]) -> int | None:
         """POST ``bodies`` in order while the claim surely holds; how many the webhook took, or

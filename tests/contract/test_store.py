@@ -584,6 +584,20 @@ def test_a_claim_takes_a_due_subscription_once_until_it_is_settled_or_expires(st
     assert not store.settle_push("t1", "c1", "b", delivered=2)
 
 
+def test_hastening_makes_a_subscription_waiting_for_news_due_but_not_one_backing_off(store):
+    store.save_push_config(push())
+    store.save_push_config(push(config_id="c2"))
+    now = 10**10
+    for config_id, attempts in (("c1", 0), ("c2", 1)):
+        assert store.claim_push("a", now, now + 30)["id"] == config_id
+        assert store.settle_push("t1", config_id, "a", attempts=attempts, nextAttemptAt=now + 60)
+    assert store.claim_push("a", now + 1, now + 31) is None
+    assert store.hasten_push("t1", now + 1) and not store.hasten_push("t2", now + 1)
+    assert store.claim_push("a", now + 1, now + 31)["id"] == "c1"
+    assert store.claim_push("a", now + 1, now + 31) is None  # c2 keeps its back-off
+    assert not store.hasten_push("t1", now + 2)  # c1 is claimed: its sender settles it
+
+
 def test_a_done_subscription_is_never_claimed(store):
     store.save_push_config(push())
     store.claim_push("a", 10**10, 10**10 + 30)

@@ -18,10 +18,11 @@ from bread_sync.transports import can_subscribe, stream
 
 DELIVERY_SECONDS = 5.0
 
-#: name -> (factory(url, retain), frames past ``retain`` a run may keep: Redis trims whole nodes).
+#: name -> (factory(fixture, retain), frames past ``retain`` a run may keep: Redis trims whole nodes).
 DUPLEX = {
-    "stream": (lambda url, retain: stream.transport(buffer_size=retain), 0),
-    "redis": (lambda url, retain: _redis().transport(url=url(), maxlen=retain), 100),
+    "stream": (lambda fixture, retain: stream.transport(buffer_size=retain), 0),
+    "redis": (lambda fixture, retain: _redis().transport(url=fixture("redis_url"), maxlen=retain), 100),
+    "postgres": (lambda fixture, retain: _PostgresPair(fixture("postgres_url"), retain), 0),
 }
 
 
@@ -29,6 +30,30 @@ def _redis():
     from bread_sync.transports import redis
 
     return redis
+
+
+class _PostgresPair:
+    """Two Postgres transports as two processes would have them: one publishes, the other
+    subscribes, so every frame crosses LISTEN/NOTIFY. A subscription first waits until what was
+    published is heard (``flush``), as a replay in Redis sees every XADD made before it."""
+
+    capability = "duplex"
+
+    def __init__(self, url, retain):
+        from bread_sync.transports import postgres
+
+        self.publisher = postgres.transport(url=url, buffer_size=retain)
+        self.subscriber = postgres.transport(url=url, buffer_size=retain)
+        assert self.subscriber.flush()  # listening, as a process is once it subscribed to any run
+        self.publish = self.publisher.publish
+
+    def subscribe(self, run_id, after_seq, handler):
+        assert self.publisher.flush() and self.subscriber.flush()
+        return self.subscriber.subscribe(run_id, after_seq, handler)
+
+    def close(self):
+        self.publisher.close()
+        self.subscriber.close()
 
 
 @pytest.fixture(params=sorted(DUPLEX))
@@ -42,7 +67,7 @@ def make_transport(request, implementation):
     made = []
 
     def make(retain=1024):
-        transport = factory(lambda: request.getfixturevalue("redis_url"), retain)
+        transport = factory(request.getfixturevalue, retain)
         made.append(transport)
         return transport
 
@@ -55,7 +80,7 @@ def make_transport(request, implementation):
 
 @pytest.fixture
 def r():
-    """A run id of this test's own: a shared Redis outlives every test."""
+    """A run id of this test's own: a shared Redis or Postgres outlives every test."""
     return f"r-{uuid.uuid4().hex}"
 
 
@@ -156,7 +181,7 @@ def test_retention_is_bounded_per_run(make_transport, implementation, r):
 
 def test_retention_is_bounded_in_runs_but_spares_runs_with_subscribers(implementation):
     if implementation != "stream":
-        pytest.skip("Redis bounds its runs in time: a finished run's stream expires (tests/test_redis_transport.py)")
+        pytest.skip("Redis bounds its runs in time; Postgres keeps them in an embedded stream, tested here")
     t = stream.transport(max_runs=3)
     watched = []
     t.subscribe("watched", 0, watched.append)
@@ -171,7 +196,7 @@ def test_retention_is_bounded_in_runs_but_spares_runs_with_subscribers(implement
 
 def test_retention_is_bounded_in_frames_across_runs_once_they_end(implementation):
     if implementation != "stream":
-        pytest.skip("Redis bounds its runs in time: a finished run's stream expires (tests/test_redis_transport.py)")
+        pytest.skip("Redis bounds its runs in time; Postgres keeps them in an embedded stream, tested here")
     t = stream.transport(buffer_size=100, max_frames=250)
     for n in range(5):  # five runs of 100 frames each, the last one a terminal crumb
         for seq in range(1, 100):

@@ -3,7 +3,9 @@ servers and two ``bread-sync worker`` processes share the store and its Huey que
 A run through web A is driven by a worker and tailed on B; its resume, through A, by a worker;
 a cancel from B reaches a run on any worker, and one still queued; a worker SIGKILLed mid-run
 has its run carried on by the other. Live text between a worker and the web tier travels with
-the next durable crumb here (SQLite alone): the streams' durable crumbs are asserted whole."""
+the next durable crumb here (SQLite alone): the streams' durable crumbs are asserted whole. The
+smoke passes at the end: a Postgres store (its notifications the live channel), Redis as the queue
+and the live channel."""
 
 from __future__ import annotations
 
@@ -189,3 +191,20 @@ def test_with_redis_as_the_queue_and_the_live_channel_text_streams_live(
     events = _walk(http, web.url, [worker])
     assert [e.type for e in events].count("text:delta") > 1  # deltas as the worker streamed them
     assert not (tmp_path / "redis-queue.db").exists()
+
+
+def test_on_postgres_without_redis_text_reaches_the_web_tier_before_the_next_durable_crumb(
+    http, postgres_url, start_server, start_worker
+):
+    web = start_server("web-pg-live", db=postgres_url, env=QUEUED_ENV)
+    worker = start_worker("w-pg-live", postgres_url, {})
+    # One step: "step 1 ", a second's pause, "done ", then the tool call, its next durable crumb.
+    body, url = {"input": {"count": 1, "delayMs": 1000}}, f"{web.url}/agents/stepper/run"
+    with new_client() as client, open_stream(client, "POST", url, "sse", body=body) as stepping:
+        first = stepping.until(lambda e: e.type == "text:delta", "the first text")
+        # Read from the log, the text would come whole with the tool call: "step 1 done ".
+        assert first.data["delta"] == "step 1 ", stepping.types
+        stepping.until(lambda e: e.type == RUN_END, "the run's end")
+    assert text_of(stepping.events).startswith("step 1 done ")
+    assert _owner_pid(http, web.url, stepping.run_id) in (worker.pid, None)
+    assert "the Postgres store's notifications" in worker.log()

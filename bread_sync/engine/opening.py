@@ -230,6 +230,9 @@ def observed(
     if runtime.tracer is not None:
         ctx.trace = runtime.tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, went_on_from)
         crumbs = ctx.trace.follow(crumbs, lambda: execution.status)
+        # The record names this driving's span, from its first crumb's commit on: the webhook
+        # POSTs about the run carry it, from whichever process sends them (stores.TRACE_FIELD).
+        ctx.emitter.defer(partial(runtime.store.update_run, ctx.run_id, trace=ctx.trace.link()))
     if runtime.metrics is not None:
         metrics = runtime.metrics
         crumbs = metrics.follow(agent_id, crumbs, lambda: execution.status, ctx.usage, new, ctx.emitter.tally)

@@ -361,6 +361,8 @@ def _headers(span: Span) -> dict[str, str]:
     """The W3C headers naming ``span``, formatted from its context: what the propagator's
     ``inject`` writes, without the context it makes and parses again (a model call's cost)."""
     span_context = span.get_span_context()
+    if not span_context.is_valid:
+        return {}
     carrier = {
         "traceparent": f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{span_context.trace_flags:02x}"
     }

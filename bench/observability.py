@@ -8,7 +8,10 @@ calls each), every mode on a fresh SQLite file. Events/s is crumbs emitted over 
 seconds, from the first run's start to the last one's end; with tracing on, the exporter's last
 batch is flushed inside that time. Metrics are in prometheus_client's multiprocess mode, as under
 gunicorn. The modes take turns in a rotating order, and each ratio is taken within one
-repetition::
+repetition. Beside them, where tracing's cost goes: the CPU time of the spans of one model turn
+that calls a tool (its ``chat`` and ``execute_tool`` spans, through the run trace the engine
+uses), made with no span processor, queued by the batch processor to an exporter that drops
+them, and exported over OTLP/HTTP::
 
     .venv/bin/python bench/observability.py --repeat 3 --write docs/performance.md
 """
@@ -37,6 +40,9 @@ import harness  # noqa: E402
 from choke_point import make_agent  # noqa: E402
 
 from bread_sync import Config, ServerSettings, create_bread  # noqa: E402
+from bread_sync import crumbs as c  # noqa: E402
+from bread_sync.cancel import CancelToken  # noqa: E402
+from bread_sync.models import ModelRequest, TextDelta, ToolCall  # noqa: E402
 from bread_sync.stores import sqlite  # noqa: E402
 
 SCRIPT = "observability.py"
@@ -45,6 +51,10 @@ MODES = ("off", "metrics", "tracing")
 #: Spans the batch processor holds (its default, 2,048, drops most of 200 runs' spans at once).
 SPAN_QUEUE = 2**18
 AIMS = {"metrics": 1 - 0.03, "tracing": 1 - 0.10}
+#: Where a traced turn's span costs are measured: spans made only, queued, exported.
+SPAN_STAGES = ("made, no processor", "queued, exporter dropping them", "exported over OTLP/HTTP")
+#: Model turns traced per measurement of :func:`span_cost`.
+SPAN_TURNS = 2000
 #: A receiver of OTLP/HTTP: every POST answered 200 with an empty export response, nothing kept.
 RECEIVER = """
 import sys
@@ -93,6 +103,49 @@ def make_bread(mode: str, folder: Path, agents: list[Any], endpoint: str) -> tup
     return bread, lambda: provider.force_flush()
 
 
+def tracer_at(stage: str, endpoint: str) -> tuple[Any, Any]:
+    """bread's tracer on a provider of its own at ``stage`` (see SPAN_STAGES), and the provider."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    from bread_sync.tracing import otel
+
+    class Dropping(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    if stage != SPAN_STAGES[0]:
+        exporter = Dropping() if stage == SPAN_STAGES[1] else OTLPSpanExporter(endpoint=endpoint)
+        provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=SPAN_QUEUE))
+    return otel.tracer(provider), provider
+
+
+def span_cost(stage: str, endpoint: str, deltas: int) -> float:
+    """CPU seconds per traced model turn of ``deltas`` text deltas and a tool call (a ``chat``
+    and an ``execute_tool`` span), the turns' own work (a scripted stream) left out."""
+    tracer, provider = tracer_at(stage, endpoint)
+    trace = tracer.run_trace("run_bench", "ses_bench", "bench", None)
+    request = ModelRequest(model="script", system="", messages=[], tools=[], signal=CancelToken())
+    events = [*(TextDelta(f"word{k} ") for k in range(deltas)), ToolCall(id="call", name="noop", input={})]
+
+    def crumbs() -> Any:
+        for turn in range(SPAN_TURNS):
+            for _ in trace.model_call("script", "script", request, lambda request: iter(events)):
+                pass
+            yield {"type": c.TOOL_CALL, "toolName": "noop", "toolCallId": f"call_{turn}", "input": {}}
+            yield {"type": c.TOOL_RESULT, "toolName": "noop", "toolCallId": f"call_{turn}", "output": {}}
+
+    cpu = time.process_time()
+    for _ in trace.follow(crumbs(), lambda: "completed"):
+        pass
+    provider.force_flush()
+    cpu = time.process_time() - cpu
+    provider.shutdown()
+    return cpu / SPAN_TURNS
+
+
 def events_per_second(bread: Any, flush: Callable[[], None], agent: str, runs: int) -> tuple[float, float]:
     """``runs`` runs of ``agent`` at once, each in a greenlet: crumbs emitted per second of this
     process's CPU (its threads' too: SQLite's, the exporter's), and per second of wall clock."""
@@ -112,6 +165,7 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     workloads = {"one run": (1, make_agent(args.calls, args.deltas)),
                  f"{args.runs} runs at once": (args.runs, make_agent(args.run_calls, args.deltas))}  # fmt: skip
     rates: dict[str, dict[str, list[tuple[float, float]]]] = {w: {m: [] for m in MODES} for w in workloads}
+    spans: dict[str, list[float]] = {stage: [] for stage in SPAN_STAGES}
     receiver, endpoint = start_receiver()
     load = [harness.load_average()]
     try:
@@ -125,11 +179,15 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
                         bread.close()
                     if rep >= 0:
                         rates[workload][mode].append(rate)
+            for stage in SPAN_STAGES:
+                cost = span_cost(stage, endpoint, args.deltas)
+                if rep >= 0:
+                    spans[stage].append(cost)
     finally:
         receiver.terminate()
         receiver.wait(10)
     load.append(harness.load_average())
-    return {"rates": rates, "load": load}
+    return {"rates": rates, "spans": spans, "load": load}
 
 
 def figures(result: dict[str, Any], args: argparse.Namespace) -> list[harness.Figure]:
@@ -146,6 +204,8 @@ def figures(result: dict[str, Any], args: argparse.Namespace) -> list[harness.Fi
                 )
                 out.append(harness.Figure(f"{workload}, {mode} on: events per {clock} second", ours, "/s",
                                           "both off", off, "/ both off", ratios, aim=aim, met=met))  # fmt: skip
+    for stage, costs in result["spans"].items():
+        out.append(harness.Figure(f"a traced turn's 2 spans, {stage}: CPU per turn", costs, "us"))
     return out
 
 
@@ -159,7 +219,9 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
         "receiver in another process, its last batch flushed inside the measured time. Events are counted "
         "per second of this process's CPU time (its threads' included), which other processes on the machine "
         "do not change, and per second of wall clock, which they do. Aims: metrics cost at most 3% of the "
-        "events/s, tracing at most 10%.",
+        "events/s, tracing at most 10%. The last three rows: the CPU time of the spans of one model turn that "
+        f"calls a tool ({SPAN_TURNS:,} turns of {args.deltas} text deltas through one run trace), made with no "
+        "span processor, queued by the batch processor to an exporter that drops them, and exported over OTLP/HTTP.",
         "",
         *harness.table(figures(result, args)),
     ]

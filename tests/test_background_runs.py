@@ -1,8 +1,8 @@
 """Background runs in process (issue 27 item 3): ``Prefer: respond-async`` answers 202 with the
 run's Location, ``GET /runs/<runId>/wait`` answers its report at its end or pause (202 when its
 timeout passes first), and a run's webhook gets one signed POST at each pause and at its end,
-once, also when its first attempt fails; a private or unreadable webhook url is refused before
-any run."""
+once, also when its first attempt fails, with the ``traceparent`` of its span when traced; a
+private or unreadable webhook url is refused before any run."""
 
 from __future__ import annotations
 
@@ -134,6 +134,30 @@ def test_a_webhook_without_a_secret_is_not_signed(make_bread, hook):
     run_id = started(client, "/agents/echo/run", {"input": "hi", "webhook": {"url": hook.url}})
     ((ended, headers, _),) = hook.wait_for(1, DELIVERY_SECONDS)
     assert ended["id"] == run_id and ended["output"] == "hi" and "Bread-Signature" not in headers
+    assert "traceparent" not in {name.lower() for name in headers}  # not traced
+
+
+def test_a_traced_runs_webhook_posts_carry_the_traceparent_of_its_latest_drivings_span(make_bread, hook):
+    otel = pytest.importorskip("bread_sync.tracing.otel")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter, spans = InMemorySpanExporter(), TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    bread, client = serve(make_bread, allow_private_webhooks=True)
+    bread.tracer = otel.tracer(spans)
+    run_id = started(client, "/agents/writer/run", {"input": {"topic": "bread"}, "webhook": {"url": hook.url}})
+    ((paused, paused_headers, _),) = hook.wait_for(1, DELIVERY_SECONDS)
+    client.post(f"/resume/{paused['checkpoint']['checkpointId']}", json={"response": {"approved": True}}).get_data()
+    _, (ended, ended_headers, _) = hook.wait_for(2, DELIVERY_SECONDS)
+
+    runs = sorted(
+        (s for s in exporter.get_finished_spans() if s.name == "invoke_agent writer"), key=lambda s: s.start_time
+    )
+    assert [span.attributes["bread.run.id"] for span in runs] == [run_id, run_id]
+    names = [f"00-{s.context.trace_id:032x}-{s.context.span_id:016x}-{s.context.trace_flags:02x}" for s in runs]
+    assert [paused_headers["traceparent"], ended_headers["traceparent"]] == names
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/hook", "http://localhost/x", "http://10.0.0.1/", "http://[::1]/"])

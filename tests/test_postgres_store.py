@@ -73,7 +73,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
                  ("owner", "text", True), ("lease_until", "double precision", True),
                  ("cancel_requested", "boolean", False), ("created_at", "text", True), ("updated_at", "text", True),
                  ("remote_run_id", "text", True), ("remote_seq", "bigint", True), ("usage", "text", True),
-                 ("not_before", "double precision", True)],
+                 ("not_before", "double precision", True), ("trace", "text", True)],
         "session_claims": [("session_id", "text", False), ("run_id", "text", False)],
         "session_messages": [("position", "bigint", False), ("session_id", "text", False),
                              ("message", "text", False)],
@@ -115,6 +115,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, postgres_url):
         "m009_runs_by_agent_updated",
         "m010_run_usage",
         "m011_run_not_before",
+        "m012_run_trace",
     ]  # fmt: skip
 
 

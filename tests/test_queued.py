@@ -1,7 +1,8 @@
 """Queued runs in-process (the huey executor on Huey's memory storage, never consumed unless a
 test says so): a cancel ends a queued run before it starts, a queued run holds its session, a
-lost enqueue is submitted again by the sweep, and ``start``/``worker`` say when text waits for
-the next durable crumb. Across real processes: tests/integration/test_queued_runs.py."""
+lost enqueue is submitted again by the sweep, a queued run is traced and counted where a worker
+drives it, ``start``/``worker`` say when text waits for the next durable crumb and ``worker`` when
+its metrics reach no scrape. Across real processes: tests/integration/test_queued_runs.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from bread_sync.config import Config, apply_environment
 from bread_sync.errors import RUN_CANCELLED, SESSION_BUSY, BreadError
 from bread_sync.executors import huey as huey_executor
 from bread_sync.protocols.a2a.translator import RUN_STATES
-from bread_sync.server.worker import live_text_note
+from bread_sync.server.worker import live_text_note, metrics_note
 from bread_sync.transports import http_chunked, redis
 
 DEADLINE = 10
@@ -95,3 +96,44 @@ def test_queued_runs_on_a_postgres_store_without_redis_take_its_notifications_as
     monkeypatch.delenv("REDIS_URL")
     monkeypatch.setenv("BREAD_EXECUTOR", "inline")
     assert apply_environment(Config()).transport is None
+
+
+def test_a_queued_run_is_traced_and_counted_where_a_worker_drives_it(make_bread, queue):
+    otel = pytest.importorskip("bread_sync.tracing.otel")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from bread_sync.config import ServerSettings
+    from bread_sync.metrics import prometheus
+
+    exporter, spans = InMemorySpanExporter(), TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    bread = make_bread(executor=queue, server=ServerSettings(metrics=True))
+    bread.tracer = otel.tracer(spans)
+    paused = {"agent": "writer", "status": "paused"}
+    before = prometheus.metrics().registry.get_sample_value("bread_runs_finished_total", paused) or 0.0
+    run_id = _queued(bread, "writer")
+    queue.consumer(bread, workers=1, worker_type="thread")
+    queue.huey.execute(queue.huey.dequeue())  # the worker's driving, to the writer's pause
+
+    assert bread.store.get_run(run_id)["status"] == "paused"
+    finished = exporter.get_finished_spans()
+    runs = sorted((span for span in finished if span.name == "invoke_agent writer"), key=lambda span: span.start_time)
+    queued, driven = runs  # the web tier's driving ends when it queues the run; the worker's is traced too
+    assert [queued.attributes["bread.run.status"], driven.attributes["bread.run.status"]] == ["queued", "paused"]
+    under = sorted((span for span in finished if span.parent == driven.context), key=lambda span: span.start_time)
+    assert [span.name for span in under] == ["chat script", "execute_tool publish"]
+    after = prometheus.metrics().registry.get_sample_value("bread_runs_finished_total", paused)
+    assert after == before + 1
+
+
+def test_a_worker_says_when_its_metrics_reach_no_scrape(make_bread, monkeypatch):
+    config = make_bread().config
+    metered = config.model_copy(update={"server": config.server.model_copy(update={"metrics": True})})
+    for name in ("PROMETHEUS_MULTIPROC_DIR", "prometheus_multiproc_dir"):
+        monkeypatch.delenv(name, raising=False)
+    assert metrics_note(metered) is not None
+    assert metrics_note(config) is None  # metrics off
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "/the/web/tiers/folder")
+    assert metrics_note(metered) is None

@@ -103,7 +103,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
             ("checkpoint_id", "TEXT", 0, 0), ("owner", "TEXT", 0, 0), ("lease_until", "REAL", 0, 0),
             ("cancel_requested", "INTEGER", 0, 0), ("created_at", "TEXT", 0, 0), ("updated_at", "TEXT", 0, 0),
             ("remote_run_id", "TEXT", 0, 0), ("remote_seq", "INTEGER", 0, 0), ("usage", "TEXT", 0, 0),
-            ("not_before", "REAL", 0, 0),
+            ("not_before", "REAL", 0, 0), ("trace", "TEXT", 0, 0),
         ],
         "session_messages": [("position", "INTEGER", 0, 1), ("session_id", "TEXT", 1, 0), ("message", "TEXT", 0, 0)],
         "sessions": [
@@ -154,7 +154,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
         "m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes", "m004_session_state",
         "m005_mcp_sessions", "m006_push_configs", "m007_relay_position", "m008_mcp_sessions_created",
         "m009_mcp_session_owners", "m010_runs_by_agent_updated", "m011_run_usage",
-        "m012_run_not_before",
+        "m012_run_not_before", "m013_run_trace",
     ]  # fmt: skip
 
 

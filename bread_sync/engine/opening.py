@@ -80,7 +80,7 @@ def open_run(
     queue = _queues(runtime, root, after)
     opening = root.open(tags, None if queue else _session_wait(runtime, ctx, claimed))
     execution = Execution(ctx, root, opening, queue=queue)
-    crumbs = _observed(ctx, definition_id, execution, lambda e: e.start(), new=True)
+    crumbs = observed(ctx, definition_id, execution, lambda e: e.start(), new=True)
     return Opened(RunLabels(run_id, session_id, definition_id, ctx.trace), crumbs, queued=queue)
 
 
@@ -120,7 +120,7 @@ def open_continuation(
     queue = _queues(runtime, root)
     wait = None if queue else _session_wait(runtime, ctx, claimed)
     execution = Execution(ctx, root, None if wait is None else _waiting(wait), queue=queue)
-    crumbs = _observed(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
+    crumbs = observed(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
     labels = RunLabels(run_id, session_id, root.definition_id, ctx.trace)
     return Opened(labels, crumbs, next_seq, queued=queue)
 
@@ -161,7 +161,7 @@ def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: 
     continued = {"type": c.AGENT_RUN_CONTINUED, "runId": run_id, "reason": reason, "afterSeq": last, "attempt": attempt}
     execution = Execution(ctx, root, _yielding(continued))
     progress = store.get_checkpoint(progress_id(run_id)) if runtime.tracer is not None else None
-    crumbs = _observed(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), progress)
+    crumbs = observed(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), progress)
     return Opened(RunLabels(run_id, session_id, root.definition_id, ctx.trace), crumbs, last + 1)
 
 
@@ -209,11 +209,11 @@ def open_taken_over(runtime: Runtime, record: dict[str, Any]) -> Opened:
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=runtime.store.last_seq(run_id) + 1)
     position = {"remote_run_id": record["remoteRunId"], "remote_seq": record["remoteSeq"] or 0}
     root = Relay(ctx, record["agentId"], adopted=True, **position)
-    crumbs = _observed(ctx, record["agentId"], Execution(ctx, root), lambda execution: execution.start())
+    crumbs = observed(ctx, record["agentId"], Execution(ctx, root), lambda execution: execution.start())
     return Opened(RunLabels(run_id, record["sessionId"], record["agentId"], ctx.trace), crumbs)
 
 
-def _observed(
+def observed(
     ctx: RunContext,
     agent_id: str,
     execution: Execution,
@@ -230,6 +230,9 @@ def _observed(
     if runtime.tracer is not None:
         ctx.trace = runtime.tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, went_on_from)
         crumbs = ctx.trace.follow(crumbs, lambda: execution.status)
+        # The record names this driving's span, from its first crumb's commit on: the webhook
+        # POSTs about the run carry it, from whichever process sends them (stores.TRACE_FIELD).
+        ctx.emitter.defer(partial(runtime.store.update_run, ctx.run_id, trace=ctx.trace.link()))
     if runtime.metrics is not None:
         metrics = runtime.metrics
         crumbs = metrics.follow(agent_id, crumbs, lambda: execution.status, ctx.usage, new, ctx.emitter.tally)

@@ -28,7 +28,7 @@ from ..logs import RunLabels
 from . import Runtime
 from .execution import Execution, drain
 from .lease import lease_end
-from .opening import Opened, cap_of, new_context, root_from_start
+from .opening import Opened, cap_of, new_context, observed, root_from_start
 from .recovery import end_undriven
 
 log = logging.getLogger("bread_sync")
@@ -61,24 +61,28 @@ def open_queued(runtime: Runtime, run_id: str) -> Opened | None:
     (opening,) = store.get_crumbs(run_id, after=last - 1, limit=1)
     ctx = new_context(runtime, run_id, record["sessionId"], next_seq=last + 1)
     try:
-        root, crumbs = _driven_from(ctx, opening.crumb)
+        root, start, checkpoint = _driven_from(ctx, opening.crumb)
     except BreadError as exc:  # its agent or pipeline is no longer configured here
         _fail(runtime, run_id, exc)
         return None
     if root.claims_session and not _takes_session(runtime, record):
         _back_in_queue(runtime, record)
         return None
-    return Opened(RunLabels(run_id, record["sessionId"], root.definition_id), crumbs, last + 1)
+    # Traced and counted here, where it is driven: the web tier's driving ended when it queued it.
+    crumbs = observed(ctx, root.definition_id, Execution(ctx, root), start, checkpoint)
+    return Opened(RunLabels(run_id, record["sessionId"], root.definition_id, ctx.trace), crumbs, last + 1)
 
 
-def _driven_from(ctx: Any, opening: dict[str, Any]) -> tuple[Any, Any]:
-    """The run's root activity and its crumbs, going on after its opening crumb."""
+def _driven_from(ctx: Any, opening: dict[str, Any]) -> tuple[Any, Any, dict[str, Any] | None]:
+    """The run's root activity, how its execution goes on after its opening crumb, and the
+    checkpoint it resumes from (None for a run queued at its start)."""
     if opening["type"] == c.HUMAN_RESUMED:
         checkpoint = ctx.runtime.store.get_checkpoint(opening["checkpointId"])
         root = ctx.restore(checkpoint["stack"])
-        return root, Execution(ctx, root).start(resume=(checkpoint, opening["response"]), resumed=True)
+        resume = (checkpoint, opening["response"])
+        return root, lambda execution: execution.start(resume=resume, resumed=True), checkpoint
     root = root_from_start(ctx, opening)
-    return root, Execution(ctx, root).start(carry_on=True)  # not begun: it runs from its start
+    return root, lambda execution: execution.start(carry_on=True), None  # not begun: it runs from its start
 
 
 def _takes_session(runtime: Runtime, record: dict[str, Any]) -> bool:

@@ -1,5 +1,7 @@
 """Prometheus metrics (the ``metrics`` extra): one set per process, in multiprocess mode under
-gunicorn (``PROMETHEUS_MULTIPROC_DIR``, made and cleaned by the server: gunicorn_conf.py).
+gunicorn (``PROMETHEUS_MULTIPROC_DIR``, made and cleaned by the server: gunicorn_conf.py; or
+named by the operator for the server and its ``bread-sync worker`` processes, whose runs the
+server's scrape then sums).
 
 Labels are bounded: agent, model, tool, crumb type, route, status; never a run or session id.
 The runs paused and queued are counted in the store at each scrape: they outlive the process

@@ -10,6 +10,7 @@ runs and hands the unfinished ones over at their next step, for another worker t
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -42,6 +43,22 @@ def live_text_note(config: Any) -> str | None:
     )
 
 
+def metrics_note(config: Any) -> str | None:
+    """What ``worker`` says when its metrics are on but counted where no scrape reads them: a
+    worker serves no ``/metrics``; its metrics reach the web tier's through the folder of
+    prometheus_client's multiprocess mode, which the operator names for both."""
+    if not config.server.metrics:
+        return None
+    from ..metrics.prometheus import multiprocess
+
+    if multiprocess():
+        return None
+    return (
+        "note: metrics are on (BREAD_METRICS=1) but PROMETHEUS_MULTIPROC_DIR is not set: this worker's "
+        "metrics reach no /metrics; set it to one folder for the worker and the web tier on this host"
+    )
+
+
 def patch() -> None:
     """Make the process gevent's, before the config loads: what it builds (a Redis transport's
     connections and threads, psycopg's wait) must be gevent's too."""
@@ -66,9 +83,9 @@ def work(config: Any, workers: int) -> None:
     if not bread.executor.queues:
         bread.close()
         raise ValueError("bread-sync worker drives queued runs: set BREAD_EXECUTOR=huey (or Config.executor)")
-    note = live_text_note(config)
-    if note:
-        print(note, file=sys.stderr)
+    for note in (live_text_note(config), metrics_note(config)):
+        if note:
+            print(note, file=sys.stderr)
     consumer = bread.executor.consumer(bread, workers)
     life = Lifecycle(bread, Runner(0, None, bread.cancels), STOP_SECONDS)
     bread.start()
@@ -87,6 +104,20 @@ def work(config: Any, workers: int) -> None:
     life.stop(STOP_SECONDS, drain=False)  # each run handed over at its next step
     consumer.stop(graceful=True)  # the greenlets' tasks return once their runs are handed over
     bread.close()
+    _leave_metrics(bread)
+
+
+def _leave_metrics(bread: Any) -> None:
+    """This process's live gauges (runs active) leave the shared folder's sum, as a gunicorn
+    master drops a dead worker's (prometheus_client's ``mark_process_dead``); its counters stay."""
+    if bread.metrics is None:
+        return
+    from prometheus_client.multiprocess import mark_process_dead
+
+    from ..metrics.prometheus import multiprocess
+
+    if multiprocess():
+        mark_process_dead(os.getpid())
 
 
 def _sweeping_every_half_lease(config: Any) -> Any:

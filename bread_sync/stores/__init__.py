@@ -70,6 +70,10 @@ class RunRecord(BaseModel):
 #: remote seq of the last durable crumb its log holds (engine/relay.py). A store returns them
 #: only on a record that has them.
 RELAY_FIELDS = ("remoteRunId", "remoteSeq")
+#: And on a traced run this one, not served either: the W3C headers (``traceparent``) of its
+#: latest driving's span, written with that driving's first crumb; a webhook POST about the run
+#: carries them (webhooks/sender.py), from whichever process sends it. Returned only when set.
+TRACE_FIELD = "trace"
 RunRow = dict[str, Any]
 
 

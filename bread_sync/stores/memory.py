@@ -17,6 +17,7 @@ from . import (
     PURGED,
     PUSH_SETTLED,
     RELAY_FIELDS,
+    TRACE_FIELD,
     RunRecord,
     RunRow,
     new_push_config,
@@ -80,7 +81,7 @@ class MemoryStore:
             return copy.deepcopy(self._runs.get(run_id))
 
     def update_run(self, run_id: str, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
-        unknown = set(fields) - set(RunRecord.model_fields) - set(RELAY_FIELDS)
+        unknown = set(fields) - set(RunRecord.model_fields) - set(RELAY_FIELDS) - {TRACE_FIELD}
         if unknown:
             raise TypeError(f"update_run: unknown run fields {sorted(unknown)}")
         with self._lock:

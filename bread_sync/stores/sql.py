@@ -34,6 +34,7 @@ RUN_COLUMNS = {
     "remoteRunId": "remote_run_id",
     "remoteSeq": "remote_seq",
     "notBefore": "not_before",
+    "trace": "trace",
 }
 
 #: A push subscription's keys (as the store contract spells them) and their columns.
@@ -77,7 +78,7 @@ SELECT_CRUMBS = "SELECT seq, crumb FROM crumbs WHERE run_id = ? AND seq > ? ORDE
 
 
 #: Run record keys whose values a column keeps as JSON text.
-JSON_RUN_KEYS = frozenset({"usage"})
+JSON_RUN_KEYS = frozenset({"usage", "trace"})
 
 
 def run_value(key: str, value: Any) -> Any:
@@ -335,6 +336,8 @@ def _run(row: tuple[Any, ...]) -> RunRow:
         del record["remoteRunId"], record["remoteSeq"]
     if record["notBefore"] is None:  # not delayed: as it was made
         del record["notBefore"]
+    if record["trace"] is None:  # not traced (stores.TRACE_FIELD)
+        del record["trace"]
     return record
 
 

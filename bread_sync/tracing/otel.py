@@ -120,6 +120,8 @@ class OtelRunTrace:
             attributes=self._agent_attributes(agent_id),
         )
         self._open: list[tuple[Any, Span]] = [("run", self.run)]
+        #: The run span's headers, made once: a checkpoint or a progress saved keeps them.
+        self._link = _headers(self.run)
         #: The call a checkpoint paused on: the human's answer settles it in this continuation.
         self._paused_on = (
             {"toolCallId": went_on_from["toolCallId"], "toolName": went_on_from["toolName"]}
@@ -177,7 +179,7 @@ class OtelRunTrace:
         return _headers(self._open[-1][1])
 
     def link(self) -> dict[str, str]:
-        return _headers(self.run)
+        return dict(self._link)
 
     def ids(self) -> tuple[str, str]:
         span_context = self._open[-1][1].get_span_context()
@@ -356,8 +358,16 @@ def _set_usage(span: Span, usage: dict[str, Any] | None) -> None:
 
 
 def _headers(span: Span) -> dict[str, str]:
-    carrier: dict[str, str] = {}
-    PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    """The W3C headers naming ``span``, formatted from its context: what the propagator's
+    ``inject`` writes, without the context it makes and parses again (a model call's cost)."""
+    span_context = span.get_span_context()
+    if not span_context.is_valid:
+        return {}
+    carrier = {
+        "traceparent": f"00-{span_context.trace_id:032x}-{span_context.span_id:016x}-{span_context.trace_flags:02x}"
+    }
+    if span_context.trace_state:
+        carrier["tracestate"] = span_context.trace_state.to_header()
     return carrier
 
 

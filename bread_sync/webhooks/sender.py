@@ -27,6 +27,7 @@ import httpx
 
 from ..crumbs import STREAM_END, Frame
 from ..engine.opening import new_id
+from ..stores import TRACE_FIELD
 from . import Mount, PushStore, address
 
 log = logging.getLogger("bread_sync.webhooks")
@@ -167,7 +168,7 @@ class PushSender:
             return
         events = mount.events(self.bread, record)
         pending = events[config["delivered"] : config["delivered"] + EVENTS_PER_CLAIM]
-        sent = self._send(mount, config, pending) if pending else 0
+        sent = self._send(mount, config, pending, record.get(TRACE_FIELD) or {}) if pending else 0
         if sent is None:
             return
         delivered = config["delivered"] + sent
@@ -186,9 +187,12 @@ class PushSender:
             while len(self._waiting) > MAX_WAITING:
                 self._waiting.popitem(last=False)
 
-    def _send(self, mount: Mount, config: dict[str, Any], bodies: list[dict[str, Any]]) -> int | None:
-        """POST ``bodies`` in order while the claim surely holds; how many the webhook took, or
-        None when the subscription was settled here (a failure, or its origin busy or paused)."""
+    def _send(
+        self, mount: Mount, config: dict[str, Any], bodies: list[dict[str, Any]], trace: dict[str, str]
+    ) -> int | None:
+        """POST ``bodies`` in order while the claim surely holds, each with the run's ``trace``
+        headers (its span's ``traceparent``, when traced); how many the webhook took, or None when
+        the subscription was settled here (a failure, or its origin busy or paused)."""
         try:
             hook = address.Webhook(config["url"], mount.allow_private_webhooks)
         except address.BadWebhook as exc:
@@ -207,7 +211,7 @@ class PushSender:
                     if time.time() > deadline:
                         return sent
                     started = time.monotonic()
-                    error = self._post(client, hook, mount, config, body)
+                    error = self._post(client, hook, mount, config, body, trace)
                     if error is not None:
                         slow = time.monotonic() - started >= address.CONNECT_SECONDS  # it timed out
                         self._failed(config, config["delivered"] + sent, error)
@@ -217,12 +221,18 @@ class PushSender:
             self._origins.leave(hook.origin, time.time() + ORIGIN_PAUSE_SECONDS if slow else None)
 
     def _post(
-        self, client: httpx.Client, hook: address.Webhook, mount: Mount, config: dict[str, Any], body: Any
+        self,
+        client: httpx.Client,
+        hook: address.Webhook,
+        mount: Mount,
+        config: dict[str, Any],
+        body: Any,
+        trace: dict[str, str],
     ) -> str | None:
         """POST one event; None when the webhook took it (2xx), else what went wrong."""
         try:
             content = encode(body)
-            status = hook.post(client, content, mount.headers(config, content))
+            status = hook.post(client, content, {**trace, **mount.headers(config, content)})
         except Exception as exc:  # whatever it is, a failed attempt: the sender goes on
             return str(exc) or type(exc).__name__
         return None if 200 <= status < 300 else f"the webhook answered {status}"

@@ -189,6 +189,15 @@ def test_a_runs_usage_is_kept_as_given(store):
     assert store.get_run("nobody") is None
 
 
+def test_a_traced_runs_span_headers_are_kept_as_given_and_absent_until_set(store):
+    # engine/opening.py writes them with each traced driving's first crumb.
+    trace = {"traceparent": f"00-{'ab' * 16}-{'cd' * 8}-01", "tracestate": "k=v"}
+    store.create_run(run_record("r1"))
+    assert "trace" not in store.get_run("r1")
+    assert store.update_run("r1", status="completed", trace=trace)
+    assert store.get_run("r1")["trace"] == trace
+
+
 def test_a_relays_record_keeps_its_remote_run_and_position(store):
     # engine/relay.py writes the position with each relayed durable crumb, in its batch.
     assert store.create_run(run_record("r1", remoteRunId="run_far", remoteSeq=0))

@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .client import log_of, new_client, pause_writer, resume, run, wait_for
+from .servers import Worker
 
 ECHOES = 6
 MANAGERS = 2
@@ -113,3 +114,28 @@ def test_promtool_passes_the_scrape(metered):
         text = client.get(f"{metered.url}/metrics").text
     checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_workers_runs_are_in_the_web_tiers_scrape_and_its_live_gauges_leave_with_it(start_server, tmp_path):
+    """``bread-sync worker`` serves no /metrics: with the web tier's PROMETHEUS_MULTIPROC_DIR it
+    counts into the same folder, which the web tier's scrape sums; stopped, its live gauges go."""
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    env = {"BREAD_METRICS": "1", "BREAD_EXECUTOR": "huey", "PROMETHEUS_MULTIPROC_DIR": str(folder)}
+    web = start_server("queued-metered", db=tmp_path / "bread.db", env=env)
+    worker = Worker("metered-worker", tmp_path, tmp_path / "bread.db", env=env).start()
+    try:
+        with new_client() as client:
+            for n in range(ECHOES):
+                assert run(client, web.url, "echo", {"input": f"queued {n}"}, "sse").types[-1] == "agent:run:end"
+            # each run driven twice: queued by the web tier, then run to its end by the worker
+            samples = wait_for(lambda: settled(scrape(client, web.url), 2 * ECHOES), SETTLED_SECONDS, "runs ended")
+        live = folder / f"gauge_livesum_{worker.pid}.db"
+        assert live.exists(), sorted(p.name for p in folder.iterdir())
+    finally:
+        assert worker.stop() == 0, worker.log()
+    assert value(samples, "bread_runs_started_total", agent="echo") == ECHOES
+    for status in ("queued", "completed"):
+        assert value(samples, "bread_runs_finished_total", agent="echo", status=status) == ECHOES
+    assert_histograms_consistent(samples, drivings={"echo": 2 * ECHOES})
+    assert not live.exists()

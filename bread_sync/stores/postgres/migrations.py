@@ -224,3 +224,9 @@ def m010_run_usage(conn: Connection[Any]) -> None:
 def m011_run_not_before(conn: Connection[Any]) -> None:
     # A delayed run's time (epoch seconds): no worker claims it before (engine/queued.py).
     conn.execute("ALTER TABLE runs ADD COLUMN not_before double precision")
+
+
+@migration
+def m012_run_trace(conn: Connection[Any]) -> None:
+    # A traced run's span headers (JSON), written as each driving starts: its webhooks carry them.
+    conn.execute("ALTER TABLE runs ADD COLUMN trace text")

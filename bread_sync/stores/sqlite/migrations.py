@@ -213,3 +213,9 @@ def m011_run_usage(db: Database) -> None:
 def m012_run_not_before(db: Database) -> None:
     # A delayed run's time (epoch seconds): no worker claims it before (engine/queued.py).
     db.table("runs").add_column("not_before", float)
+
+
+@migration
+def m013_run_trace(db: Database) -> None:
+    # A traced run's span headers (JSON), written as each driving starts: its webhooks carry them.
+    db.table("runs").add_column("trace", str)

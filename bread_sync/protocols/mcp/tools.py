@@ -14,7 +14,7 @@ from mcp_types import CallToolResult, ProgressNotification, ProgressNotification
 from pydantic import BaseModel
 
 from ... import crumbs as c
-from ...agents import Agent
+from ...agents import Agent, Toolset
 from ...crumbs import dumps
 from ...errors import INPUT_INVALID, BreadError, internal_error
 from ...tasks import Task
@@ -80,6 +80,10 @@ def tool_table(agents: list[Agent], tasks: list[Task], every_agent: dict[str, Ag
 def can_pause(agent: Agent, every_agent: dict[str, Agent], seen: frozenset[str] = frozenset()) -> bool:
     """Whether a run of ``agent`` can pause for a human: one of its tools asks, or a subagent's."""
     for tool in agent.tools:
+        if isinstance(tool, Toolset):  # known without listing: its server may be this one, not up yet
+            if tool.pauses:
+                return True
+            continue
         if tool.human_kind is not None:
             return True
         child = every_agent.get(tool.target) if tool.kind == "subagent" else None

@@ -1,7 +1,8 @@
 """The demo, served by default with no API key.
 
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
-tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
+tools), artist (a generated file) and word-counter (a tool of the demo's own MCP server, when the
+``mcp`` extra is installed); the pipeline draft-then-echo; the task word-count; the
 AG-UI routes (``/ag-ui/run`` for echo, ``/ag-ui/<agentId>`` for the others) when the ``ag-ui``
 extra is installed, the MCP server at ``/mcp`` when the ``mcp`` extra is, the A2A endpoints of
 echo and slow when the ``a2a`` extra is, and the OpenAI-compatible routes (``/v1``, every agent a
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
+import os
 import re
 from typing import Any, ClassVar
 
@@ -211,6 +213,30 @@ draft_then_echo = Pipeline(
 
 AGENTS = [echo, writer, interviewer, slow, counter, manager, artist]
 
+#: Where the word-counter agent finds the demo's own MCP endpoint when BREAD_DEMO_MCP_URL names none.
+DEFAULT_MCP_URL = "http://127.0.0.1:3000/mcp"
+
+
+def _counted(convo: script.Conversation) -> say:
+    if not convo.last_tool_ok:
+        return say("The MCP server did not count them.")
+    return say(f"{convo.last_tool_output['words']} words.")
+
+
+def mcp_agents() -> list[Agent]:
+    """word-counter: a text's words counted by the ``task_word-count`` tool of the demo's own MCP
+    server (``BREAD_DEMO_MCP_URL``, default the address ``bread-sync start`` serves), through
+    ``mcp_tools``: a remote MCP tool is an ordinary tool, so no outside server is needed to try
+    it. Not among the tools that server lists itself (an agent would call itself)."""
+    if importlib.util.find_spec("mcp_types") is None:
+        return []
+    from .protocols.mcp import mcp_tools
+
+    counting = mcp_tools(os.environ.get("BREAD_DEMO_MCP_URL", DEFAULT_MCP_URL), allow=["task_word-count"])
+    model = script.provider([lambda convo: call("task_word-count", {"text": str(convo.input)}), _counted])
+    description = "Counts a text's words with the demo's own MCP server's task_word-count tool (mcp_tools)."
+    return [Agent(id="word-counter", description=description, model=model, tools=[counting])]
+
 
 def bridges() -> list:
     """The protocol bridges the demo mounts: those whose extra is installed (a plain install
@@ -278,7 +304,7 @@ def ai_sdk_bridges() -> list:
 def config() -> Config:
     """A fresh demo config (store and transport resolved from the environment)."""
     return Config(
-        agents=list(AGENTS),
+        agents=[*AGENTS, *mcp_agents()],
         tasks=[word_count],
         pipelines=[draft_then_echo],
         plugins=bridges(),

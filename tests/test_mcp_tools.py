@@ -12,13 +12,35 @@ from bread_sync import Agent, BreadError, CancelToken, Config
 from bread_sync.demo import config as demo_config
 from bread_sync.models import script
 from bread_sync.models.script import call, say
-from bread_sync.protocols.mcp import mcp_tools
-from bread_sync.protocols.mcp.client import McpClient, drained
+from bread_sync.protocols.mcp import mcp_tools as make_toolset
+from bread_sync.protocols.mcp.client import McpClient as Client
+from bread_sync.protocols.mcp.client import drained
 
-from .fake_provider import STALL, Stream
+from .fake_provider import STALL, Fail, Stream
 from .integration.client import wait_for
 
 SLOW_TICKS = {"count": 1000, "delayMs": 20}
+
+
+#: The toolsets and clients the running test made: closed when it ends, connections and all.
+MADE: list = []
+
+
+def mcp_tools(*args, **kwargs):
+    MADE.append(make_toolset(*args, **kwargs))
+    return MADE[-1]
+
+
+def McpClient(*args, **kwargs):  # noqa: N802 - the class, kept for closing
+    MADE.append(Client(*args, **kwargs))
+    return MADE[-1]
+
+
+@pytest.fixture(autouse=True)
+def _closed_after():
+    yield
+    while MADE:
+        MADE.pop().close()
 
 
 @pytest.fixture
@@ -182,6 +204,30 @@ def test_an_answer_that_is_no_json_rpc_is_refused(provider_server):
         mcp_tools(f"{provider_server.origin}/mcp").tools()
 
 
+def test_a_compressed_answer_is_refused_unread(provider_server):
+    provider_server.play(Fail(200, "inflates to anything", {"Content-Encoding": "gzip"}))
+    with pytest.raises(BreadError, match="compressed"):
+        mcp_tools(f"{provider_server.origin}/mcp").tools()
+    assert provider_server.requests[0]["headers"]["accept-encoding"] == "identity"
+
+
+INITIALIZED = {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}
+ACCEPTED = Fail(202, "", {})
+
+
+def test_a_request_the_server_sends_in_its_stream_is_declined(provider_server):
+    ping = {"jsonrpc": "2.0", "id": "srv-1", "method": "ping"}
+    provider_server.play(
+        Stream([{"jsonrpc": "2.0", "id": 1, "result": INITIALIZED}], end=None),
+        ACCEPTED,  # notifications/initialized
+        Stream([ping, {"jsonrpc": "2.0", "id": 2, "result": {"tools": []}}], end=None),
+        ACCEPTED,  # the answer to the ping
+    )
+    assert mcp_tools(f"{provider_server.origin}/mcp").tools() == []
+    answer = provider_server.requests[-1]["body"]
+    assert answer["id"] == "srv-1" and answer["error"]["code"] == -32601
+
+
 def unused_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -202,6 +248,7 @@ def test_the_demo_word_counter_counts_through_the_demos_own_mcp_server(make_brea
     port = unused_port()
     monkeypatch.setenv("BREAD_DEMO_MCP_URL", f"http://127.0.0.1:{port}/mcp")
     bread = make_bread(demo_config(), transport="http-sse")  # the demo reads where its MCP server is
+    MADE.extend(bread.agent("word-counter").tools)
     serve_in_thread(bread, port)
     result = bread.run("word-counter", "one two three four", mode="sync")
     assert result.output == "4 words."

@@ -11,7 +11,6 @@ Every failure is a ``TOOL_FAILED`` that names what went wrong, never the request
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager, suppress
 from importlib.metadata import version as package_version
@@ -22,12 +21,14 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError('the MCP client needs httpx2: pip install "bread-sync[mcp]"') from exc
 from mcp_types import (
+    METHOD_NOT_FOUND,
     CallToolRequest,
     CallToolRequestParams,
     CallToolResult,
     CancelledNotification,
     CancelledNotificationParams,
     ClientCapabilities,
+    ErrorData,
     Implementation,
     InitializedNotification,
     InitializeRequest,
@@ -93,7 +94,6 @@ class McpClient:
         }
         self._client: Any = None
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
         self.session_id: str | None = None
         self.protocol_version: str | None = None
 
@@ -106,16 +106,19 @@ class McpClient:
         return self._client
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        """Close its connections (a later request opens new ones)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     # the session
 
     def _session(self) -> dict[str, str]:
-        """The headers of a request in the session, opened first if there is none."""
-        with self._lock:
-            if self.protocol_version is None:
-                self._initialize()
+        """The headers of a request in the session, opened first if there is none. No lock: a
+        toolset made at import, in gunicorn's master, would hold one of the OS that a greenlet
+        keeps across its I/O; two calls that open a session at once each open one, both good."""
+        if self.protocol_version is None:
+            self._initialize()
         headers = {VERSION_HEADER: self.protocol_version or LATEST_HANDSHAKE_VERSION}
         if self.session_id is not None:
             headers[SESSION_HEADER] = self.session_id
@@ -137,9 +140,8 @@ class McpClient:
         self._notify(InitializedNotification())
 
     def _forget_session(self, session_id: str | None) -> None:
-        with self._lock:
-            if self.session_id == session_id:
-                self.session_id = self.protocol_version = None
+        if self.session_id == session_id:
+            self.session_id = self.protocol_version = None
 
     # requests
 
@@ -200,10 +202,21 @@ class McpClient:
             self._notify(notice)
 
     def _notify(self, message: BaseModel) -> None:
+        self._send({"jsonrpc": "2.0", **message.model_dump(**_DUMP)})
+
+    def _decline(self, request: JSONRPCRequest) -> None:
+        """Answer a request the server sent in its stream (a ping, a sampling or elicitation
+        request) with method-not-found: this client offers no capabilities, and a server that
+        waits for an answer is not left waiting."""
+        error = ErrorData(code=METHOD_NOT_FOUND, message=f"{request.method} is not served by this client")
+        with suppress(BreadError):
+            self._send(JSONRPCError(jsonrpc="2.0", id=request.id, error=error).model_dump(**_DUMP))
+
+    def _send(self, body: dict[str, Any]) -> None:
+        """POST a message that has no answer of its own (a notification, a response)."""
         headers = {VERSION_HEADER: self.protocol_version or LATEST_HANDSHAKE_VERSION}
         if self.session_id is not None:
             headers[SESSION_HEADER] = self.session_id
-        body = {"jsonrpc": "2.0", **message.model_dump(**_DUMP)}
         with self._translated(None):
             self._http.post(self.url, content=dumps(body), headers=_post_headers(headers), timeout=NOTIFY_TIMEOUT)
 
@@ -235,6 +248,9 @@ class McpClient:
         of messages (its progress yielded as it comes)."""
         if response.status_code >= 400:
             raise mcp_failure(f"it answered HTTP {response.status_code}")
+        if response.headers.get("content-encoding", "identity").lower() != "identity":
+            # Asked for none: a compressed answer could hold far more than max_bytes once inflated.
+            raise mcp_failure("it answered compressed, which was not asked for")
         kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
         if kind == SSE:
             return (yield from self._streamed(response, request_id, signal))
@@ -248,7 +264,7 @@ class McpClient:
             raise mcp_failure(f"its answer is longer than {self.max_bytes} bytes")
         chunks, size = [], 0
         with self._translated(signal):
-            for chunk in response.iter_bytes():
+            for chunk in response.iter_raw():
                 size += len(chunk)
                 if size > self.max_bytes:
                     raise mcp_failure(f"its answer is longer than {self.max_bytes} bytes")
@@ -258,7 +274,7 @@ class McpClient:
     def _streamed(self, response: Any, request_id: int, signal: CancelToken | None) -> Generator[Any, None, Any]:
         decoder = SSEDecoder(max_bytes=self.max_bytes)
         with self._translated(signal):
-            for chunk in response.iter_bytes():
+            for chunk in response.iter_raw():
                 try:
                     events = decoder.feed(chunk)
                 except BreadError:  # the decoder's PROTOCOL_DECODE_ERROR: an event past the bound
@@ -267,6 +283,8 @@ class McpClient:
                     message = _message(event.data.encode()) if event.data else None
                     if isinstance(message, JSONRPCNotification) and message.method == PROGRESS:
                         yield _progress(message)
+                    elif isinstance(message, JSONRPCRequest):
+                        self._decline(message)
                     elif isinstance(message, JSONRPCResponse | JSONRPCError) and message.id == request_id:
                         return _outcome(message, request_id)
         raise mcp_failure("its stream ended before the answer")
@@ -286,7 +304,7 @@ def _request(request_id: int, message: BaseModel) -> dict[str, Any]:
 
 
 def _post_headers(headers: dict[str, str]) -> dict[str, str]:
-    return {**headers, "Accept": ACCEPT, "Content-Type": "application/json"}
+    return {**headers, "Accept": ACCEPT, "Accept-Encoding": "identity", "Content-Type": "application/json"}
 
 
 def _message(data: bytes) -> Any:

@@ -9,7 +9,6 @@ tool named in ``ask`` waits for a human's approval as any ``ask=True`` tool does
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Generator, Iterable
 from functools import partial
 from typing import Any
@@ -52,17 +51,16 @@ class McpToolset:
         #: Known without listing: whether a tool may pause (the MCP server plugin asks).
         self.pauses = bool(ask)
         self._tools: list[Tool] | None = None
-        self._lock = threading.Lock()
 
     def tools(self) -> list[Tool]:
         """The server's tools (those allowed), listed once; a failed listing is tried again
-        by the next run that needs them."""
-        with self._lock:
-            if self._tools is None:
-                listed = [t for t in self.client.list_tools() if self.allow is None or t.name in self.allow]
-                self._warn_of_missing({t.name for t in listed})
-                self._tools = [self._tool(listing) for listing in listed]
-            return self._tools
+        by the next run that needs them. Runs starting at once may each list them (no lock
+        held across I/O: see ``McpClient``); the last listing is kept."""
+        if self._tools is None:
+            listed = [t for t in self.client.list_tools() if self.allow is None or t.name in self.allow]
+            self._warn_of_missing({t.name for t in listed})
+            self._tools = [self._tool(listing) for listing in listed]
+        return self._tools
 
     def _warn_of_missing(self, names: set[str]) -> None:
         missing = sorted(((self.allow or set()) | self.ask) - names)

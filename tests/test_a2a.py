@@ -29,6 +29,7 @@ EVERY_CRUMB = [
     {"type": c.TOOL_CALL, "runId": RUN, "toolCallId": "t", "toolName": "x", "input": {}},
     {"type": c.TOOL_RESULT, "runId": RUN, "toolCallId": "t", "output": 1},
     {"type": c.TOOL_ERROR, "runId": RUN, "toolCallId": "t", "error": BreadError("TOOL_FAILED", "no")},
+    {"type": c.TOOL_PROGRESS, "runId": RUN, "toolCallId": "t", "progress": 1},
     {"type": c.FILE_GENERATED, "runId": RUN, "uri": "/files/ab", "mimeType": "image/png"},
     {
         "type": c.HUMAN_REQUIRED,

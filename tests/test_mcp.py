@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from bread_sync import Agent, Config
 from bread_sync.agents import subagent, tool
 from bread_sync.demo import config as demo_config
-from bread_sync.models import script
+from bread_sync.models import ReasoningDelta, TextDelta, script
 from bread_sync.models.script import call, say
 from bread_sync.protocols.mcp import MCP_ACTIONS, mcp_server
 from bread_sync.protocols.mcp.tools import agent_tool, can_pause
@@ -357,6 +357,29 @@ def test_a_call_with_a_progress_token_streams_a_notification_per_crumb(mcp):
     assert "".join(m for m in messages if m.startswith("tick")) == "tick 1 tick 2 tick 3 "
     assert last == {"jsonrpc": "2.0", "id": mcp.ids, "result": {"content": [{"type": "text", "text":
                     "tick 1 tick 2 tick 3 "}], "isError": False}}  # fmt: skip
+
+
+class Thinker:
+    """A provider that thinks aloud, then answers."""
+
+    name = "thinker"
+
+    def stream(self, request):
+        yield ReasoningDelta("Let me think.")
+        yield TextDelta("42")
+
+
+def test_the_models_thinking_is_progress_marked_as_a_thought(make_bread):
+    session = Mcp(serve(make_bread, mcp_server(agents=["thinker"]), agents=[Agent(id="thinker", model=Thinker())]))
+    session.initialize()
+    params = {"name": "agent_thinker", "arguments": {"input": "?"}, "_meta": {"progressToken": "p"}}
+    answer = session.request("tools/call", params, headers={"Accept": "application/json, text/event-stream"})
+    *notes, last = sse_messages(answer.get_data(as_text=True))
+    [thought] = [n["params"] for n in notes if n["params"]["message"] == "Let me think."]
+    assert thought["_meta"] == {"bread-sync/thought": True}
+    [said] = [n["params"] for n in notes if n["params"]["message"] == "42"]
+    assert "_meta" not in said
+    assert last["result"]["content"] == [{"type": "text", "text": "42"}]  # the thinking is no answer
 
 
 def test_a_progress_token_without_sse_in_accept_is_answered_as_json(mcp):

@@ -66,8 +66,8 @@ class StreamEncoder:
             return [self._text(self.translator.text_key(), crumb["delta"])]
         events = self.translator(crumb)
         out = [self.event(event) for event in events[:-1]]
-        if events:
-            out.append(self.event(events[-1], frame.seq))
+        if events:  # a delta's seq is its watermark, no position of its own: no id to resume from
+            out.append(self.event(events[-1], frame.seq if frame.durable else None))
         return out
 
     def _text(self, key: tuple[str, bool], text: str) -> bytes:

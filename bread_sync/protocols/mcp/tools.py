@@ -184,9 +184,16 @@ def ended(tool: McpTool, crumb: dict[str, Any] | None) -> CallToolResult:
     return failed(internal_error(RuntimeError(f"the run's stream stopped at {kind or 'its start'}")))
 
 
+#: The ``_meta`` of a progress notification whose message is the model's thinking, not its answer.
+THOUGHT_META = {"bread-sync/thought": True}
+
+
 def progress(token: str | int, count: int, crumb: dict[str, Any]) -> dict[str, Any]:
-    """The ``notifications/progress`` of a call's ``count``-th crumb: its text for a text delta,
-    else its type."""
-    message = crumb.get("delta") if crumb["type"] == c.TEXT_DELTA else crumb["type"]
-    params = ProgressNotificationParams(progress_token=token, progress=count, message=message)
+    """The ``notifications/progress`` of a call's ``count``-th crumb: its text for a text or a
+    reasoning delta (a reasoning one marked ``_meta: {"bread-sync/thought": true}``: a host
+    shows it as progress, and one that knows the mark tells it from the answer), else its type."""
+    kind = crumb["type"]
+    message = crumb.get("delta") if kind in c.NOT_DURABLE else kind
+    meta = THOUGHT_META if kind == c.REASONING_DELTA else None
+    params = ProgressNotificationParams(progress_token=token, progress=count, message=message, _meta=meta)
     return {"jsonrpc": "2.0", **ProgressNotification(params=params).model_dump(by_alias=True, exclude_none=True)}

@@ -238,21 +238,22 @@ def mcp_agents() -> list[Agent]:
     return [Agent(id="word-counter", description=description, model=model, tools=[counting])]
 
 
-def bridges() -> list:
-    """The protocol bridges the demo mounts: those whose extra is installed (a plain install
-    serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
-    every other agent. MCP: ``/mcp``, every agent and task as a tool. A2A: echo and slow, each in
+def bridges(agents: list[Agent]) -> list:
+    """The protocol bridges the demo mounts for ``agents``: those whose extra is installed (a plain
+    install serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST
+    /ag-ui/<agentId>`` every other agent. MCP: ``/mcp``, every agent but word-counter (which calls
+    it) and the task as tools. A2A: echo and slow, each in
     v0.3 and v1.0. OpenAI: ``/v1``, every agent as a model. AI SDK: ``/ai-sdk/<agentId>``, every
     agent (see docs/http.md). These paths are fixed: other projects' clients find them there."""
-    return [*ag_ui_bridges(), *mcp_bridges(), *a2a_bridges(), openai_bridge(), *ai_sdk_bridges()]
+    return [*ag_ui_bridges(agents), *mcp_bridges(), *a2a_bridges(), openai_bridge(), *ai_sdk_bridges(agents)]
 
 
-def ag_ui_bridges() -> list:
+def ag_ui_bridges(agents: list[Agent]) -> list:
     if importlib.util.find_spec("ag_ui") is None:
         return []
     from .protocols.ag_ui import ag_ui
 
-    others = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in AGENTS if agent is not echo]
+    others = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in agents if agent is not echo]
     return [ag_ui(agent_id="echo"), *others]
 
 
@@ -295,17 +296,18 @@ def openai_bridge() -> Any:
     return openai_api()
 
 
-def ai_sdk_bridges() -> list:
+def ai_sdk_bridges(agents: list[Agent]) -> list:
     from .protocols.ai_sdk import ai_sdk
 
-    return [ai_sdk(agent.id) for agent in AGENTS]
+    return [ai_sdk(agent.id) for agent in agents]
 
 
 def config() -> Config:
     """A fresh demo config (store and transport resolved from the environment)."""
+    agents = [*AGENTS, *mcp_agents()]
     return Config(
-        agents=[*AGENTS, *mcp_agents()],
+        agents=agents,
         tasks=[word_count],
         pipelines=[draft_then_echo],
-        plugins=bridges(),
+        plugins=bridges(agents),
     )

@@ -110,11 +110,11 @@ class Server:
             BREAD_DB=str(self.db),
             BREAD_INSTANCE=str(self.home / f"{self.name}-instance"),
             BREAD_TRANSPORT=self.transport,
+            # the demo's word-counter calls this server's own MCP endpoint
+            BREAD_DEMO_MCP_URL=f"http://127.0.0.1:{self.port}/mcp",
             PYTHONUNBUFFERED="1",
         )
-        # "{port}" in a value is the port this attempt binds: a server that calls itself (its own
-        # MCP endpoint, say) learns where it is.
-        env.update({name: value.replace("{port}", str(self.port)) for name, value in self.env.items()})
+        env.update(self.env)
         cmd = [
             str(GUNICORN), "-c", "gunicorn.conf.py", "-k", self.worker, "-w", str(self.workers),
             "-b", f"127.0.0.1:{self.port}", "--no-control-socket",

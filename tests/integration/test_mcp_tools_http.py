@@ -18,8 +18,7 @@ CONFIG = "tests.integration.mcp_tools_config:config"
 def server(tmp_path_factory):
     """One server for the module: every test here reads only the runs it started."""
     home = tmp_path_factory.mktemp("mcp-tools")
-    env = {"BREAD_CONFIG": CONFIG, "BREAD_DEMO_MCP_URL": "http://127.0.0.1:{port}/mcp"}
-    server = servers.Server("mcp-tools", home, home / "bread.db", "http-sse", env=env)
+    server = servers.Server("mcp-tools", home, home / "bread.db", "http-sse", env={"BREAD_CONFIG": CONFIG})
     yield server.start()
     server.stop()
 

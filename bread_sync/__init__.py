@@ -1,6 +1,6 @@
 """bread_sync: serve LLM agents as streams of crumbs from plain, synchronous Python."""
 
-from .agents import Agent, Skill, Tool, ToolContext, input_tool, tool
+from .agents import Agent, Skill, Tool, ToolContext, ToolProgress, input_tool, tool
 from .cancel import CancelToken
 from .config import Config, ServerSettings, load_config
 from .crumbs import Frame, from_wire_crumb, to_wire_crumb
@@ -23,6 +23,7 @@ __all__ = [
     "Skill",
     "Tool",
     "ToolContext",
+    "ToolProgress",
     "create_bread",
     "decode_frame",
     "encode_frame",

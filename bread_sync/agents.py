@@ -33,6 +33,19 @@ class ToolContext:
     context: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ToolProgress:
+    """What a tool function that is a generator yields while it works: logged as a
+    ``tool:progress`` crumb of its call (at most one a second per call).
+
+    Long calls (a remote MCP server's tool, a slow job) show that they are alive and how far
+    they are; ``total`` is None when the tool does not know it."""
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
 #: What a tool call whose outcome is unknown does when its run is carried on (:class:`Tool`).
 ON_REPEAT = ("run", "ask", "fail")
 
@@ -42,7 +55,9 @@ class Tool:
     """A function the model may call.
 
     ``ask=True`` puts an approval gate in front of it: the run pauses with ``human:required``
-    (kind ``approval``) before ``fn`` runs. ``kind="input"`` makes it an input tool: it has no
+    (kind ``approval``) before ``fn`` runs. A ``fn`` that is a generator function reports
+    progress: each :class:`ToolProgress` it yields is a ``tool:progress`` crumb, and what it
+    returns is its result. ``kind="input"`` makes it an input tool: it has no
     function, and the human's answer is its result.
 
     ``on_repeat`` says what a call logged without its result means when the run is carried on by
@@ -62,6 +77,8 @@ class Tool:
     #: What an input tool's human may answer: a type pydantic validates (a model, ``str | Model``).
     response_schema: Any = None
     on_repeat: Literal["run", "ask", "fail"] = "ask"
+    #: The JSON Schema of its input where it has no ``input_schema`` model (a remote MCP tool's).
+    json_schema: dict[str, Any] | None = None
     _response: TypeAdapter | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -95,6 +112,8 @@ class Tool:
         return "approval" if self.ask else None
 
     def parameters(self) -> dict[str, Any]:
+        if self.json_schema is not None:
+            return self.json_schema
         if self.input_schema is None:
             return {"type": "object", "properties": {}, "additionalProperties": True}
         return self.input_schema.model_json_schema()
@@ -122,6 +141,22 @@ class Tool:
             return self._response.dump_python(self._response.validate_python(response), mode="json")
         except ValidationError as exc:
             raise BreadError(INPUT_INVALID, describe_validation(exc, f"the answer to {self.name!r}")) from None
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools found when a run first needs them, not when the config is made: a remote MCP
+    server's (``bread_sync.protocols.mcp.mcp_tools``). It stands in an agent's ``tools``
+    beside plain tools.
+
+    Its server may not be up when the config loads (it may be this very server)."""
+
+    #: Whether one of its tools may pause for a human, known without listing them.
+    pauses: bool
+
+    def tools(self) -> list[Tool]:
+        """Its tools; a ``BreadError`` when they cannot be listed."""
+        ...
 
 
 def tool(
@@ -214,7 +249,8 @@ class Agent:
     id: str
     model: Any = "echo"
     prompt: str = ""
-    tools: list[Tool] = field(default_factory=list)
+    #: Its tools: :class:`Tool` objects, and :class:`Toolset` objects listed when first needed.
+    tools: list[Tool | Toolset] = field(default_factory=list)
     input_schema: type[BaseModel] | None = None
     output: str | OutputParser = "text"
     output_schema: type[BaseModel] | None = None
@@ -258,8 +294,15 @@ class Agent:
             return f"{provider}:{name or provider}"
         return f"{getattr(self.model, 'name', 'custom')}:{getattr(self.model, 'model', None) or self.id}"
 
+    def all_tools(self) -> list[Tool]:
+        """Its tools, each toolset's listed (a toolset lists them once and keeps them)."""
+        found: list[Tool] = []
+        for each in self.tools:
+            found.extend(each.tools() if isinstance(each, Toolset) else [each])
+        return found
+
     def tool(self, name: str) -> Tool | None:
-        return next((t for t in self.tools if t.name == name), None)
+        return next((t for t in self.all_tools() if t.name == name), None)
 
     def validate_input(self, data: Any) -> Any:
         """Validated input as JSON-safe data; ``INPUT_INVALID`` with what failed."""

@@ -23,6 +23,8 @@ TOOL_INPUT_END = "tool:input:end"
 TOOL_CALL = "tool:call"
 TOOL_RESULT = "tool:result"
 TOOL_ERROR = "tool:error"
+#: How far a tool call under way is (an addition): ``toolCallId``, ``progress``, ``total``?, ``message``?.
+TOOL_PROGRESS = "tool:progress"
 HUMAN_REQUIRED = "human:required"
 HUMAN_RESUMED = "human:resumed"
 FILE_GENERATED = "file:generated"
@@ -44,8 +46,11 @@ ALL_TYPES = (
     TOOL_RESULT, TOOL_ERROR, HUMAN_REQUIRED, HUMAN_RESUMED, FILE_GENERATED, PIPELINE_STEP_START,
     PIPELINE_STEP_END, LOOP_START, LOOP_ITERATION_START, LOOP_ITERATION_END, LOOP_END,
     SUBAGENT_RUN_START, SUBAGENT_RUN_END, TASK_START, TASK_END, AGENT_RUN_END, AGENT_ERROR,
-    AGENT_RUN_CONTINUED, REASONING_DELTA,
+    AGENT_RUN_CONTINUED, REASONING_DELTA, TOOL_PROGRESS,
 )  # fmt: skip
+
+#: What a ``tool:progress`` carries besides ``runId`` (the last two only when the tool said).
+TOOL_PROGRESS_KEYS = ("toolCallId", "progress", "total", "message")
 
 #: The crumbs that settle a tool call: its result, or its error.
 CALL_SETTLED = frozenset({TOOL_RESULT, TOOL_ERROR})

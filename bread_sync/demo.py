@@ -1,7 +1,8 @@
 """The demo, served by default with no API key.
 
 Agents echo, writer, interviewer, slow, counter (a loop), manager (a subagent and a task as
-tools) and artist (a generated file); the pipeline draft-then-echo; the task word-count; the
+tools), artist (a generated file) and word-counter (a tool of the demo's own MCP server, when the
+``mcp`` extra is installed); the pipeline draft-then-echo; the task word-count; the
 AG-UI routes (``/ag-ui/run`` for echo, ``/ag-ui/<agentId>`` for the others) when the ``ag-ui``
 extra is installed, the MCP server at ``/mcp`` when the ``mcp`` extra is, the A2A endpoints of
 echo and slow when the ``a2a`` extra is, and the OpenAI-compatible routes (``/v1``, every agent a
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
+import os
 import re
 from typing import Any, ClassVar
 
@@ -211,22 +213,47 @@ draft_then_echo = Pipeline(
 
 AGENTS = [echo, writer, interviewer, slow, counter, manager, artist]
 
+#: Where the word-counter agent finds the demo's own MCP endpoint when BREAD_DEMO_MCP_URL names none.
+DEFAULT_MCP_URL = "http://127.0.0.1:3000/mcp"
 
-def bridges() -> list:
-    """The protocol bridges the demo mounts: those whose extra is installed (a plain install
-    serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST /ag-ui/<agentId>``
-    every other agent. MCP: ``/mcp``, every agent and task as a tool. A2A: echo and slow, each in
+
+def _counted(convo: script.Conversation) -> say:
+    if not convo.last_tool_ok:
+        return say("The MCP server did not count them.")
+    return say(f"{convo.last_tool_output['words']} words.")
+
+
+def mcp_agents() -> list[Agent]:
+    """word-counter: a text's words counted by the ``task_word-count`` tool of the demo's own MCP
+    server (``BREAD_DEMO_MCP_URL``, default the address ``bread-sync start`` serves), through
+    ``mcp_tools``: a remote MCP tool is an ordinary tool, so no outside server is needed to try
+    it. Not among the tools that server lists itself (an agent would call itself)."""
+    if importlib.util.find_spec("mcp_types") is None:
+        return []
+    from .protocols.mcp import mcp_tools
+
+    counting = mcp_tools(os.environ.get("BREAD_DEMO_MCP_URL", DEFAULT_MCP_URL), allow=["task_word-count"])
+    model = script.provider([lambda convo: call("task_word-count", {"text": str(convo.input)}), _counted])
+    description = "Counts a text's words with the demo's own MCP server's task_word-count tool (mcp_tools)."
+    return [Agent(id="word-counter", description=description, model=model, tools=[counting])]
+
+
+def bridges(agents: list[Agent]) -> list:
+    """The protocol bridges the demo mounts for ``agents``: those whose extra is installed (a plain
+    install serves the demo without them). AG-UI: ``POST /ag-ui/run`` runs echo, ``POST
+    /ag-ui/<agentId>`` every other agent. MCP: ``/mcp``, every agent but word-counter (which calls
+    it) and the task as tools. A2A: echo and slow, each in
     v0.3 and v1.0. OpenAI: ``/v1``, every agent as a model. AI SDK: ``/ai-sdk/<agentId>``, every
     agent (see docs/http.md). These paths are fixed: other projects' clients find them there."""
-    return [*ag_ui_bridges(), *mcp_bridges(), *a2a_bridges(), openai_bridge(), *ai_sdk_bridges()]
+    return [*ag_ui_bridges(agents), *mcp_bridges(), *a2a_bridges(), openai_bridge(), *ai_sdk_bridges(agents)]
 
 
-def ag_ui_bridges() -> list:
+def ag_ui_bridges(agents: list[Agent]) -> list:
     if importlib.util.find_spec("ag_ui") is None:
         return []
     from .protocols.ag_ui import ag_ui
 
-    others = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in AGENTS if agent is not echo]
+    others = [ag_ui(agent_id=agent.id, path=f"/ag-ui/{agent.id}") for agent in agents if agent is not echo]
     return [ag_ui(agent_id="echo"), *others]
 
 
@@ -269,17 +296,18 @@ def openai_bridge() -> Any:
     return openai_api()
 
 
-def ai_sdk_bridges() -> list:
+def ai_sdk_bridges(agents: list[Agent]) -> list:
     from .protocols.ai_sdk import ai_sdk
 
-    return [ai_sdk(agent.id) for agent in AGENTS]
+    return [ai_sdk(agent.id) for agent in agents]
 
 
 def config() -> Config:
     """A fresh demo config (store and transport resolved from the environment)."""
+    agents = [*AGENTS, *mcp_agents()]
     return Config(
-        agents=list(AGENTS),
+        agents=agents,
         tasks=[word_count],
         pipelines=[draft_then_echo],
-        plugins=bridges(),
+        plugins=bridges(agents),
     )

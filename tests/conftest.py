@@ -1,4 +1,5 @@
 import os
+import threading
 import uuid
 
 import pytest
@@ -53,6 +54,30 @@ def make_bread():
 @pytest.fixture
 def bread(make_bread):
     return make_bread()
+
+
+@pytest.fixture
+def serve_in_thread():
+    """Serve a Bread over real HTTP on 127.0.0.1, on threads of this process (werkzeug's
+    threaded server): ``serve(bread, port=0)`` is its base URL (on ``port``, else a free one).
+    Shut down when the test ends."""
+    from werkzeug.serving import make_server
+
+    from bread_sync.server import create_server
+
+    servers = []
+
+    def serve(bread, port: int = 0) -> str:
+        server = make_server("127.0.0.1", port, create_server(bread), threaded=True)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        return f"http://127.0.0.1:{server.port}"
+
+    yield serve
+    for server, thread in servers:
+        server.shutdown()
+        thread.join()
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ EVERY_CRUMB = [
     {"type": c.TOOL_CALL, "runId": RUN, "toolCallId": "t", "toolName": "x", "input": {}},
     {"type": c.TOOL_RESULT, "runId": RUN, "toolCallId": "t", "output": 1},
     {"type": c.TOOL_ERROR, "runId": RUN, "toolCallId": "t", "error": BreadError("TOOL_FAILED", "no")},
+    {"type": c.TOOL_PROGRESS, "runId": RUN, "toolCallId": "t", "progress": 1},
     {"type": c.FILE_GENERATED, "runId": RUN, "uri": "/files/ab", "mimeType": "image/png"},
     {
         "type": c.HUMAN_REQUIRED,
@@ -83,6 +84,31 @@ def test_artifact_ids_come_from_the_task_and_the_log():
     assert translate.text("c") == TextChunk(f"{RUN}-text-2", False, "c")
     echoed = translate({"type": c.AGENT_RUN_END, "runId": RUN, "output": {"uri": "/files/ab", "mimeType": "image/png"}})
     assert echoed == [Status("completed", final=True)]  # that file was announced already
+
+
+@pytest.mark.parametrize(("dialect", "part"), [
+    (v03, {"kind": "text", "text": "hmm", "metadata": {"thought": True}}),
+    (v10, {"text": "hmm", "metadata": {"thought": True}}),
+])  # fmt: skip
+def test_a_thought_is_a_working_status_update_whose_text_part_is_marked(dialect, part):
+    thought = {"type": c.REASONING_DELTA, "runId": RUN, "delta": "hmm"}
+    [event] = A2ATranslator(RUN)(thought)
+    assert event == Status("working", [{"text": "hmm", "metadata": {"thought": True}}], f"{RUN}-thought-1")
+    written = dialect.event(RUN, "ctx", event)
+    status = written["status"] if dialect is v03 else written["statusUpdate"]["status"]
+    assert status["message"]["parts"] == [part]
+    # a delta has no log position of its own: its frame carries no id a resubscribe could start from
+    frame = StreamEncoder(dialect, 7, RUN, "ctx").crumb(c.Frame(RUN, 3, thought))
+    assert [f.startswith(b"data: ") for f in frame] == [True]
+
+
+def test_a_task_s_artifacts_hold_no_thoughts():
+    log = TaskLog(RUN)
+    for crumb in ({"type": c.REASONING_DELTA, "runId": RUN, "delta": "hmm"}, {"type": c.TEXT_DELTA, "runId": RUN,
+                  "delta": "yes"}, {"type": c.AGENT_RUN_END, "runId": RUN, "output": "yes"}):  # fmt: skip
+        log.add(crumb)
+    assert [a.parts for a in log.fold.artifacts.values()] == [[{"text": "yes"}]]
+    assert log.history[0].parts == [{"text": "hmm", "metadata": {"thought": True}}]
 
 
 def test_a_continuation_s_text_goes_to_a_new_artifact_and_the_lost_text_s_is_not_appended_to():

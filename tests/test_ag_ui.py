@@ -235,6 +235,13 @@ def test_a_stream_joined_late_still_opens_with_run_started():
     assert events[0]["runId"] == "r"
 
 
+def test_a_tool_progress_is_a_custom_event_with_what_the_crumb_says():
+    progress = {"toolCallId": "t", "progress": 1, "message": "half"}
+    events = translate([{"type": "tool:progress", "runId": "r", **progress}])
+    [custom] = [e for e in events if e["type"] == "CUSTOM"]
+    assert custom["name"] == "TOOL_PROGRESS" and custom["value"] == progress
+
+
 def test_an_unknown_crumb_type_is_skipped():
     assert create_ag_ui_transformer()({"type": "something:new", "runId": "r"}) == []
 

@@ -170,6 +170,17 @@ def test_a_tool_error_is_tool_output_error():
                           "errorText": "TOOL_FAILED: no"}  # fmt: skip
 
 
+def test_a_tool_progress_is_a_data_part_updated_in_place_by_call():
+    progress = {"type": "tool:progress", "runId": "r", "toolCallId": "t", "progress": 2, "total": 5}
+    chunks = translate([progress, {**progress, "progress": 5, "message": "done"}])
+    parts = [c for c in chunks if c["type"] == "data-tool-progress"]
+    assert parts == [
+        {"type": "data-tool-progress", "id": "progress_t", "data": {"toolCallId": "t", "progress": 2, "total": 5}},
+        {"type": "data-tool-progress", "id": "progress_t",
+         "data": {"toolCallId": "t", "progress": 5, "total": 5, "message": "done"}},
+    ]  # fmt: skip
+
+
 def test_every_chunk_the_demo_emits_is_on_the_pinned_surface(bread):
     seen = {c["type"] for agent, given in DEMO_RUNS for c in translate(bread.run(agent, given))}
     assert seen <= EMITTED_CHUNK_TYPES
@@ -206,7 +217,7 @@ def test_emitted_chunk_surface_is_pinned():
         "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta", "reasoning-end",
         "tool-input-start", "tool-input-delta", "tool-input-available", "tool-approval-request",
         "tool-output-available", "tool-output-error", "tool-output-denied",
-        "file", "data-subagent", "data-task", "data-loop", "data-pipeline-step",
+        "file", "data-subagent", "data-task", "data-loop", "data-pipeline-step", "data-tool-progress",
     }  # fmt: skip
     assert EMITTED_CHUNK_TYPES == pinned
     tree = ast.parse((Path(ai_sdk.__file__).parent / "translator.py").read_text(encoding="utf-8"))

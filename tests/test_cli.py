@@ -255,7 +255,8 @@ def test_errors_before_the_run_exists_exit_1_on_stderr(env, args, code):
 
 
 def test_an_unknown_agent_lists_the_agents(env):
-    assert "agents: artist, counter, echo, interviewer, manager, slow, writer" in cli(env, "invoke", "nope").stderr
+    listed = "agents: artist, counter, echo, interviewer, manager, slow, word-counter, writer"
+    assert listed in cli(env, "invoke", "nope").stderr
 
 
 def test_a_response_that_is_not_json_is_a_usage_error(env):

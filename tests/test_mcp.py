@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from bread_sync import Agent, Config
 from bread_sync.agents import subagent, tool
 from bread_sync.demo import config as demo_config
-from bread_sync.models import script
+from bread_sync.models import ReasoningDelta, TextDelta, script
 from bread_sync.models.script import call, say
 from bread_sync.protocols.mcp import MCP_ACTIONS, mcp_server
 from bread_sync.protocols.mcp.tools import agent_tool, can_pause
@@ -359,6 +359,29 @@ def test_a_call_with_a_progress_token_streams_a_notification_per_crumb(mcp):
                     "tick 1 tick 2 tick 3 "}], "isError": False}}  # fmt: skip
 
 
+class Thinker:
+    """A provider that thinks aloud, then answers."""
+
+    name = "thinker"
+
+    def stream(self, request):
+        yield ReasoningDelta("Let me think.")
+        yield TextDelta("42")
+
+
+def test_the_models_thinking_is_progress_marked_as_a_thought(make_bread):
+    session = Mcp(serve(make_bread, mcp_server(agents=["thinker"]), agents=[Agent(id="thinker", model=Thinker())]))
+    session.initialize()
+    params = {"name": "agent_thinker", "arguments": {"input": "?"}, "_meta": {"progressToken": "p"}}
+    answer = session.request("tools/call", params, headers={"Accept": "application/json, text/event-stream"})
+    *notes, last = sse_messages(answer.get_data(as_text=True))
+    [thought] = [n["params"] for n in notes if n["params"]["message"] == "Let me think."]
+    assert thought["_meta"] == {"bread-sync/thought": True}
+    [said] = [n["params"] for n in notes if n["params"]["message"] == "42"]
+    assert "_meta" not in said
+    assert last["result"]["content"] == [{"type": "text", "text": "42"}]  # the thinking is no answer
+
+
 def test_a_progress_token_without_sse_in_accept_is_answered_as_json(mcp):
     params = {"name": "agent_echo", "arguments": {"input": "hi"}, "_meta": {"progressToken": 1}}
     answer = mcp.request("tools/call", params, headers={"Accept": "application/json"})
@@ -532,14 +555,15 @@ def test_a_store_without_mcp_sessions_is_refused_when_the_plugin_mounts(make_bre
         create_server(make_bread(config, store=Forgetful(), transport="http-sse"))
 
 
-def test_the_demo_mounts_every_agent_and_task_at_mcp(make_bread):
+def test_the_demo_mounts_every_agent_and_task_at_mcp_but_the_one_that_calls_it(make_bread):
     config = demo_config()
     [plugin] = [p for p in config.plugins if p.name == "mcp"]
     assert plugin.path == "/mcp"
     session = Mcp(create_server(make_bread(config, transport="http-sse")).test_client())
     session.initialize()
     names = {t["name"] for t in session.rpc("tools/list")["result"]["tools"]}
-    assert names == {f"agent_{a.id}" for a in config.agents} | {f"task_{t.id}" for t in config.tasks} | {"resume"}
+    agents = {f"agent_{a.id}" for a in config.agents if a.id != "word-counter"}
+    assert names == agents | {f"task_{t.id}" for t in config.tasks} | {"resume"}
 
 
 def test_the_bridge_loads_no_asyncio_server_stack_nor_the_mcp_sdk():

@@ -3,10 +3,7 @@ the in-process client's manifest and the MCP tools all read it, remote agents in
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from werkzeug.serving import make_server
 
 from bread_sync.client import create_agent_client, local
 from bread_sync.protocols.mcp import mcp_server
@@ -16,14 +13,9 @@ from tests.integration.servers import free_port
 
 
 @pytest.fixture
-def remote_url(make_bread):
+def remote_url(make_bread, serve_in_thread):
     """A server of the demo agents, on a thread of this process."""
-    server = make_server("127.0.0.1", 0, create_server(make_bread(transport="http-sse")), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.port}"
-    server.shutdown()
-    thread.join()
+    return serve_in_thread(make_bread(transport="http-sse"))
 
 
 def manifest_ids(bread):

@@ -24,3 +24,11 @@ def shown(color: bool) -> str:
 ])  # fmt: skip
 def test_reasoning_is_dimmed_on_its_own_line_or_left_out_of_a_pipe(color, expected):
     assert shown(color) == expected
+
+
+def test_a_tool_calls_progress_is_a_line_of_its_own():
+    out = io.StringIO()
+    transport = StdoutTransport(stream=out, color=False)
+    for seq, progress in enumerate([{"progress": 2, "total": 5, "message": "reading"}, {"progress": 3}], 1):
+        transport.publish(Frame("r", seq, {"type": "tool:progress", "runId": "r", "toolCallId": "t", **progress}))
+    assert out.getvalue() == "[tool] progress 2/5: reading\n[tool] progress 3\n"

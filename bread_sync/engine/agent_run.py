@@ -8,14 +8,16 @@ task as a tool. Each keeps the contract of :mod:`bread_sync.engine`.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import logging
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from time import monotonic
 from typing import Any, ClassVar
 
 from .. import crumbs as c
-from ..agents import Agent, Tool, ToolContext
+from ..agents import Agent, Tool, ToolContext, ToolProgress
 from ..clock import now_iso
 from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, TOOL_OUTCOME_UNKNOWN, BreadError
 from ..models import (
@@ -42,6 +44,8 @@ log = logging.getLogger("bread_sync")
 MODEL_CALL_CRUMBS = frozenset({c.TOOL_INPUT_START, c.TOOL_INPUT_END})
 
 MAX_STEPS_EXCEEDED = "agent {agent!r} made more than {limit} model calls in one run"
+#: The least time between two ``tool:progress`` crumbs of one call: a chatty tool fills no log.
+PROGRESS_INTERVAL_SECONDS = 1.0
 
 
 class AgentActivity(Activity):
@@ -297,7 +301,7 @@ class AgentRun(AgentActivity):
             model=model_name,
             system=self._system_prompt(),
             messages=list(self.messages),
-            tools=[ToolSpec(t.name, t.description, self.ctx.tool_parameters(t)) for t in self.agent.tools],
+            tools=[ToolSpec(t.name, t.description, self.ctx.tool_parameters(t)) for t in self.agent.all_tools()],
             signal=self.ctx.token,
             input=self.input,
             output_format=self.agent.output_format,
@@ -388,19 +392,59 @@ class AgentRun(AgentActivity):
         elif tool.kind in ("subagent", "task"):
             yield from self._finish_delegation(call, self._delegate(tool, call))
         else:
-            yield self._call_function(tool, call)
+            yield from self._call_function(tool, call)
 
-    def _call_function(self, tool: Tool, call: dict[str, Any]) -> dict[str, Any]:
+    def _call_function(self, tool: Tool, call: dict[str, Any]) -> Steps:
+        """The call's result or error; a generator function's progress on the way. A cancel
+        inside the tool ends the run, as one between steps does."""
         assert tool.fn is not None  # a call tool is made with its fn
         try:
             output = tool.fn(tool.validate_input(call["input"]), self._context())
+            if inspect.isgenerator(output):
+                output = yield from self._progressed(call, output)
         except BreadError as exc:
-            return self._tool_error(call, exc)
+            if exc.code in RUN_ENDING and self.ctx.token.cancelled:
+                raise
+            yield self._tool_error(call, exc)
+            return
         except Exception:
             log.exception("tool %s failed in run %s", call["name"], self.ctx.run_id)
-            failed = BreadError(TOOL_FAILED, f"tool {call['name']!r} failed")
-            return self._tool_error(call, failed)
-        return self._tool_result(call, _jsonable(output))
+            yield self._tool_error(call, BreadError(TOOL_FAILED, f"tool {call['name']!r} failed"))
+            return
+        yield self._tool_result(call, _jsonable(output))
+
+    def _progressed(self, call: dict[str, Any], reports: Generator[Any, None, Any]) -> Steps:
+        """Drive a tool that reports progress to its result: a ``tool:progress`` crumb for each
+        :class:`ToolProgress` it yields, at most one per ``PROGRESS_INTERVAL_SECONDS`` (the
+        others dropped). Closing this (the run cancelled) closes the tool, which may clean up."""
+        logged_at: float | None = None
+        try:
+            while True:
+                try:
+                    report = next(reports)
+                except StopIteration as done:
+                    return done.value
+                if not isinstance(report, ToolProgress):
+                    raise TypeError(f"tool {call['name']!r} yielded {type(report).__name__}, not a ToolProgress")
+                now = monotonic()
+                if logged_at is None or now - logged_at >= PROGRESS_INTERVAL_SECONDS:
+                    logged_at = now
+                    yield self._progress_crumb(call, report)
+        finally:
+            reports.close()
+
+    def _progress_crumb(self, call: dict[str, Any], report: ToolProgress) -> dict[str, Any]:
+        crumb = {
+            "type": c.TOOL_PROGRESS,
+            "runId": self.ctx.run_id,
+            "toolCallId": call["id"],
+            "progress": report.progress,
+        }
+        if report.total is not None:
+            crumb["total"] = report.total
+        if report.message is not None:
+            crumb["message"] = report.message
+        return crumb
 
     def _delegate(self, tool: Tool, call: dict[str, Any]) -> Steps:
         """A subagent or a task called as a tool: its crumbs join this stream, framed."""

@@ -31,9 +31,12 @@ CHECKPOINT_VERSION = 1
 #: (logged later, aggregated, in the next durable crumb's transaction), its start (a
 #: continuation goes on from the start crumb itself), a streamed tool input's deltas (nothing
 #: changed since its start), a continuation's own crumb (nothing changed since the progress it
-#: went on from), and the ends and pauses (nothing goes on from those, or their checkpoint does).
+#: went on from), a tool call's progress (nothing changed since its ``tool:call``), and the ends
+#: and pauses (nothing goes on from those, or their checkpoint does).
 WITHOUT_PROGRESS = (
-    frozenset({c.AGENT_RUN_START, c.TOOL_INPUT_DELTA, c.AGENT_RUN_CONTINUED}) | c.STREAM_END | c.NOT_DURABLE
+    frozenset({c.AGENT_RUN_START, c.TOOL_INPUT_DELTA, c.AGENT_RUN_CONTINUED, c.TOOL_PROGRESS})
+    | c.STREAM_END
+    | c.NOT_DURABLE
 )
 STATUS_OF_ERROR = {RUN_CANCELLED: "cancelled", RUN_TIMEOUT: "cancelled", RUN_INTERRUPTED: "interrupted"}
 #: What the steps of a run to be queued yield once its opening crumb is logged (see Execution).

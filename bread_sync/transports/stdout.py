@@ -64,6 +64,10 @@ class StdoutTransport:
             return self._mark("tool", f"{crumb['toolName']}({_short(crumb['input'])})")
         if kind == c.TOOL_RESULT:
             return self._mark("tool", f"{crumb['toolName']} -> {_short(crumb['output'])}")
+        if kind == c.TOOL_PROGRESS:
+            total = f"/{crumb['total']:g}" if crumb.get("total") is not None else ""
+            message = f": {crumb['message']}" if crumb.get("message") else ""
+            return self._mark("tool", f"progress {crumb['progress']:g}{total}{message}")
         if kind == c.TOOL_ERROR:
             error = _error(crumb["error"])
             return self._mark("tool", f"{crumb['toolName']} failed: {error['code']}: {error['message']}")

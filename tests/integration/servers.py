@@ -110,6 +110,8 @@ class Server:
             BREAD_DB=str(self.db),
             BREAD_INSTANCE=str(self.home / f"{self.name}-instance"),
             BREAD_TRANSPORT=self.transport,
+            # the demo's word-counter calls this server's own MCP endpoint
+            BREAD_DEMO_MCP_URL=f"http://127.0.0.1:{self.port}/mcp",
             PYTHONUNBUFFERED="1",
         )
         env.update(self.env)
@@ -290,7 +292,9 @@ class Worker:
         self.home.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("BREAD_") and k not in _SCRUBBED}
         env.update(BREAD_DB=str(self.db), BREAD_INSTANCE=str(self.home / f"{self.name}-instance"), PYTHONUNBUFFERED="1")
-        env.update(self.env)
+        # "{port}" in a value is the port this attempt binds: a server that calls itself (its own
+        # MCP endpoint, say) learns where it is.
+        env.update({name: value.replace("{port}", str(self.port)) for name, value in self.env.items()})
         cmd = [str(MAIN / ".venv" / "bin" / "bread-sync"), "worker", "--workers", str(self.greenlets)]
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(

@@ -20,6 +20,7 @@ DEMO = {
     "counter": ("count to 3", None, "STATE_SNAPSHOT"),
     "manager": ("go", None, "STEP_STARTED"),
     "artist": ("draw", None, "CUSTOM"),
+    "word-counter": ("one two three", None, "TOOL_CALL_RESULT"),
 }
 
 

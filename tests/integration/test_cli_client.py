@@ -42,7 +42,7 @@ def test_a_pause_over_http_is_reported_and_resumed_the_same_way(env, server):
 def test_refusals_over_http_are_the_same_lines(env, server):
     unknown = cli(env, "invoke", "--url", server.url, "nope")
     assert unknown.returncode == 1 and "error: AGENT_NOT_FOUND:" in unknown.stderr
-    assert "agents: artist, counter, echo, interviewer, manager, slow, writer" in unknown.stderr
+    assert "agents: artist, counter, echo, interviewer, manager, slow, word-counter, writer" in unknown.stderr
     invalid = cli(env, "invoke", "--url", server.url, "counter", '{"until": "many"}')
     assert invalid.returncode == 1 and "error: INPUT_INVALID:" in invalid.stderr
 

@@ -3,7 +3,11 @@
 Its events are neutral (:class:`Status`, :class:`ArtifactChunk`, :class:`TextChunk`); a
 dialect (``v03.py``, ``v10.py``) writes them in its version's shapes. Parts are neutral dicts
 too, one key each: ``{"text": str}``, ``{"data": value}``, ``{"file": {"uri", "mimeType"?,
-"name"?}}``.
+"name"?}}``, and a ``metadata`` beside it where the part has one (a thought's text).
+
+The model's thinking (``reasoning:delta``) is a ``working`` status update whose message is the
+delta as a text part marked ``metadata: {"thought": true}``, never an artifact: a task's
+artifacts stay its answer, and a client that knows nothing of thoughts shows them as progress.
 
 Artifact ids are made from the task id and the run's log, never at random, so a stream resumed
 after a dropped connection names the same artifacts as the stream it continues: the run's text
@@ -39,6 +43,9 @@ RUN_STATES = {
     "interrupted": FAILED,
 }
 TERMINAL_STATES = frozenset({COMPLETED, CANCELED, FAILED})
+#: The metadata of a text part that is the model's thinking, not its answer: A2A has no part of its
+#: own for thoughts (the convention of Google's ADK, whose A2A agents mark them so).
+THOUGHT = {"thought": True}
 #: The pause fields a paused task's data part carries.
 PAUSE_KEYS = ("checkpointId", "kind", "toolName", "toolCallId", "input")
 
@@ -123,6 +130,7 @@ class A2ATranslator:
         self._uris: set[str] = set()
         self._table: dict[str, Callable[[dict[str, Any]], list[Event]]] = {
             c.TEXT_DELTA: self._text,
+            c.REASONING_DELTA: self._thought,
             c.AGENT_RUN_CONTINUED: self._continued,
             c.FILE_GENERATED: self._file,
             c.HUMAN_REQUIRED: self._paused,
@@ -147,6 +155,10 @@ class A2ATranslator:
 
     def _text(self, crumb: dict[str, Any]) -> list[Event]:
         return [self.text(crumb["delta"])]
+
+    def _thought(self, crumb: dict[str, Any]) -> list[Event]:
+        part = {"text": crumb["delta"], "metadata": THOUGHT}
+        return [Status(WORKING, [part], f"{self.task_id}-thought-{self._turn}")]
 
     def _file(self, crumb: dict[str, Any]) -> list[Event]:
         self._files += 1

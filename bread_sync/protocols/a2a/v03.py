@@ -44,7 +44,7 @@ def _dump(model: Any) -> dict[str, Any]:
 
 def _part(part: dict[str, Any]) -> t.Part:
     if "text" in part:
-        return t.Part(root=t.TextPart(text=part["text"]))
+        return t.Part(root=t.TextPart(text=part["text"], metadata=part.get("metadata")))
     if "file" in part:
         file = part["file"]
         return t.Part(

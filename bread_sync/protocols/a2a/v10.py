@@ -55,7 +55,11 @@ def _dump(message: Any) -> dict[str, Any]:
 
 def _part(part: dict[str, Any]) -> t.Part:
     if "text" in part:
-        return t.Part(text=part["text"])
+        metadata = part.get("metadata")
+        return t.Part(
+            text=part["text"],
+            metadata=None if metadata is None else json_format.ParseDict(metadata, struct_pb2.Struct()),
+        )
     if "file" in part:
         file = part["file"]
         return t.Part(url=file["uri"], media_type=file.get("mimeType"), filename=file.get("name"))

@@ -54,6 +54,8 @@ EMITTED_EVENT_TYPES = frozenset({
 
 #: The CUSTOM event's name for a file the run produced.
 FILE_GENERATED = "FILE_GENERATED"
+#: The CUSTOM event's name for a tool call's progress (``tool:progress``; AG-UI has no event of its own).
+TOOL_PROGRESS = "TOOL_PROGRESS"
 #: What an approval interrupt expects back.
 APPROVAL_SCHEMA = {
     "type": "object",
@@ -138,6 +140,7 @@ class AgUiTransformer:
             c.TOOL_CALL: self._tool_call,
             c.TOOL_RESULT: self._tool_result,
             c.TOOL_ERROR: self._tool_error,
+            c.TOOL_PROGRESS: self._tool_progress,
             c.PIPELINE_STEP_START: lambda crumb: self._open_step(crumb["stepName"]),
             c.PIPELINE_STEP_END: lambda crumb: self._close_step(crumb["stepName"]),
             c.LOOP_START: self._loop_start,
@@ -314,6 +317,10 @@ class AgUiTransformer:
         self._files.add(crumb["uri"])
         value = {key: crumb[key] for key in ("uri", "mimeType", "name") if crumb.get(key) is not None}
         return [CustomEvent(name=FILE_GENERATED, value=value)]
+
+    def _tool_progress(self, crumb: dict[str, Any]) -> list[BaseEvent]:
+        value = {key: crumb[key] for key in c.TOOL_PROGRESS_KEYS if crumb.get(key) is not None}
+        return [CustomEvent(name=TOOL_PROGRESS, value=value)]
 
     def _echoed_file(self, output: Any) -> list[BaseEvent]:
         # An output that is a file reference a tool stored (and the agent echoed) is announced

@@ -22,7 +22,7 @@ EMITTED_CHUNK_TYPES = frozenset({
     "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta", "reasoning-end",
     "tool-input-start", "tool-input-delta", "tool-input-available", "tool-approval-request",
     "tool-output-available", "tool-output-error", "tool-output-denied",
-    "file", "data-subagent", "data-task", "data-loop", "data-pipeline-step",
+    "file", "data-subagent", "data-task", "data-loop", "data-pipeline-step", "data-tool-progress",
 })  # fmt: skip
 
 #: The chunks that open, carry and close a part of each kind a model streams.
@@ -84,6 +84,7 @@ class UiMessageStreamTranslator:
             c.TOOL_CALL: self._tool_call,
             c.TOOL_RESULT: self._tool_result,
             c.TOOL_ERROR: self._tool_error,
+            c.TOOL_PROGRESS: self._tool_progress,
             c.PIPELINE_STEP_START: lambda crumb: self._pipeline_step(crumb, "running"),
             c.PIPELINE_STEP_END: lambda crumb: self._pipeline_step(crumb, "done"),
             c.LOOP_START: self._loop_start,
@@ -251,6 +252,10 @@ class UiMessageStreamTranslator:
 
     def _data(self, kind: str, part_id: str, data: dict[str, Any]) -> list[Chunk]:
         return [*self._close_text(), {"type": f"data-{kind}", "id": part_id, "data": data}]
+
+    def _tool_progress(self, crumb: dict[str, Any]) -> list[Chunk]:
+        part_id = f"progress_{crumb['toolCallId']}"
+        return self._data("tool-progress", part_id, _picked(crumb, c.TOOL_PROGRESS_KEYS))
 
     def _pipeline_step(self, crumb: dict[str, Any], status: str) -> list[Chunk]:
         part_id = f"{crumb['pipelineId']}_{crumb['index']}"

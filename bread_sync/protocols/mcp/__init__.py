@@ -5,6 +5,9 @@ on POST and ends a session on DELETE, synchronously, with sessions kept in the s
 every worker and replica serves them. ``tools.py`` holds the tools and the results of their
 calls, sans-IO, in the protocol's own types (``mcp-types``). See docs/http.md.
 
+The other way round, :func:`mcp_tools` (``toolset.py``) gives an agent a remote MCP server's
+tools, called through a synchronous Streamable HTTP client (``client.py``). See docs/reference.md.
+
 Needs the extra: ``pip install "bread-sync[mcp]"``.
 """
 
@@ -15,5 +18,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .plugin import MCP_ACTIONS, McpPlugin, mcp_server
 from .tools import RESUME, McpTool
+from .toolset import McpToolset, mcp_tools
 
-__all__ = ["MCP_ACTIONS", "RESUME", "McpPlugin", "McpTool", "mcp_server"]
+__all__ = ["MCP_ACTIONS", "RESUME", "McpPlugin", "McpTool", "McpToolset", "mcp_server", "mcp_tools"]

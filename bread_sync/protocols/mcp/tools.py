@@ -14,7 +14,7 @@ from mcp_types import CallToolResult, ProgressNotification, ProgressNotification
 from pydantic import BaseModel
 
 from ... import crumbs as c
-from ...agents import Agent
+from ...agents import Agent, Toolset
 from ...crumbs import dumps
 from ...errors import INPUT_INVALID, BreadError, internal_error
 from ...tasks import Task
@@ -80,6 +80,10 @@ def tool_table(agents: list[Agent], tasks: list[Task], every_agent: dict[str, Ag
 def can_pause(agent: Agent, every_agent: dict[str, Agent], seen: frozenset[str] = frozenset()) -> bool:
     """Whether a run of ``agent`` can pause for a human: one of its tools asks, or a subagent's."""
     for tool in agent.tools:
+        if isinstance(tool, Toolset):  # known without listing: its server may be this one, not up yet
+            if tool.pauses:
+                return True
+            continue
         if tool.human_kind is not None:
             return True
         child = every_agent.get(tool.target) if tool.kind == "subagent" else None
@@ -180,9 +184,16 @@ def ended(tool: McpTool, crumb: dict[str, Any] | None) -> CallToolResult:
     return failed(internal_error(RuntimeError(f"the run's stream stopped at {kind or 'its start'}")))
 
 
+#: The ``_meta`` of a progress notification whose message is the model's thinking, not its answer.
+THOUGHT_META = {"bread-sync/thought": True}
+
+
 def progress(token: str | int, count: int, crumb: dict[str, Any]) -> dict[str, Any]:
-    """The ``notifications/progress`` of a call's ``count``-th crumb: its text for a text delta,
-    else its type."""
-    message = crumb.get("delta") if crumb["type"] == c.TEXT_DELTA else crumb["type"]
-    params = ProgressNotificationParams(progress_token=token, progress=count, message=message)
+    """The ``notifications/progress`` of a call's ``count``-th crumb: its text for a text or a
+    reasoning delta (a reasoning one marked ``_meta: {"bread-sync/thought": true}``: a host
+    shows it as progress, and one that knows the mark tells it from the answer), else its type."""
+    kind = crumb["type"]
+    message = crumb.get("delta") if kind in c.NOT_DURABLE else kind
+    meta = THOUGHT_META if kind == c.REASONING_DELTA else None
+    params = ProgressNotificationParams(progress_token=token, progress=count, message=message, _meta=meta)
     return {"jsonrpc": "2.0", **ProgressNotification(params=params).model_dump(by_alias=True, exclude_none=True)}

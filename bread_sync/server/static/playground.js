@@ -323,6 +323,7 @@ const RENDER = {
   },
   "tool:result": (v, c) => v.tool(c.toolCallId, c.toolName).append(resultLine("result", `→ ${json(c.output)}`)),
   "tool:error": (v, c) => v.tool(c.toolCallId, c.toolName).append(resultLine("error", `✗ ${c.error.code}: ${c.error.message}`)),
+  "tool:progress": (v, c) => showProgress(v.tools.get(c.toolCallId), c),
   "human:required": (v, c) => showPause(v, c),
   "human:resumed": (v, c) => {
     v.paused = false;
@@ -342,6 +343,15 @@ const RENDER = {
   "task:start": (v, c) => v.open(`task ${c.taskId}${c.model ? ` (${c.model})` : ""}`, "task"),
   "task:end": (v, c) => v.shut(`${c.status}${c.durationMs !== undefined ? `, ${c.durationMs} ms` : ""}`),
 };
+
+// A call's progress: one line under the call, rewritten by each tool:progress.
+function showProgress(call, crumb) {
+  if (!call) return;
+  let line = call.querySelector(".progress");
+  if (!line) call.append((line = resultLine("progress", "")));
+  const total = crumb.total == null ? "" : ` / ${crumb.total}`;
+  line.textContent = `… ${crumb.progress}${total}${crumb.message ? `: ${crumb.message}` : ""}`;
+}
 
 function resultLine(className, text) {
   return Object.assign(document.createElement("div"), { className, textContent: text });

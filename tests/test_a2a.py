@@ -97,9 +97,10 @@ def test_a_thought_is_a_working_status_update_whose_text_part_is_marked(dialect,
     written = dialect.event(RUN, "ctx", event)
     status = written["status"] if dialect is v03 else written["statusUpdate"]["status"]
     assert status["message"]["parts"] == [part]
-    # a delta has no log position of its own: its frame carries no id a resubscribe could start from
+    # a delta has no log position of its own: its frame's id is its watermark, so a resubscribe
+    # from it gets the thought again from the log (a status update, shown again), never loses it
     frame = StreamEncoder(dialect, 7, RUN, "ctx").crumb(c.Frame(RUN, 3, thought))
-    assert [f.startswith(b"data: ") for f in frame] == [True]
+    assert [f.startswith(b"id: 3\ndata: ") for f in frame] == [True]
 
 
 def test_a_task_s_artifacts_hold_no_thoughts():

@@ -101,6 +101,7 @@ def test_emitted_surface_is_pinned():
         "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
         "response.output_text.delta", "response.output_text.done", "response.content_part.done",
         "response.output_item.done", "response.completed", "response.failed", "error",
+        "response.reasoning_text.delta", "response.reasoning_text.done",
     }  # fmt: skip
     assert EMITTED_RESPONSE_EVENTS == pinned
     tree = ast.parse((Path(openai_api.__file__).parent / "translator.py").read_text(encoding="utf-8"))
@@ -147,7 +148,36 @@ def test_reasoning_streams_as_chat_reasoning_content_and_stays_out_of_the_answer
     assert ChatCompletion.model_validate(translator.completion()).choices[0].message.content == "Yes"
     translator, events = responses(crumbs)
     check_responses(events)
-    assert "Hmm." not in json.dumps(events)
+    kinds = [event["type"] for event in events]
+    thought, said = kinds.index("response.reasoning_text.delta"), kinds.index("response.output_text.delta")
+    assert events[thought]["delta"] == "Hmm." and events[thought]["output_index"] == 0
+    assert kinds.index("response.reasoning_text.done") < said and events[said]["output_index"] == 1
+    whole = Response.model_validate(translator.response())
+    assert [item.type for item in whole.output] == ["reasoning", "message"]
+    assert whole.output[0].content[0].text == "Hmm." and whole.output_text == "Yes"
+
+
+def test_each_stretch_of_thinking_is_a_reasoning_item_of_its_own_beside_the_one_message():
+    crumbs = [
+        {"type": "agent:run:start", "runId": "r", "sessionId": "s", "agentId": "a", "input": "x"},
+        {"type": "reasoning:delta", "runId": "r", "delta": "First "},
+        {"type": "reasoning:delta", "runId": "r", "delta": "thought."},
+        {"type": "text:delta", "runId": "r", "delta": "Look"},
+        {"type": "tool:call", "runId": "r", "toolCallId": "t1", "toolName": "search", "input": {}},
+        {"type": "reasoning:delta", "runId": "r", "delta": "Second."},
+        {"type": "text:delta", "runId": "r", "delta": "ed."},
+        {"type": "agent:run:end", "runId": "r", "output": "Looked."},
+    ]  # fmt: skip
+    translator, events = responses(crumbs)
+    check_responses(events)
+    added = [(e["output_index"], e["item"]["type"]) for e in events if e["type"] == "response.output_item.added"]
+    assert added == [(0, "reasoning"), (1, "message"), (2, "reasoning")]
+    done = [e["output_index"] for e in events if e["type"] == "response.output_item.done"]
+    assert sorted(done) == [0, 1, 2] and done[-1] == 1  # each item closed once, the message last
+    whole = Response.model_validate(translator.response())
+    assert [item.content[0].text for item in whole.output] == ["First thought.", "Looked.", "Second."]
+    framed = ResponsesTranslator("resp_1", "echo", 1)  # the delta templates' path writes the same
+    assert b"".join(f for crumb in crumbs for f in framed.frames(crumb)) == b"".join(map(translator.frame, events))
 
 
 def test_a_run_that_reports_no_usage_has_none():

@@ -19,7 +19,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import FileOutput, ModelEvent, ModelRequest, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
+from . import (
+    FileOutput,
+    ModelEvent,
+    ModelRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+    ToolInputDelta,
+    ToolInputStart,
+    Usage,
+)
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 
@@ -33,6 +43,11 @@ class say:  # noqa: N801 - reads as a verb in a script
 
     def chunks(self) -> list[str]:
         return _WORDS.findall(self.text) if isinstance(self.text, str) else list(self.text)
+
+
+@dataclass(frozen=True)
+class think(say):  # noqa: N801
+    """Stream reasoning (``reasoning:delta``), as a model that thinks before it answers."""
 
 
 @dataclass(frozen=True)
@@ -127,10 +142,11 @@ def _play(step: say | call | file | usage, request: ModelRequest, default_id: st
         yield FileOutput(step.data, step.mime_type, step.name)
         return
     if isinstance(step, say):
+        delta = ReasoningDelta if isinstance(step, think) else TextDelta
         for i, chunk in enumerate(step.chunks()):
             if i and step.delay and request.signal.wait(step.delay):
                 return
-            yield TextDelta(chunk)
+            yield delta(chunk)
         return
     call_id = step.id or default_id
     arguments = json.dumps(step.input)

@@ -1,5 +1,6 @@
 """The config of the OpenAI clients' tests (``BREAD_CONFIG=tests.integration.openai_config:config``):
-the demo agents and ``broken`` (whose model fails after its first words), served at ``/v1``
+the demo agents, ``broken`` (whose model fails after its first words) and ``thinker`` (which
+streams reasoning before its answer), served at ``/v1``
 behind the auth plugin, whose one key the clients send as their API key."""
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ broken = Agent(id="broken", description="Starts to answer, then its model fails.
                model=script.provider([script.say("Starting."), _fail]))  # fmt: skip
 
 
+thinker = Agent(id="thinker", description="Thinks aloud, then answers.",
+                model=script.provider([script.think("Two and two. Makes four. "), script.say("Four.")]))  # fmt: skip
+
+
 def config():
     base = demo_config()
     plugins = [auth_plugin(api_keys={"client": KEY}, env_var=None), openai_api()]
     server = ServerSettings(authorize=lambda identity, action, args: True)
-    return base.model_copy(update={"agents": [*base.agents, broken], "plugins": plugins, "server": server})
+    return base.model_copy(update={"agents": [*base.agents, broken, thinker], "plugins": plugins, "server": server})

@@ -62,6 +62,27 @@ def test_the_python_client_reads_responses_streaming_and_not(client):
     assert events[-1].response.output_text == "a streamed response"
 
 
+def test_reasoning_reaches_the_python_client_live_and_the_log_whole(client, server, http):
+    chunks = list(client.chat.completions.create(model="thinker", messages=ask("two and two?"), stream=True))
+    deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
+    thought = "".join((delta.model_extra or {}).get("reasoning_content") or "" for delta in deltas)
+    assert thought == "Two and two. Makes four. " and "".join(d.content or "" for d in deltas) == "Four."
+    events = list(client.responses.create(model="thinker", input="two and two?", stream=True))
+    assert "".join(e.delta for e in events if e.type == "response.reasoning_text.delta") == thought
+    final = events[-1].response
+    assert [item.type for item in final.output] == ["reasoning", "message"] and final.output_text == "Four."
+    assert final.output[0].content[0].text == thought
+    # the native route streams reasoning:delta crumbs; the log keeps them aggregated, apart from the text
+    headers = {"Authorization": f"Bearer {KEY}"}
+    streamed = http.post(f"{server.url}/agents/thinker/run", json={"input": "x"}, headers=headers)
+    live = [json.loads(line[6:])["payload"] for line in streamed.text.splitlines() if line.startswith("data: ")]
+    assert "".join(c["delta"] for c in live if c["type"] == "reasoning:delta") == thought
+    replayed = http.get(f"{server.url}/runs/{streamed.headers['Bread-Run-Id']}/stream", headers=headers)
+    logged = [json.loads(line[6:])["payload"] for line in replayed.text.splitlines() if line.startswith("data: ")]
+    kinds = [(c["type"], c["delta"]) for c in logged if c["type"].endswith(":delta")]
+    assert kinds == [("reasoning:delta", thought), ("text:delta", "Four.")]
+
+
 def test_the_python_client_raises_bread_s_error_once(client, server, http):
     with pytest.raises(openai.InternalServerError) as caught:
         client.with_options(max_retries=2).chat.completions.create(model="broken", messages=ask("x"))

@@ -12,6 +12,7 @@ each against them); nothing here imports it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ... import crumbs as c
@@ -25,6 +26,7 @@ EMITTED_RESPONSE_EVENTS = frozenset({
     "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
     "response.output_text.delta", "response.output_text.done", "response.content_part.done",
     "response.output_item.done", "response.completed", "response.failed", "error",
+    "response.reasoning_text.delta", "response.reasoning_text.done",
 })  # fmt: skip
 #: What ends a chat completion stream.
 DONE = b"data: [DONE]\n\n"
@@ -292,6 +294,26 @@ def responses_usage(usage: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Reasoning:
+    """A reasoning item of a response: its id, where it stands in the output, its text so far."""
+
+    id: str
+    index: int
+    parts: list[str] = field(default_factory=list)
+
+    def where(self) -> dict[str, Any]:
+        return {"item_id": self.id, "output_index": self.index, "content_index": 0}
+
+    def json(self, status: str) -> dict[str, Any]:
+        content = [_reasoning_part("".join(self.parts))] if self.parts else []
+        return {"id": self.id, "type": "reasoning", "summary": [], "content": content, "status": status}
+
+
+def _reasoning_part(text: str) -> dict[str, Any]:
+    return {"type": "reasoning_text", "text": text}
+
+
 class ResponsesTranslator(_Answer):
     """Crumbs to the Responses API's typed events; :meth:`response` is the whole answer.
 
@@ -316,6 +338,10 @@ class ResponsesTranslator(_Answer):
         self._sequence = 0
         self._open = False  # whether the message item was added
         self._text_delta: list[str] | None = None  # the delta's frame template, once the item is open
+        #: The output's items in order: the message (its text is ``self.text``) where it was
+        #: added, and a reasoning item for each stretch of thinking, holding its text.
+        self._items: list[_Reasoning | None] = []
+        self._thinking: _Reasoning | None = None  # the reasoning item still open
 
     def response(self) -> dict[str, Any]:
         """The ``response`` object of the run so far."""
@@ -326,7 +352,7 @@ class ResponsesTranslator(_Answer):
             "created_at": self.created,
             "status": status,
             "model": self.model,
-            "output": [self._item("completed" if status == "completed" else "in_progress")] if self.text else [],
+            "output": self._output("completed" if status == "completed" else "in_progress"),
             "error": None,
             "incomplete_details": None,
             "instructions": self.instructions,
@@ -354,7 +380,7 @@ class ResponsesTranslator(_Answer):
         return sse(chunk, chunk["type"])
 
     def _delta_frame(self, delta: str) -> bytes | None:
-        if not self._open:  # the first delta adds the item and its part
+        if not self._open or self._thinking is not None:  # the item to add, or reasoning to close first
             return None
         if self._text_delta is None:
             event = self._delta_event(_DELTA_MARK, _SEQUENCE_MARK)
@@ -371,7 +397,38 @@ class ResponsesTranslator(_Answer):
         return {"type": "output_text", "text": "".join(self.text), "annotations": [], "logprobs": []}
 
     def _where(self) -> dict[str, Any]:
-        return {"item_id": self.item_id, "output_index": 0, "content_index": 0}
+        return {"item_id": self.item_id, "output_index": self._items.index(None), "content_index": 0}
+
+    def _output(self, status: str) -> list[dict[str, Any]]:
+        return [self._item(status) if item is None else item.json(status) for item in self._items]
+
+    def _reasoning(self, delta: str) -> list[dict[str, Any]]:
+        """Thinking is a reasoning item of its own (``reasoning_text`` content, as open-weight
+        models' servers send it), added when a stretch of it begins, closed when text follows."""
+        events = []
+        if self._thinking is None:
+            self._thinking = _Reasoning(f"rs_{self.response_id.removeprefix('resp_')}_{len(self._items)}",
+                                        len(self._items))  # fmt: skip
+            self._items.append(self._thinking)
+            events += [
+                self._event("response.output_item.added", output_index=self._thinking.index,
+                            item=self._thinking.json("in_progress")),
+                self._event("response.content_part.added", **self._thinking.where(), part=_reasoning_part("")),
+            ]  # fmt: skip
+        self._thinking.parts.append(delta)
+        return [*events, self._event("response.reasoning_text.delta", **self._thinking.where(), delta=delta)]
+
+    def _thought(self) -> list[dict[str, Any]]:
+        """The open reasoning item's closing events (none if none is open)."""
+        item, self._thinking = self._thinking, None
+        if item is None:
+            return []
+        text = "".join(item.parts)
+        return [
+            self._event("response.reasoning_text.done", **item.where(), text=text),
+            self._event("response.content_part.done", **item.where(), part=_reasoning_part(text)),
+            self._event("response.output_item.done", output_index=item.index, item=item.json("completed")),
+        ]
 
     def _opened(self) -> list[dict[str, Any]]:
         snapshot = self.response()
@@ -379,25 +436,27 @@ class ResponsesTranslator(_Answer):
         return [created, self._event("response.in_progress", response=snapshot)]
 
     def _text(self, delta: str) -> list[dict[str, Any]]:
-        events = []
+        events = self._thought()
         if not self._open:
             self._open = True
+            self._items.append(None)
             item = {"id": self.item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
             part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
             events += [
-                self._event("response.output_item.added", output_index=0, item=item),
+                self._event("response.output_item.added", output_index=self._where()["output_index"], item=item),
                 self._event("response.content_part.added", **self._where(), part=part),
             ]
         return [*events, self._delta_event(delta)]
 
     def _closed(self) -> list[dict[str, Any]]:
-        events = []
+        events = self._thought()
         if self._open:
             events += [
                 self._event("response.output_text.done", **self._where(), text="".join(self.text), logprobs=[]),
                 self._event("response.content_part.done", **self._where(), part=self._part()),
-                self._event("response.output_item.done", output_index=0, item=self._item("completed")),
-            ]
+                self._event("response.output_item.done", output_index=self._where()["output_index"],
+                            item=self._item("completed")),
+            ]  # fmt: skip
         return [*events, self._event("response.completed", response=self.response())]
 
     def _failure(self) -> list[dict[str, Any]]:

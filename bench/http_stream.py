@@ -4,9 +4,9 @@ streams the same bytes, chunk for chunk, from the same gunicorn with the same se
 For each wire format (SSE: http-sse; NDJSON: http-chunked), one bread_sync server and one
 minimal server (bench/minimal_app.py), one gevent worker each, on free loopback ports. First
 each workload is run once on bread_sync and its response recorded chunk for chunk (one chunk
-per event, as gunicorn writes one per item the app yields); the minimal app replays exactly
-those chunks. Then, in each repetition, each workload runs on both servers in turn (rotating
-which goes first):
+per write, as gunicorn writes one per item the app yields: an event, or the events a stream had
+at once); the minimal app replays exactly those chunks. Then, in each repetition, each workload
+runs on both servers in turn (rotating which goes first):
 
 - single: one run of ``slow`` with ``count`` 5,000 and ``delayMs`` 0, events/s from the start
   of the request (before connecting) to its last chunk;
@@ -172,7 +172,7 @@ def lateness(side: Side, streams: int, beats: int, period: float) -> dict[str, l
         out["late"] += [conn.stamps[1 + i] - due[i] for i in range(beats)]
         out["steady"] += [conn.stamps[1 + i] - due[i] for i in range(beats // 2)]
         if record:
-            made = [float(STAMP.search(chunk).group(1)) for chunk in conn.chunks[1 : beats + 1]]
+            made = [float(stamp) for stamp in STAMP.findall(conn.body())]
             out["model"] += [made[i] - due[i] for i in range(beats)]
             out["delivery"] += [conn.stamps[1 + i] - made[i] for i in range(beats)]
     return out

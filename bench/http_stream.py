@@ -1,12 +1,12 @@
 """Streaming over HTTP: bread_sync under gunicorn's gevent worker beside a minimal WSGI app that
-streams the same bytes, chunk for chunk, from the same gunicorn with the same settings.
+streams the same bytes, an event per chunk, from the same gunicorn with the same settings.
 
 For each wire format (SSE: http-sse; NDJSON: http-chunked), one bread_sync server and one
 minimal server (bench/minimal_app.py), one gevent worker each, on free loopback ports. First
-each workload is run once on bread_sync and its response recorded chunk for chunk (one chunk
-per event, as gunicorn writes one per item the app yields); the minimal app replays exactly
-those chunks. Then, in each repetition, each workload runs on both servers in turn (rotating
-which goes first):
+each workload is run once on bread_sync and its response recorded; the minimal app replays its
+events, one chunk each (gunicorn writes one per item an app yields; bread_sync writes together
+the events a stream had at once, which a minimal app does not try to). Then, in each repetition, each workload
+runs on both servers in turn (rotating which goes first):
 
 - single: one run of ``slow`` with ``count`` 5,000 and ``delayMs`` 0, events/s from the start
   of the request (before connecting) to its last chunk;
@@ -98,11 +98,19 @@ def record(bread: Side, folder: Path, kind: str, body: dict[str, Any], deltas: i
     if sum(crumb["type"] == "text:delta" for crumb in crumbs) != deltas:
         raise RuntimeError(f"{bread.wire} {kind}: not {deltas} deltas")
     name, content_type = f"{bread.wire}-{kind}", conn.headers["content-type"]
-    minimal_app.save(folder, name, conn.chunks, content_type, wire.heartbeat, DEFAULT_HEARTBEAT_SECONDS)
+    events = split_events(bread.wire, conn.body())
+    minimal_app.save(folder, name, events, content_type, wire.heartbeat, DEFAULT_HEARTBEAT_SECONDS)
     if kind == "single":  # the same bytes in fewer, larger chunks: what coalesced writes would cost
-        chunks = coalesce(conn.chunks)
+        chunks = coalesce(events)
         minimal_app.save(folder, name + COALESCED, chunks, content_type, wire.heartbeat, DEFAULT_HEARTBEAT_SECONDS)
     return conn.count
+
+
+def split_events(wire: str, body: bytes) -> list[bytes]:
+    """The body's events, one per item: what the minimal app writes one at a time (bread_sync
+    writes together what its stream had at once, which the minimal app does not try to)."""
+    end = b"\n\n" if wire == "sse" else b"\n"
+    return [part + end for part in body.split(end)[:-1]]
 
 
 def coalesce(chunks: list[bytes], size: int = COALESCE_BYTES) -> list[bytes]:
@@ -170,7 +178,7 @@ def lateness(side: Side, streams: int, beats: int, period: float) -> dict[str, l
         out["late"] += [conn.stamps[1 + i] - due[i] for i in range(beats)]
         out["steady"] += [conn.stamps[1 + i] - due[i] for i in range(beats // 2)]
         if record:
-            made = [float(STAMP.search(chunk).group(1)) for chunk in conn.chunks[1 : beats + 1]]
+            made = [float(stamp) for stamp in STAMP.findall(conn.body())]
             out["model"] += [made[i] - due[i] for i in range(beats)]
             out["delivery"] += [conn.stamps[1 + i] - made[i] for i in range(beats)]
     return out

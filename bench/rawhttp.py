@@ -2,8 +2,10 @@
 
 One process holds thousands of streams with it, and it costs the same for every server it
 talks to. It decodes ``Transfer-Encoding: chunked`` itself and keeps each chunk whole: gunicorn
-writes one chunk per item a WSGI app yields, and bread_sync yields one item per event, so a
-chunk is an event as the server sent it. Every wait is bounded by a deadline.
+writes one chunk per item a WSGI app yields, and bread_sync yields one item per write (an event,
+or the events its stream had at once). A connection counts events, not chunks: the blank lines
+that end SSE events, the lines of NDJSON, one per chunk of anything else. Every wait is bounded
+by a deadline.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class Conn:
     """One request and its streamed response.
 
     ``record``: keep every chunk (``chunks``). ``stamp``: the wall-clock time (``time.time()``)
-    each chunk arrived (``stamps``). ``watch``: bytes whose arrival in a chunk sets ``seen``.
+    each event arrived (``stamps``: its chunk's time). ``count``: the events so far. ``watch``:
+    bytes whose arrival in a chunk sets ``seen``.
     ``started``, ``first`` and ``finished`` are ``perf_counter()`` times: the request began
     (before connecting), its first chunk was complete, its last chunk arrived.
     """
@@ -121,6 +124,7 @@ class Conn:
         for line in lines[1:]:
             key, _, value = line.partition(":")
             self.headers[key.strip().lower()] = value.strip()
+        self._events_in = _event_counter(self.headers.get("content-type", ""))
         if self.headers.get("transfer-encoding", "").lower() == "chunked":
             self.state = SIZE
         elif "content-length" in self.headers:
@@ -132,14 +136,15 @@ class Conn:
             self.state = UNTIL_CLOSE
 
     def _chunk(self, chunk: bytes, now: float) -> None:
-        self.count += 1
+        events = self._events_in(chunk)
+        self.count += events
         self.bytes += len(chunk)
         if self.first is None:
             self.first = now
         if self.record:
             self.chunks.append(chunk)
         if self.stamp:
-            self.stamps.append(time.time())
+            self.stamps += [time.time()] * events
         if self.watch and not self.seen and self.watch in chunk:
             self.seen = True
 
@@ -149,6 +154,15 @@ class Conn:
 
     def body(self) -> bytes:
         return b"".join(self.chunks)
+
+
+def _event_counter(content_type: str) -> Callable[[bytes], int]:
+    """How many events a chunk of this type holds (at least one)."""
+    if content_type.startswith("text/event-stream"):
+        return lambda chunk: chunk.count(b"\n\n") or chunk.count(b"\r\n\r\n") or 1
+    if "ndjson" in content_type:
+        return lambda chunk: chunk.count(b"\n") or 1
+    return lambda chunk: 1
 
 
 class Client:

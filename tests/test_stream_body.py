@@ -10,6 +10,7 @@ from bread_sync.crumbs import Frame
 from bread_sync.protocols.ag_ui import create_ag_ui_transformer
 from bread_sync.protocols.ag_ui.plugin import _stream
 from bread_sync.server import stream_body
+from bread_sync.server.streams import WRITE_BYTES, writes
 
 from .ag_ui_rules import check_stream, decode_sse
 
@@ -29,11 +30,21 @@ class Tail:
         self.closed = True
 
 
-def test_the_prelude_then_each_list_encoded_whole_and_a_heartbeat_when_idle():
+def test_the_prelude_then_each_list_encoded_whole_in_one_write_and_a_heartbeat_when_idle():
     tail = Tail([["a", "b"], None, [], ["c"]])
     body = stream_body(iter(tail), lambda items: [item.encode() for item in items], heartbeat=b":hb",
                        failure=lambda error: [b"failed"], prelude=[b"hello"])  # fmt: skip
-    assert list(body) == [b"hello", b"a", b"b", b":hb", b"c"]
+    assert list(body) == [b"hello", b"ab", b":hb", b"c"]
+
+
+def test_what_a_tail_brought_at_once_is_joined_into_writes_of_bounded_size():
+    frames = [bytes([65 + i]) * 3000 for i in range(50)]
+    big = b"z" * (WRITE_BYTES + 1)
+    written = list(writes([*frames, big, b"end"]))
+    assert b"".join(written) == b"".join([*frames, big, b"end"])
+    assert big in written  # a chunk larger than a write goes alone, never split
+    assert all(len(w) <= WRITE_BYTES for w in written if w != big)
+    assert [len(w) // 3000 for w in written] == [21, 21, 8, 21, 0]  # 21 frames fit a write; big; "end"
 
 
 def test_a_failure_once_open_is_the_last_chunks_and_the_tail_is_closed(caplog):

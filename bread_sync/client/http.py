@@ -319,8 +319,8 @@ class HTTPRunStream:
         try:
             yield from self._first
             self._first = []
-            if self.done:
-                return
+            # Even when the run has ended: the chunk its first frame came in may hold the rest
+            # of it (a server writes what it has at once), and the source yields those first.
             yield from self._source
         finally:
             self._source.close()

@@ -23,6 +23,8 @@ log = logging.getLogger("bread_sync.server")
 
 #: The largest position a client may ask for: SQLite's integers are 64-bit.
 MAX_SEQ = 2**63 - 1
+#: A stream's write joins what its tail brought at once up to this many bytes.
+WRITE_BYTES = 65536
 _SEQ = re.compile(r"^[0-9]{1,19}$")
 
 
@@ -129,7 +131,7 @@ def stream_body(
 ) -> Iterator[bytes]:
     """A stream's response body over a tail with ``batched=True`` (``start_run_stream``'s frames,
     ``bread.tail``): ``prelude``, then each list ``encode``-d whole (frames, and gaps) and written
-    chunk after chunk, one per event, ``heartbeat`` for each idle ``None``, then ``epilogue()``
+    in one chunk, ``heartbeat`` for each idle ``None``, then ``epilogue()``
     once the tail has ended. The run is driven elsewhere; a failure once the stream is open is
     its last chunks, ``failure(error)``.
 
@@ -142,8 +144,8 @@ def stream_body(
             if items is None:
                 yield heartbeat
                 continue
-            for chunk in encode(items):
-                yield chunk
+            for write in writes(encode(items)):
+                yield write
                 pace()
         yield from epilogue()
     except Exception as exc:  # the stream is open: a failure can only be its last event
@@ -153,6 +155,27 @@ def stream_body(
         close = getattr(lists, "close", None)
         if close is not None:
             close()
+
+
+def writes(chunks: list[bytes], most: int = WRITE_BYTES) -> Iterator[bytes]:
+    """``chunks`` joined into writes of up to ``most`` bytes (a larger chunk goes alone).
+
+    What a tail brought at once goes out in as few writes as that allows: a client that keeps
+    up gets each frame alone, as it came; one that fell behind (or a replay page) gets them in
+    fewer sends, each a syscall and a turn through gunicorn's writer."""
+    if len(chunks) == 1:
+        yield chunks[0]
+        return
+    group: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        if group and size + len(chunk) > most:
+            yield b"".join(group)
+            group, size = [], 0
+        group.append(chunk)
+        size += len(chunk)
+    if group:
+        yield b"".join(group)
 
 
 def stream_response(body: Iterator[bytes], content_type: str, run_id: str | None) -> Response:

@@ -58,6 +58,11 @@ class LogFollower:
         #: Runs watched since the last pass: read at the next one, whatever the store heard,
         #: as what was appended before their watch began went by unheeded.
         self._fresh: set[str] = set()
+        #: Runs whose record said paused at the last look, their logs unchanged since. With a
+        #: store that hears commits, the safety net passes them by: a paused run changes only by
+        #: an append (a resume, a cancel), which the store hears, so an idle tail of a paused run
+        #: costs no periodic work.
+        self._paused: set[str] = set()
 
     def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
         entry = _Watch(inbox, [after], local)
@@ -76,6 +81,7 @@ class LogFollower:
                 entries.remove(entry)
             if not entries:
                 self._watching.pop(run_id, None)
+                self._paused.discard(run_id)
 
     def _loop(self) -> None:
         shared = reports_health(self.bread.transport)
@@ -106,7 +112,7 @@ class LogFollower:
             due = [
                 run_id
                 for run_id, entries in watched.items()
-                if everything or self._due(run_id, entries, shared, net, heard)
+                if everything or self._due(run_id, entries, shared, net, heard, listener is not None)
             ]
             if due:
                 missed = not self._tried_pass(due, watched, look_at_records=everything or net)
@@ -136,16 +142,19 @@ class LogFollower:
         for run_id in due:
             entries = watched[run_id]
             if last.get(run_id, 0) > min(entry.position[0] for entry in entries):
+                self._paused.discard(run_id)
                 self._poll(run_id, entries)
             elif look_at_records and self._finished(run_id):  # e.g. a tail that started at the terminal crumb
                 for entry in entries:
                     entry.inbox.put(FromLog(ENDED))
 
-    def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool, heard: set[str] | None) -> bool:
+    def _due(
+        self, run_id: str, entries: list[_Watch], shared: bool, net: bool, heard: set[str] | None, hears: bool
+    ) -> bool:
         if run_id in self.bread.cancels:
             return False  # executing here: the transport carries it
         if net:
-            return True
+            return not (hears and run_id in self._paused)
         return not shared and not all(entry.local for entry in entries) and (heard is None or run_id in heard)
 
     def _poll(self, run_id: str, entries: list[_Watch]) -> None:
@@ -162,6 +171,8 @@ class LogFollower:
     def _finished(self, run_id: str) -> bool:
         """Whether the run has ended; a run whose owner is gone is recovered first."""
         record = self.bread.store.get_run(run_id)
+        if record and record["status"] == "paused":
+            self._paused.add(run_id)
         if record and record["status"] == "running" and recovery.orphaned(self.bread, record):
             recovery.recover(self.bread, record)
             return False  # what comes of it (carried on, or RUN_INTERRUPTED) reaches the tail next

@@ -8,6 +8,7 @@ were up while it ran.
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import time
@@ -75,10 +76,13 @@ def node_clients() -> Path:
     they are not there yet; reused by later runs."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are not on PATH: the tests of the official npm clients need them")
-    if not all((NODE / "node_modules" / name / "package.json").exists() for name in NODE_CLIENTS):
-        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
-        assert done.returncode == 0, done.stderr
+    # One install at a time: the suite's workers (pytest-xdist) may all ask at once.
+    with open(NODE / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all((NODE / "node_modules" / name / "package.json").exists() for name in NODE_CLIENTS):
+            done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=NODE, capture_output=True, text=True,
+                                  timeout=300)  # fmt: skip
+            assert done.returncode == 0, done.stderr
     return NODE
 
 

@@ -29,6 +29,7 @@ from .. import tags_match
 from ..sql import PUSH_COLUMNS, SQLITE, SQLStore, push_row
 from . import wal
 from .busy import BUSY_TIMEOUT_SECONDS, PatientConnection, os_sleeping
+from .listener import AppendListener
 from .migrations import immediate, migrate
 from .purge import purge
 
@@ -177,6 +178,12 @@ class SQLiteStore(SQLStore):
         if self._checkpointer is not None:  # checkpoints are its work, see wal.py
             conn.execute(f"PRAGMA wal_autocheckpoint={wal.BACKSTOP_PAGES}")
         return Database(conn, recursive_triggers=False, execute_plugins=False)
+
+    def listen(self) -> AppendListener:
+        """Whether anything was committed (by any connection) since the last wait, not which runs:
+        the follower skips its reads while nothing was."""
+        # timeout=0: a locked file answers at once (under gevent a wait in SQLite stalls the worker)
+        return AppendListener(lambda: sqlite3.connect(self.path, timeout=0, isolation_level=None))
 
     # crumb log
     def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:

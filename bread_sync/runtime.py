@@ -167,7 +167,13 @@ class Bread:
         return self._deliver(self._started(opened, run_id, agent_id), mode)
 
     def _root_maker(
-        self, agent_id: str, input: Any, skill: str | None, state: Any, context: Any, may_read_file: MayRead | None
+        self,
+        agent_id: str,
+        input: Any,
+        skill: str | None,
+        state: Any,
+        context: Any,
+        may_read_file: MayRead | None = None,
     ) -> tuple[Callable[[RunContext], Any], dict[str, Any] | None, list[dict[str, Any]] | None]:
         """What makes the root activity of a run of ``agent_id``, and the run's state and context,
         each checked in the order their errors are told. A remote agent's input is the remote's

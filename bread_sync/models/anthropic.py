@@ -40,6 +40,7 @@ from .sdk import (
     interrupt,
     parse_arguments,
     status_failure,
+    text_part,
 )
 
 #: The Messages API needs a bound on the answer; ``params={"max_tokens": ...}`` sets another.
@@ -138,10 +139,8 @@ def _message(message: dict[str, Any], thinking: Mapping[str, list[Any]], request
         blocks += [_tool_use(call) for call in calls]
         return "assistant", blocks
     if message.get("files"):
-        text = [{"type": "text", "text": message["content"]}] if message["content"] else []
-        return message["role"], [
-            _file_block(media_type, file) for media_type, file in attached(message, request)
-        ] + text
+        blocks = [_file_block(media_type, file) for media_type, file in attached(message, request)]
+        return message["role"], blocks + text_part(message)
     return message["role"], message["content"]
 
 

@@ -43,6 +43,7 @@ from .sdk import (
     new_call_id,
     parse_arguments,
     status_failure,
+    text_part,
 )
 
 
@@ -127,8 +128,7 @@ def _message(message: dict[str, Any], request: ModelRequest) -> dict[str, Any]:
         }
     if message.get("files"):
         parts = [_file_part(media_type, file) for media_type, file in attached(message, request)]
-        text = [{"type": "text", "text": message["content"]}] if message["content"] else []
-        return {"role": message["role"], "content": parts + text}
+        return {"role": message["role"], "content": parts + text_part(message)}
     return {"role": message["role"], "content": message["content"]}
 
 

@@ -200,6 +200,12 @@ def attached(message: Mapping[str, Any], request: Any) -> list[tuple[str, Any]]:
     return [(base_type(file.mime_type), file) for file in files]
 
 
+def text_part(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A message's text as the one ``{"type": "text"}`` part OpenAI and Anthropic take beside
+    files; none when it has none."""
+    return [{"type": "text", "text": message["content"]}] if message["content"] else []
+
+
 def base64_text(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 

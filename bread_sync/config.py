@@ -3,7 +3,7 @@
 ``BREAD_CONFIG=module:attribute`` names a config (or a callable returning one); the default is
 the demo config. The environment then overrides what it names: ``BREAD_DB`` (the SQLite file, or a
 ``postgresql://`` URL: the Postgres store),
-``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``,
+``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``, ``BREAD_MAX_FILE_BYTES``,
 ``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis; without it, queued
 runs on a Postgres store fan out through its notifications),
 ``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS``,
@@ -48,6 +48,9 @@ class ServerSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = 3000
     max_body_bytes: int = 1_048_576
+    #: The largest file ``POST /files`` takes; read past ``max_body_bytes`` only once the caller
+    #: is authenticated (``BREAD_MAX_FILE_BYTES``).
+    max_file_bytes: int = 16 * 1_048_576
     authorize: Any = None
     #: ``authorize_run(identity, run_id) -> bool``: per-run ownership, asked by every route that
     #: reads or acts on a run by id (tail, cancel, run record, attach, resume); only True allows.
@@ -199,6 +202,8 @@ def apply_environment(config: Config) -> Config:
     server: dict[str, Any] = {}
     if os.environ.get("BREAD_MAX_BODY_BYTES"):
         server["max_body_bytes"] = int(os.environ["BREAD_MAX_BODY_BYTES"])
+    if os.environ.get("BREAD_MAX_FILE_BYTES"):
+        server["max_file_bytes"] = int(os.environ["BREAD_MAX_FILE_BYTES"])
     if os.environ.get("BREAD_BODY_TIMEOUT_SECONDS"):
         server["body_timeout_seconds"] = _number("BREAD_BODY_TIMEOUT_SECONDS")
     if os.environ.get("BREAD_PLAYGROUND"):

@@ -5,7 +5,7 @@ collection deletes from the store every finished run last updated before the cut
 crumb log, checkpoints, loops and task runs, and the MCP sessions opened before it (see
 :meth:`bread_sync.stores.Retention.purge`), and
 from the blob store the files stored before the cutoff, except those a running or paused run
-announced. A running or paused run is never touched. It may run beside a live server (cron):
+announced or was given as input. A running or paused run is never touched. It may run beside a live server (cron):
 the store deletes in short transactions.
 """
 
@@ -15,8 +15,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .clock import iso_days_ago
-from .crumbs import FILE_GENERATED
+from .crumbs import AGENT_RUN_START, FILE_GENERATED
 from .errors import NOT_SUPPORTED, BreadError
+from .files import file_refs
 from .stores import can_purge, has_crumb_log
 
 if TYPE_CHECKING:
@@ -47,12 +48,16 @@ def _files_in_use(bread: Bread) -> set[str]:
     if not has_crumb_log(store):
         return set()
     unfinished = store.list_runs(status="running") + store.list_runs(status="paused")
-    return {
-        frame.crumb["uri"]
-        for record in unfinished
-        for frame in store.get_crumbs(record["id"])
-        if frame.type == FILE_GENERATED
-    }
+    return {uri for record in unfinished for frame in store.get_crumbs(record["id"]) for uri in _files_of(frame)}
+
+
+def _files_of(frame: Any) -> list[str]:
+    """The files a crumb names: a generated one, or those its run's input references."""
+    if frame.type == FILE_GENERATED:
+        return [frame.crumb["uri"]]
+    if frame.type == AGENT_RUN_START:
+        return [ref.get("uri") for ref in file_refs(frame.crumb.get("input"))]
+    return []
 
 
 def _purge_files(bread: Bread, before: float, in_use: set[str], dry_run: bool) -> int:

@@ -35,6 +35,7 @@ from .errors import (
     BreadError,
 )
 from .executors import check_queue
+from .files import MayRead, check_files
 from .loading import resolve
 from .metrics import metrics_from_config
 from .models import resolve_provider
@@ -132,6 +133,7 @@ class Bread:
         context: list[dict[str, Any]] | None = None,
         after: datetime | None = None,
         mode: str = "stream",
+        may_read_file: MayRead | None = None,
     ) -> Any:
         """Start a run of ``agent_id``; an iterator of its crumbs, or with ``mode="sync"`` its
         :class:`RunResult`. Errors found before the run exists (unknown agent, provider or
@@ -145,8 +147,10 @@ class Bread:
         ``ctx.context``, ``request.context``. A remote agent's run
         relays the remote run (engine/relay.py); what the remote refuses ends it, logged.
         ``after`` (a timezone-aware datetime) delays the run: it opens now and waits queued
-        until then (engine/queued.py)."""
-        make_root, state, context = self._root_maker(agent_id, input, skill, state, context)
+        until then (engine/queued.py). File references in ``input`` (bread_sync/files.py) must
+        name stored files that ``may_read_file(metadata)`` (when given) allows and that the
+        agent's model takes."""
+        make_root, state, context = self._root_maker(agent_id, input, skill, state, context, may_read_file)
         check_queue(self.executor)
         opened = open_run(
             self,
@@ -163,7 +167,13 @@ class Bread:
         return self._deliver(self._started(opened, run_id, agent_id), mode)
 
     def _root_maker(
-        self, agent_id: str, input: Any, skill: str | None, state: Any, context: Any
+        self,
+        agent_id: str,
+        input: Any,
+        skill: str | None,
+        state: Any,
+        context: Any,
+        may_read_file: MayRead | None = None,
     ) -> tuple[Callable[[RunContext], Any], dict[str, Any] | None, list[dict[str, Any]] | None]:
         """What makes the root activity of a run of ``agent_id``, and the run's state and context,
         each checked in the order their errors are told. A remote agent's input is the remote's
@@ -174,7 +184,8 @@ class Bread:
         skill = self._skill(agent, skill)
         state, context = check_state(state, context)
         validated = agent.validate_input(input)
-        resolve_provider(agent.model)
+        provider, _ = resolve_provider(agent.model)
+        check_files(validated, self.blob_store, may_read_file, provider)
         return partial(RunContext.activity_for, agent=agent, input=validated, skill=skill, record=True), state, context
 
     def run_pipeline(
@@ -187,11 +198,13 @@ class Bread:
         run_id: str | None = None,
         after: datetime | None = None,
         mode: str = "stream",
+        may_read_file: MayRead | None = None,
     ) -> Any:
         """Run a pipeline under one run id: every step's crumbs framed by ``pipeline:step:start``
         / ``pipeline:step:end``, ending with ``agent:run:end`` carrying the last step's output.
-        ``after`` delays it, as :meth:`run`'s."""
+        ``after`` delays it, and ``may_read_file`` checks its input's files, as :meth:`run`'s."""
         pipeline = self.pipeline(pipeline_id)
+        check_files(input, self.blob_store, may_read_file)
         make_root = partial(PipelineRun, pipeline=pipeline, input=input)
         check_queue(self.executor)
         opened = open_run(self, make_root, session, run_id=run_id, signal=signal, after=_epoch(after))

@@ -143,10 +143,10 @@ def test_a_text_chunk_from_its_template_is_what_the_models_write(dialect, text):
 def test_parts_become_the_runs_input():
     assert run_input([{"text": "a"}, {"text": "b"}], None) == "a\nb"
     assert run_input([{"data": {"x": 1}}], None) == {"x": 1}
-    assert run_input([{"file": {"uri": "https://e/f", "mimeType": "text/csv", "name": None}}], None) == {
-        "uri": "https://e/f", "mimeType": "text/csv"}  # fmt: skip
+    assert run_input([{"file": {"uri": "/files/f", "mimeType": "text/csv", "name": None}}], None) == {
+        "type": "file", "uri": "/files/f", "mimeType": "text/csv"}  # fmt: skip
     mixed = run_input([{"text": "a"}, {"data": [1]}, {"file": {"uri": "u"}}], None)
-    assert mixed == [{"text": "a"}, {"data": [1]}, {"file": {"uri": "u"}}]
+    assert mixed == [{"text": "a"}, {"data": [1]}, {"type": "file", "uri": "u"}]
     with pytest.raises(BadParams, match="no parts"):
         run_input([], None)
     with pytest.raises(BadParams, match="blob store"):
@@ -155,13 +155,13 @@ def test_parts_become_the_runs_input():
 
 def test_inline_bytes_are_stored_and_named_by_their_url():
     class Blobs:
-        def put(self, data, mime_type, name=None):
+        def put(self, data, mime_type, name=None, owner=None):
             self.got = (data, mime_type, name)
             return {"url": "/files/0123", "mimeType": mime_type}
 
     blobs = Blobs()
     value = run_input([{"file": {"bytes": base64.b64encode(b"abc").decode(), "name": "a.txt"}}], blobs)
-    assert value == {"uri": "/files/0123", "name": "a.txt"} and blobs.got == (
+    assert value == {"type": "file", "uri": "/files/0123", "name": "a.txt"} and blobs.got == (
         b"abc",
         "application/octet-stream",
         "a.txt",

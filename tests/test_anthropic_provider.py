@@ -21,6 +21,7 @@ from bread_sync.errors import (
 from bread_sync.models import anthropic as anthropic_provider
 
 from .fake_provider import STALL, STALL_LIMIT, Fail, Stream
+from .files_input import PDF, PNG, b64, picture_input
 from .test_openai_provider import wait_until_reading
 
 pytest.importorskip("anthropic")
@@ -269,3 +270,23 @@ def test_a_cancel_interrupts_a_blocked_read(provider_server, bread_for):
     assert types(crumbs) == ["agent:run:start", "text:delta", "agent:error"]
     assert crumbs[-1]["error"].code == RUN_CANCELLED
     assert time.monotonic() - started < STALL_LIMIT / 2
+
+
+def test_an_image_and_a_pdf_go_as_base64_blocks_before_the_text(provider_server, bread_for):
+    provider_server.play(message(text("A cat.")))
+    bread = bread_for(Agent(id="a", model=llm(provider_server)))
+
+    crumbs = list(bread.run("a", picture_input(bread)))
+
+    assert crumbs[-1]["output"] == "A cat."
+    (sent,) = provider_server.requests
+    assert sent["body"]["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)}},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": b64(PDF)}},
+                {"type": "text", "text": "What is in these?"},
+            ],
+        }
+    ]

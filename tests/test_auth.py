@@ -210,6 +210,7 @@ ROUTE_ACTIONS = {
     ("GET", "/runs/<runId>"): "run.read",
     ("GET", "/runs/<runId>/wait"): "run.read",  # waiting for a run reads it (issue 27)
     ("GET", "/files/<id>"): "file.read",
+    ("POST", "/files"): "file.write",  # issue 31: files as input
     ("GET", "/openapi.json"): "openapi.read",
     ("POST", "/auth/stream-token"): "auth.stream_token",
     ("GET", "/health"): None,

@@ -10,6 +10,7 @@ import pytest
 
 from bread_sync import Agent
 from bread_sync.errors import MODEL_AUTH_FAILED, MODEL_OVERLOADED, MODEL_RATE_LIMITED
+from bread_sync.models import anthropic as anthropic_provider
 from bread_sync.models import fallback
 
 from .fake_provider import Fail, Stream
@@ -128,3 +129,11 @@ def test_a_traced_run_says_which_model_answered(endpoints, bread_for):
     assert chat.attributes["gen_ai.response.model"] == "openai:gpt-x"
     (run,) = [span for span in finished if span.attributes.get("bread.usage.models")]
     assert list(run.attributes["bread.usage.models"]) == ["openai:gpt-x"]
+
+
+def test_a_chain_takes_the_files_every_one_of_its_models_takes():
+    images_and_pdf = {"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"}
+    assert fallback(["openai:a", "anthropic:b"]).file_types == images_and_pdf
+    narrow = anthropic_provider.provider(model="b", file_types=["image/png"])
+    assert fallback(["openai:a", narrow]).file_types == {"image/png"}
+    assert fallback(["openai:a", "echo"]).file_types == frozenset()  # echo takes none: nor does the chain

@@ -17,6 +17,7 @@ from bread_sync.errors import MODEL_AUTH_FAILED, MODEL_OVERLOADED, MODEL_RATE_LI
 from bread_sync.models import google as google_provider
 
 from .fake_provider import STALL, STALL_LIMIT, Fail, Stream
+from .files_input import PDF, PNG, b64, picture_input
 
 pytest.importorskip("google.genai")
 
@@ -212,3 +213,23 @@ def test_a_cancel_interrupts_a_blocked_read(provider_server, bread_for):
     assert types(crumbs) == ["agent:run:start", "text:delta", "agent:error"]
     assert crumbs[-1]["error"].code == RUN_CANCELLED
     assert time.monotonic() - started < STALL_LIMIT / 2  # the read was woken, not timed out
+
+
+def test_an_image_and_a_pdf_go_as_inline_data_parts_before_the_text(provider_server, bread_for):
+    provider_server.play(answer(chunk({"text": "A cat."})))
+    bread = bread_for(Agent(id="a", model=llm(provider_server)))
+
+    crumbs = list(bread.run("a", picture_input(bread)))
+
+    assert crumbs[-1]["output"] == "A cat."
+    (sent,) = provider_server.requests
+    (content,) = sent["body"]["contents"]
+    image, pdf, words = content["parts"]
+    # The API reads its JSON field names in either spelling; the client sends the Blob's as it has them.
+    assert [inline_blob(image), inline_blob(pdf)] == [("image/png", b64(PNG)), ("application/pdf", b64(PDF))]
+    assert content["role"] == "user" and words == {"text": "What is in these?"}
+
+
+def inline_blob(part: dict[str, Any]) -> tuple[str, str]:
+    blob = part["inlineData"]
+    return blob.get("mimeType") or blob["mime_type"], blob["data"]

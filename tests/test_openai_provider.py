@@ -21,6 +21,7 @@ from bread_sync.models import openai as openai_provider
 from bread_sync.models.sdk import NO_KEY
 
 from .fake_provider import STALL, STALL_LIMIT, Fail, FakeProvider, Stream
+from .files_input import PDF, PNG, b64, picture_input
 
 openai = pytest.importorskip("openai")
 
@@ -369,3 +370,29 @@ def test_reasoning_content_streams_as_reasoning_and_never_goes_back(server, brea
     assert [c["delta"] for c in crumbs if c["type"] == "reasoning:delta"] == ["Sum ", "them.", "Done."]
     assert crumbs[-1]["output"] == "5."
     assert "them." not in json.dumps(server.requests[1]["body"]["messages"])
+
+
+PDF_URL = "data:application/pdf;base64," + b64(PDF)
+
+
+def test_an_image_and_a_pdf_go_as_data_url_parts_before_the_text(server, bread_for):
+    server.play(Stream(text("A cat.")))
+    bread = bread_for(Agent(id="a", model=llm(server)))
+
+    crumbs = list(bread.run("a", picture_input(bread)))
+
+    assert crumbs[-1]["output"] == "A cat."
+    (sent,) = server.requests
+    assert sent["body"]["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64(PNG)}},
+                {
+                    "type": "file",
+                    "file": {"filename": "paper.pdf", "file_data": "data:application/pdf;base64," + b64(PDF)},
+                },
+                {"type": "text", "text": "What is in these?"},
+            ],
+        }
+    ]

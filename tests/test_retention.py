@@ -46,14 +46,17 @@ def finish_old(bread, run_id: str) -> None:
     bread.store._runs[run_id]["updatedAt"] = OLD  # the memory store's record: aged by hand
 
 
-def paused_run_with_file(bread, url: str) -> str:
+def paused_run_with_file(bread, url: str, given: str | None = None) -> str:
+    """A paused run that generated the file at ``url`` (and was given the one at ``given``)."""
     run_id = "waiting"
     bread.store.create_run({
         "id": run_id, "agentId": "artist", "sessionId": "s", "status": "paused", "checkpointId": None,
         "owner": None, "leaseUntil": 0.0, "cancelRequested": False, "createdAt": OLD, "updatedAt": OLD,
     })  # fmt: skip
+    reference = {"type": "file", "uri": given, "mimeType": "image/png"}
+    start = {"type": "agent:run:start", "runId": run_id, "agentId": "artist", "sessionId": "s", "input": [reference]}
     crumb = {"type": "file:generated", "runId": run_id, "uri": url, "mimeType": "image/png"}
-    bread.store.append_crumbs(run_id, [Frame(run_id, 1, crumb)])
+    bread.store.append_crumbs(run_id, [Frame(run_id, 1, start), Frame(run_id, 2, crumb)])
     return run_id
 
 
@@ -62,10 +65,11 @@ def test_old_runs_and_files_go_and_a_file_of_a_paused_run_stays(bread):
     assert drawn.status == "completed"
     (file_crumb,) = [c for c in drawn.crumbs if c["type"] == "file:generated"]
     kept = bread.blob_store.put(b"still needed", "text/plain")
+    given = bread.blob_store.put(b"an upload it reads", "image/png", owner="someone")
     fresh = bread.blob_store.put(b"new", "text/plain")
-    paused_run_with_file(bread, kept["url"])
+    paused_run_with_file(bread, kept["url"], given["url"])
     finish_old(bread, drawn.run_id)
-    for url in (file_crumb["uri"], kept["url"]):
+    for url in (file_crumb["uri"], kept["url"], given["url"]):
         age(bread, url)
 
     logged = len(bread.store.get_crumbs(drawn.run_id))
@@ -79,6 +83,7 @@ def test_old_runs_and_files_go_and_a_file_of_a_paused_run_stays(bread):
     assert bread.store.get_run(drawn.run_id) is None
     assert bread.blob_store.get(file_crumb["uri"]) is None
     assert bread.blob_store.get(kept["url"])[0] == b"still needed"
+    assert bread.blob_store.get(given["url"])[0] == b"an upload it reads"
     assert bread.blob_store.get(fresh["url"])[0] == b"new"
     assert bread.store.get_run("waiting")["status"] == "paused"
 

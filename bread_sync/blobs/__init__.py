@@ -1,7 +1,9 @@
 """The blob store seam: where generated and uploaded files live.
 
 A blob store module ``blobs/<name>.py`` exports ``store(**opts)``. ``put`` returns
-``{"url", "mimeType", "name", "size"}``; ``url`` is ``/files/<id>``, the route that serves it.
+``{"url", "mimeType", "name", "size", "owner"}``; ``url`` is ``/files/<id>``, the route that
+serves it; ``owner`` is who uploaded it (``POST /files``: a digest of the caller's identity), None
+for a file anyone who may read files may read (a model's, a remote agent's).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ _MEDIA_TYPE = re.compile(rf"{_TOKEN}/{_TOKEN}(?:[ \t]*;[ \t]*{_TOKEN}=(?:{_TOKEN
 
 
 class BlobStore(Protocol):
-    def put(self, data: bytes, mime_type: str, name: str | None = None) -> dict[str, Any]: ...
+    def put(self, data: bytes, mime_type: str, name: str | None = None, owner: str | None = None) -> dict[str, Any]: ...
 
     def get(self, url: str) -> tuple[bytes, dict[str, Any]] | None:
         """The file's bytes and its metadata, or None when there is no such file."""
@@ -41,6 +43,11 @@ def is_media_type(text: Any) -> bool:
 def media_type_or_opaque(text: Any) -> str:
     """``text`` when it is a media type, else :data:`OPAQUE`."""
     return text if is_media_type(text) else OPAQUE
+
+
+def base_type(media_type: str) -> str:
+    """A media type without its parameters, lowercased: ``Image/PNG; x=y`` -> ``image/png``."""
+    return media_type.split(";", 1)[0].strip().lower()
 
 
 def blob_id(url: str) -> str | None:

@@ -17,9 +17,9 @@ class FilesystemBlobStore:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def put(self, data: bytes, mime_type: str, name: str | None = None) -> dict[str, Any]:
+    def put(self, data: bytes, mime_type: str, name: str | None = None, owner: str | None = None) -> dict[str, Any]:
         key = uuid.uuid4().hex
-        meta = {"url": URL_PREFIX + key, "mimeType": mime_type, "name": name, "size": len(data)}
+        meta = {"url": URL_PREFIX + key, "mimeType": mime_type, "name": name, "size": len(data), "owner": owner}
         # Data first, metadata last: a file whose metadata exists is complete.
         _write_atomically(self.root / key, data)
         _write_atomically(self.root / f"{key}.json", json.dumps(meta).encode())

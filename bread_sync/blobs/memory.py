@@ -17,9 +17,9 @@ class MemoryBlobStore:
         self._blobs: dict[str, tuple[bytes, dict[str, Any]]] = {}
         self._stored_at: dict[str, float] = {}
 
-    def put(self, data: bytes, mime_type: str, name: str | None = None) -> dict[str, Any]:
+    def put(self, data: bytes, mime_type: str, name: str | None = None, owner: str | None = None) -> dict[str, Any]:
         key = uuid.uuid4().hex
-        meta = {"url": URL_PREFIX + key, "mimeType": mime_type, "name": name, "size": len(data)}
+        meta = {"url": URL_PREFIX + key, "mimeType": mime_type, "name": name, "size": len(data), "owner": owner}
         with self._lock:
             self._blobs[key] = (bytes(data), meta)
             self._stored_at[key] = time.time()

@@ -20,6 +20,7 @@ from .. import crumbs as c
 from ..agents import Agent, Tool, ToolContext, ToolProgress
 from ..clock import now_iso
 from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, TOOL_OUTCOME_UNKNOWN, BreadError
+from ..files import for_model_call, user_message
 from ..models import (
     FileOutput,
     ModelRequest,
@@ -224,7 +225,7 @@ class AgentRun(AgentActivity):
 
     def run(self) -> Steps:
         self.begun = True
-        self._remember({"role": "user", "content": _as_text(self.input)})
+        self._remember(user_message(self.input))
         return (yield from self._turns())
 
     def _go_on(self) -> Steps:
@@ -297,10 +298,12 @@ class AgentRun(AgentActivity):
 
     def _model_turn(self) -> Steps:
         provider, model_name = resolve_provider(self.agent.model)
+        messages, files = for_model_call(self.messages, self.ctx.runtime.blob_store, provider)
         request = ModelRequest(
             model=model_name,
             system=self._system_prompt(),
-            messages=list(self.messages),
+            messages=messages,
+            files=files,
             tools=[ToolSpec(t.name, t.description, self.ctx.tool_parameters(t)) for t in self.agent.all_tools()],
             signal=self.ctx.token,
             input=self.input,
@@ -566,10 +569,6 @@ def _outcome_unknown(call: dict[str, Any]) -> BreadError:
 def for_model(message: dict[str, Any]) -> dict[str, Any]:
     """A session history entry as the model sees it."""
     return {k: v for k, v in message.items() if k not in ("runId", "at")}
-
-
-def _as_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _jsonable(value: Any) -> Any:

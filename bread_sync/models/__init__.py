@@ -2,6 +2,9 @@
 
 A provider module ``models/<name>.py`` exports ``provider(**opts)``. An agent names its model
 as ``"provider:name"`` (``"echo"``, ``"openai:gpt-4o-mini"``) or passes a provider object.
+
+A provider that takes files as input lists their media types in ``file_types`` (a collection of
+``type/subtype``); one without it takes none, and a run that would send it one is refused first.
 """
 
 from __future__ import annotations
@@ -69,6 +72,15 @@ class FileOutput:
 
 
 @dataclass(slots=True)
+class FileInput:
+    """A file a message references (``message["files"]``), read from the blob store for one call."""
+
+    data: bytes
+    mime_type: str
+    name: str | None = None
+
+
+@dataclass(slots=True)
 class Usage:
     """The tokens one model call used, as its provider reports them (at most once per call,
     usually last); the runtime sums them into the run's ``usage``."""
@@ -108,6 +120,8 @@ class ModelRequest:
     #: The W3C trace context (``traceparent``) a provider adds to the requests it sends for this
     #: call when tracing is on (empty otherwise): the model call's span is their parent.
     trace_headers: dict[str, str] = field(default_factory=dict)
+    #: The files the messages reference (each message's ``files``: ``{uri, mimeType}``), by uri.
+    files: dict[str, FileInput] = field(default_factory=dict)
 
 
 class Provider(Protocol):

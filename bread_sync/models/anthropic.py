@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import (
+    FileInput,
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
@@ -33,10 +34,13 @@ from . import (
 from .sdk import (
     Failure,
     StainlessProvider,
+    attached,
+    base64_text,
     error_type_of,
     interrupt,
     parse_arguments,
     status_failure,
+    text_part,
 )
 
 #: The Messages API needs a bound on the answer; ``params={"max_tokens": ...}`` sets another.
@@ -113,7 +117,7 @@ def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
     thinking = request.state.get(THINKING_STATE) or {}
     messages: list[dict[str, Any]] = []
     for message in request.messages:
-        role, content = _message(message, thinking)
+        role, content = _message(message, thinking, request)
         if messages and messages[-1]["role"] == role and role == "user" and message["role"] == "tool":
             messages[-1]["content"].extend(content)  # the API wants a turn's results together
         else:
@@ -121,7 +125,7 @@ def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def _message(message: dict[str, Any], thinking: Mapping[str, list[Any]]) -> tuple[str, Any]:
+def _message(message: dict[str, Any], thinking: Mapping[str, list[Any]], request: ModelRequest) -> tuple[str, Any]:
     if message["role"] == "tool":
         result = {"type": "tool_result", "tool_use_id": message["toolCallId"], "content": message["content"]}
         if message.get("error"):
@@ -134,7 +138,16 @@ def _message(message: dict[str, Any], thinking: Mapping[str, list[Any]]) -> tupl
             blocks.append({"type": "text", "text": message["content"]})
         blocks += [_tool_use(call) for call in calls]
         return "assistant", blocks
+    if message.get("files"):
+        blocks = [_file_block(media_type, file) for media_type, file in attached(message, request)]
+        return message["role"], blocks + text_part(message)
     return message["role"], message["content"]
+
+
+def _file_block(media_type: str, file: FileInput) -> dict[str, Any]:
+    """An image as an ``image`` block, anything else (a PDF) as a ``document`` block: base64."""
+    source = {"type": "base64", "media_type": media_type, "data": base64_text(file.data)}
+    return {"type": "image" if media_type.startswith("image/") else "document", "source": source}
 
 
 def _tool_use(call: dict[str, Any]) -> dict[str, Any]:

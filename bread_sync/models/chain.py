@@ -77,6 +77,12 @@ class FallbackProvider:
                 return
         raise failures[-1]
 
+    @property
+    def file_types(self) -> frozenset[str]:
+        """The media types every model of the chain takes: a file goes to whichever answers."""
+        taken = [frozenset(getattr(_resolve(spec)[0], "file_types", ())) for spec in self.models]
+        return frozenset.intersection(*taken)
+
     def _delay(self, round_: int, failures: list[BreadError]) -> float:
         """The back-off before a new round: doubling, at least the first model's Retry-After, bounded."""
         asked = failures[0].context.get("retryAfter") if failures else None

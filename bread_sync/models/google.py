@@ -27,6 +27,7 @@ from . import ModelEvent, ModelRequest, ReasoningDelta, TextDelta, ToolCall, Too
 from .sdk import (
     Failure,
     SdkProvider,
+    attached,
     interrupt,
     model_error,
     new_call_id,
@@ -45,6 +46,10 @@ class GoogleProvider(SdkProvider):
 
     name = "google"
     sdk_module = "google.genai"
+    #: Gemini's image types (no GIF) and PDF.
+    default_file_types = frozenset(
+        {"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif", "application/pdf"}
+    )
 
     def _from_environment(self) -> tuple[str | None, str | None]:
         return os.environ.get("GOOGLE_GEMINI_BASE_URL"), os.environ.get("GOOGLE_API_KEY") or os.environ.get(
@@ -146,10 +151,20 @@ def to_contents(request: ModelRequest) -> list[dict[str, Any]]:
         elif role == "assistant":
             contents.append({"role": "model", "parts": _model_parts(message, signatures)})
         else:
-            contents.append({"role": "user", "parts": [{"text": message["content"]}]})
+            contents.append({"role": "user", "parts": _user_parts(message, request)})
     for content in contents:
         content.pop("responses", None)
     return contents
+
+
+def _user_parts(message: dict[str, Any], request: ModelRequest) -> list[dict[str, Any]]:
+    """The files a message references as ``inline_data`` parts (the client sends them base64), then its text."""
+    parts = [
+        {"inline_data": {"mime_type": media_type, "data": file.data}} for media_type, file in attached(message, request)
+    ]
+    if message["content"] or not parts:
+        parts.append({"text": message["content"]})
+    return parts
 
 
 def _model_parts(message: dict[str, Any], signatures: Mapping[str, str]) -> list[dict[str, Any]]:

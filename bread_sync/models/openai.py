@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import (
+    FileInput,
     ModelEvent,
     ModelRequest,
     ReasoningDelta,
@@ -34,12 +35,15 @@ from .sdk import (
     Failure,
     StainlessProvider,
     arguments_text,
+    attached,
+    base64_text,
     detail_of,
     error_type_of,
     interrupt,
     new_call_id,
     parse_arguments,
     status_failure,
+    text_part,
 )
 
 
@@ -110,10 +114,10 @@ def provider(model: str | None = None, **opts: Any) -> OpenAIProvider:
 def to_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """The runtime's messages as OpenAI chat messages, the system prompt first."""
     messages = [{"role": "system", "content": request.system}] if request.system else []
-    return messages + [_message(m) for m in request.messages]
+    return messages + [_message(m, request) for m in request.messages]
 
 
-def _message(message: dict[str, Any]) -> dict[str, Any]:
+def _message(message: dict[str, Any], request: ModelRequest) -> dict[str, Any]:
     if message["role"] == "tool":
         return {"role": "tool", "tool_call_id": message["toolCallId"], "content": message["content"]}
     if message["role"] == "assistant" and message.get("toolCalls"):
@@ -122,7 +126,18 @@ def _message(message: dict[str, Any]) -> dict[str, Any]:
             "content": message["content"] or None,
             "tool_calls": [_tool_call(call) for call in message["toolCalls"]],
         }
+    if message.get("files"):
+        parts = [_file_part(media_type, file) for media_type, file in attached(message, request)]
+        return {"role": message["role"], "content": parts + text_part(message)}
     return {"role": message["role"], "content": message["content"]}
+
+
+def _file_part(media_type: str, file: FileInput) -> dict[str, Any]:
+    """An image as an ``image_url`` part, anything else (a PDF) as a ``file`` part: data URLs."""
+    url = f"data:{media_type};base64,{base64_text(file.data)}"
+    if media_type.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": file.name or "file", "file_data": url}}
 
 
 def _tool_call(call: dict[str, Any]) -> dict[str, Any]:

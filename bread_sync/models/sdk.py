@@ -8,17 +8,19 @@ bad key without knowing which SDK raised it.
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import json
 import re
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
+from ..blobs import base_type
 from ..cancel import CancelToken
 from ..errors import (
     MODEL_AUTH_FAILED,
@@ -37,6 +39,8 @@ CONNECT_TIMEOUT = 5.0
 DEFAULT_MAX_RETRIES = 2
 #: How much of a server's error message an error crumb quotes.
 MAX_DETAIL = 300
+#: The files the OpenAI and Anthropic models take as input: images and PDFs.
+IMAGES_AND_PDF = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"})
 #: The codes a fallback chain moves on after (with timeouts, dropped connections and 5xx).
 RETRYABLE_CODES = frozenset({MODEL_RATE_LIMITED, MODEL_OVERLOADED})
 
@@ -189,6 +193,23 @@ def arguments_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def attached(message: Mapping[str, Any], request: Any) -> list[tuple[str, Any]]:
+    """The files a message references, in order, as ``(media type, file)`` (``request.files``'
+    :class:`~bread_sync.models.FileInput`), the type without parameters, as the APIs take it."""
+    files = [request.files[ref["uri"]] for ref in message.get("files") or ()]
+    return [(base_type(file.mime_type), file) for file in files]
+
+
+def text_part(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A message's text as the one ``{"type": "text"}`` part OpenAI and Anthropic take beside
+    files; none when it has none."""
+    return [{"type": "text", "text": message["content"]}] if message["content"] else []
+
+
+def base64_text(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
 def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
@@ -216,6 +237,9 @@ class SdkProvider:
     name: str
     #: The SDK's module, imported when the provider is made (a missing extra says which).
     sdk_module: str
+    #: The media types of the files the provider sends by default; ``file_types=`` sets others
+    #: (``()``: a model that takes none, refused before it is called).
+    default_file_types: frozenset[str] = IMAGES_AND_PDF
 
     def __init__(
         self,
@@ -226,6 +250,7 @@ class SdkProvider:
         timeout: float | Any = DEFAULT_TIMEOUT,
         params: Mapping[str, Any] | None = None,
         client: Any = None,
+        file_types: Collection[str] | None = None,
     ):
         self._sdk = import_module(self.sdk_module)
         if client is not None and (base_url or api_key):
@@ -237,6 +262,8 @@ class SdkProvider:
         self.timeout = timeout
         self.params = dict(params or {})
         self._client = client
+        given = self.default_file_types if file_types is None else file_types
+        self.file_types = frozenset(base_type(media_type) for media_type in given)
 
     def _from_environment(self) -> tuple[str | None, str | None]:
         """The base URL and the API key the provider's own environment variables name."""

@@ -31,6 +31,7 @@ class HTTP_ACTIONS:  # noqa: N801 - the reference's spelling of a constant table
     task_list = "task.list"
     task_read = "task.read"
     file_read = "file.read"
+    file_write = "file.write"
     openapi_read = "openapi.read"
     playground_read = "playground.read"
     metrics_read = "metrics.read"

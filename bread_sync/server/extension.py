@@ -13,7 +13,7 @@ from ..errors import INTERNAL, BreadError, internal_error
 from ..plugins import hooks, named
 from ..runtime import Bread, create_bread
 from ..transports.http import HTTPTransport
-from . import commands, cors, cross_site, metrics, playground, records, runs
+from . import commands, cors, cross_site, files, metrics, playground, records, runs
 from .actions import HEALTH_ENDPOINT, actions_of, authorize_args_of, body_limits_of, statuses_of
 from .guard import (
     Forbidden,
@@ -37,7 +37,7 @@ class BreadSync:
     """``BreadSync(app, bread)`` or ``BreadSync(bread=bread).init_app(app)``.
 
     Settings, read from ``app.config`` with the bread config's values as defaults:
-    ``BREAD_SYNC_MAX_BODY_BYTES``, ``BREAD_SYNC_MAX_CONCURRENT_RUNS``,
+    ``BREAD_SYNC_MAX_BODY_BYTES``, ``BREAD_SYNC_MAX_FILE_BYTES``, ``BREAD_SYNC_MAX_CONCURRENT_RUNS``,
     ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``, ``BREAD_SYNC_CORS_ORIGINS``, ``BREAD_SYNC_PLAYGROUND``.
     The body limit, the loopback rule, auth and CORS apply to the bread routes only; the app's
     other routes are untouched.
@@ -55,6 +55,7 @@ class BreadSync:
         bread = self.bread or create_bread()
         server = bread.config.server
         app.config.setdefault("BREAD_SYNC_MAX_BODY_BYTES", server.max_body_bytes)
+        app.config.setdefault("BREAD_SYNC_MAX_FILE_BYTES", server.max_file_bytes)
         app.config.setdefault("BREAD_SYNC_MAX_CONCURRENT_RUNS", server.max_concurrent_runs)
         app.config.setdefault("BREAD_SYNC_RUN_TIMEOUT_SECONDS", server.run_timeout_seconds)
         app.config.setdefault("BREAD_SYNC_CORS_ORIGINS", server.cors_origins)
@@ -90,6 +91,7 @@ class BreadSync:
         blueprint.after_request(_cors_headers)
         blueprint.register_error_handler(Exception, _error_response)
         records.register(blueprint)
+        files.register(blueprint, app.config["BREAD_SYNC_MAX_FILE_BYTES"])
         if bread.metrics is not None:
             metrics.register(blueprint)
         if app.extensions["bread_sync"].playground:

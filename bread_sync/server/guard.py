@@ -3,6 +3,7 @@ body limit; and how a handler reads its validated body and query."""
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import math
@@ -248,6 +249,21 @@ def may_reach_run(run_id: str) -> bool:
     """Whether the run-ownership hook allows this request's caller ``run_id``."""
     check = current_app.extensions["bread_sync"].authorize_run
     return check is None or check(g.get("bread_identity"), run_id) is True
+
+
+def caller_key() -> str:
+    """The caller's identity as the owner of what it opens (an MCP session, an uploaded file): a
+    digest of its JSON (keys sorted), the same for each request of one identity. With auth off
+    there is no identity: one key for all."""
+    identity = json.dumps(g.get("bread_identity"), sort_keys=True, default=repr)
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def may_read_file(meta: dict[str, Any]) -> bool:
+    """Whether this request's caller may read a stored file, given its metadata: one uploaded
+    with ``POST /files`` only its uploader, any other (a model's, a remote agent's) anyone."""
+    owner = meta.get("owner")
+    return owner is None or owner == caller_key()
 
 
 def allows(authorize: Authorizer | None, identity: Any, action: str, args: dict[str, str]) -> bool:

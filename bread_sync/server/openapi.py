@@ -24,6 +24,8 @@ from .auth import AUTH_ACTIONS
 from .state import state
 
 STREAM, FILE, DOCUMENT, PAGE, METRICS = "stream", "file", "document", "page", "metrics"
+#: A raw body: the bytes of a file, under its own Content-Type.
+BYTES = {"required": True, "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}
 _REF = "#/components/schemas/{model}"
 _PARAM = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 _STATUS_TEXT = {
@@ -67,6 +69,8 @@ OPERATIONS: dict[str, Op] = {
     A.task_list: Op("List task runs, newest first", list[s.TaskRunRecord], query=s.TasksQuery, errors=(400, 501)),
     A.task_read: Op("Read a task run", s.TaskRunRecord, errors=(404, 501)),
     A.file_read: Op("Download a stored file", FILE, errors=(404, 501)),
+    A.file_write: Op("Upload a file to reference in a run's input (201)", s.StoredFile, query=s.FileQuery,
+                     errors=(*_BODY_ERRORS, 501)),
     A.openapi_read: Op("This document", DOCUMENT),
     A.metrics_read: Op("Prometheus metrics, every worker's (served while metrics are on)", METRICS),
     A.playground_read: Op("The playground page's own files (HTML, CSS, script): no credential", PAGE),
@@ -182,6 +186,8 @@ def _operation(
         out["description"] = "Registered without register_http_route: 403 while auth is on."
     if op.body is not None:
         out["requestBody"] = {"required": False, "content": {"application/json": {"schema": _ref(op.body, "in")}}}
+    elif action == A.file_write:
+        out["requestBody"] = BYTES
     if health or action == A.playground_read:
         out["security"] = []
     elif action == A.run_stream and auth and tokens:
@@ -243,7 +249,8 @@ def _answer(op: Op, action: str | None, media: str) -> dict[str, Any]:
     if op.answer == DOCUMENT:
         return {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}
     schema = _json_schema(op.answer) if op.answer is not None else {}
-    return {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}}}
+    status = "201" if action == A.file_write else "200"
+    return {status: {"description": "OK", "content": {"application/json": {"schema": schema}}}}
 
 
 def _accepted(op: Op, action: str | None) -> dict[str, Any]:

@@ -1,18 +1,15 @@
 """The record routes, the same on every transport: agents, runs as resources, sessions, loops,
-tasks, files, health and the OpenAPI document. Path params carry the names http-api.md gives ``args``."""
+tasks, health and the OpenAPI document (the file routes are files.py's). Path params carry the
+names http-api.md gives ``args``."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
-from flask import Response, jsonify, request
+from flask import jsonify
 
-from ..blobs import OPAQUE, media_type_or_opaque
 from ..errors import (
     AGENT_NOT_FOUND,
-    BLOB_STORE_NOT_CONFIGURED,
-    FILE_NOT_FOUND,
     INVALID_REQUEST,
     LOOP_NOT_FOUND,
     NOT_SUPPORTED,
@@ -27,16 +24,6 @@ from .actions import HEALTH_PATH, HTTP_ACTIONS, register_http_route
 from .guard import authorize_run, valid_body, valid_query
 from .schemas import CleanupBody, LoopsQuery, RunsQuery, SessionsQuery, TasksQuery
 from .state import bread
-
-#: Files shown in the browser, not downloaded: images and plain text, which run no script.
-INLINE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "text/plain"})
-#: A file opened anyway (a download opened from disk aside) runs nothing and loads nothing.
-FILE_POLICY = "sandbox; default-src 'none'"
-#: What a browser would run or apply as a subresource: a file fetched as one is opaque bytes,
-#: which nosniff makes the browser refuse (an injected ``<script src="/files/...">`` runs nothing).
-RUNNABLE_DESTINATIONS = frozenset(
-    {"script", "style", "worker", "sharedworker", "serviceworker", "audioworklet", "paintworklet", "xslt"}
-)
 
 
 def register(app: Any) -> None:
@@ -55,7 +42,6 @@ def register(app: Any) -> None:
     register_http_route(app, "GET", "/loops/<id>", a.loop_read, read_loop)
     register_http_route(app, "GET", "/tasks", a.task_list, list_task_runs)
     register_http_route(app, "GET", "/tasks/<id>", a.task_read, read_task_run)
-    register_http_route(app, "GET", "/files/<id>", a.file_read, read_file)
     register_http_route(app, "GET", "/openapi.json", a.openapi_read, openapi.serve)
 
 
@@ -170,24 +156,3 @@ def read_task_run(id: str) -> Any:
     if found["runId"] is not None:  # a task called inside a run: its input and output are that run's
         authorize_run(found["runId"])
     return jsonify(found)
-
-
-def read_file(id: str) -> Any:
-    blobs = bread().blob_store
-    if blobs is None:
-        raise BreadError(BLOB_STORE_NOT_CONFIGURED, "no blob store is configured")
-    found = blobs.get(id)
-    if found is None:
-        raise BreadError(FILE_NOT_FOUND, f"no file {id}")
-    data, meta = found
-    media_type = media_type_or_opaque(meta.get("mimeType"))
-    if request.headers.get("Sec-Fetch-Dest") in RUNNABLE_DESTINATIONS:
-        media_type = OPAQUE
-    response = Response(data, headers={"Content-Type": media_type})
-    # The bytes are the caller's, a model's or a remote agent's: never a page of this origin.
-    response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Content-Security-Policy"] = FILE_POLICY
-    shown = media_type.split(";", 1)[0].strip().lower() in INLINE_MEDIA_TYPES
-    name = f"; filename*=UTF-8''{quote(meta['name'])}" if meta.get("name") else ""
-    response.headers["Content-Disposition"] = ("inline" if shown else "attachment") + name
-    return response

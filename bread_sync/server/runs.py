@@ -18,7 +18,7 @@ from ..wire import SSE, Wire
 from ..wire.replay import Gap
 from .actions import HTTP_ACTIONS, register_http_route
 from .background import accepted, check_webhook, prefers_async, subscribe_webhook, wait_for_run
-from .guard import accepts, authorize_run, may_reach_run, valid_body
+from .guard import accepts, authorize_run, may_reach_run, may_read_file, valid_body
 from .schemas import PipelineRunBody, ResumeBody, RunBody, WebhookRef
 from .streams import followed_run, start_run_detached, start_run_stream, stream_body, stream_position, stream_response
 
@@ -59,6 +59,7 @@ class _Views:
                 session_policy=req.sessionPolicy,
                 may_interrupt=may_reach_run,
                 after=req.after,
+                may_read_file=may_read_file,
             ),
         )
 
@@ -69,7 +70,13 @@ class _Views:
             run_id,
             req.webhook,
             lambda token: self.bread.run_pipeline(
-                pipeline_id, req.input, session=_session(req), run_id=run_id, signal=token, after=req.after
+                pipeline_id,
+                req.input,
+                session=_session(req),
+                run_id=run_id,
+                signal=token,
+                after=req.after,
+                may_read_file=may_read_file,
             ),
         )
 

@@ -138,6 +138,12 @@ class LoopsQuery(BaseModel):
     status: str | None = None
 
 
+class FileQuery(BaseModel):
+    """The query of ``POST /files``: the name the file is kept under (shown in its download)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")] | None = None
+
+
 class TasksQuery(BaseModel):
     task: str | None = None
     session: str | None = None
@@ -190,6 +196,16 @@ class RunReport(RunRecord):
         None, description="The pause: checkpointId, kind, toolName, toolCallId, input."
     )
     seq: int | None = Field(None, description="The seq of the crumb that ended or paused the run.")
+
+
+class StoredFile(BaseModel):
+    """The answer to ``POST /files`` (HTTP 201): ``uri`` names the file in a run's input,
+    ``{"type": "file", "uri", "mimeType"}``."""
+
+    id: str
+    uri: str
+    mimeType: str
+    size: int
 
 
 class Accepted(BaseModel):

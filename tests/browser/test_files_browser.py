@@ -3,9 +3,6 @@ as a page of that origin. HTML and SVG are downloads; plain text is shown as tex
 
 from __future__ import annotations
 
-import base64
-import json
-
 import httpx2 as httpx
 import pytest
 from playwright.sync_api import Error as PlaywrightError
@@ -18,12 +15,10 @@ SVG = '<svg xmlns="http://www.w3.org/2000/svg"><script>document.title = "ran"</s
 
 
 def upload(base: str, data: str, mime_type: str) -> str:
-    """The url of a file stored through A2A (echo says its input back: ``{uri, ...}``)."""
-    part = {"kind": "file", "file": {"bytes": base64.b64encode(data.encode()).decode(), "mimeType": mime_type}}
-    message = {"kind": "message", "messageId": "m1", "role": "user", "parts": [part]}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
-    task = httpx.post(f"{base}/a2a", json=body, timeout=10).json()["result"]
-    return base + json.loads(task["artifacts"][0]["parts"][0]["text"])["uri"]
+    """The url of a file stored with ``POST /files``."""
+    answer = httpx.post(f"{base}/files", content=data.encode(), headers={"Content-Type": mime_type}, timeout=10)
+    assert answer.status_code == 201, answer.text
+    return base + answer.json()["uri"]
 
 
 @pytest.mark.parametrize(("data", "mime_type"), [(SCRIPT, "text/html"), (SVG, "image/svg+xml")])

@@ -222,18 +222,26 @@ def test_inline_bytes_go_to_the_blob_store_under_the_limit(http, a2a):
         "kind": "file",
         "file": {"bytes": base64.b64encode(data).decode(), "mimeType": "image/png", "name": "a.png"},
     }
-    task = call(http, a2a, "/a2a", "message/send", {"message": message(part)})["result"]
-    echoed = json.loads(task["artifacts"][0]["parts"][0]["text"])  # echo says its input back: {uri, mimeType, name}
-    assert echoed["mimeType"] == "image/png" and echoed["name"] == "a.png" and echoed["uri"].startswith("/files/")
-    assert http.get(a2a.url + echoed["uri"]).content == data
-    v1 = call(http, a2a, "/a2a-v1", "SendMessage", {"message": message_v1(
+    task = call(http, a2a, "/a2a/files", "message/send", {"message": message(part)})["result"]
+    (said,) = json.loads(task["artifacts"][0]["parts"][0]["text"])  # filer says its files back
+    assert said["mimeType"] == "image/png" and said["uri"].startswith("/files/") and said["size"] == len(data)
+    assert http.get(a2a.url + said["uri"]).content == data
+    v1 = call(http, a2a, "/a2a/files-v1", "SendMessage", {"message": message_v1(
         {"raw": base64.b64encode(data).decode(), "mediaType": "image/png"})}, V1)["result"]["task"]  # fmt: skip
-    uri = json.loads(v1["artifacts"][0]["parts"][0]["text"])["uri"]
-    assert http.get(a2a.url + uri).content == data
-    by_uri = {"kind": "file", "file": {"uri": "https://example.com/a.pdf", "mimeType": "application/pdf"}}
-    task = call(http, a2a, "/a2a", "message/send", {"message": message(by_uri)})["result"]
-    assert json.loads(task["artifacts"][0]["parts"][0]["text"]) == {"uri": "https://example.com/a.pdf",
-                                                                     "mimeType": "application/pdf"}  # fmt: skip
+    (said,) = json.loads(v1["artifacts"][0]["parts"][0]["text"])
+    assert http.get(a2a.url + said["uri"]).content == data
+
+
+def test_a_file_by_uri_is_one_of_this_servers_never_a_url_and_of_a_type_the_model_takes(http, a2a):
+    stored = http.post(a2a.url + "/files", content=b"%PDF-1.4", headers={"Content-Type": "application/pdf"}).json()
+    by_uri = {"kind": "file", "file": {"uri": stored["uri"], "mimeType": "application/pdf"}}
+    task = call(http, a2a, "/a2a/files", "message/send", {"message": message(by_uri)})["result"]
+    (said,) = json.loads(task["artifacts"][0]["parts"][0]["text"])
+    assert (said["uri"], said["mimeType"], said["size"]) == (stored["uri"], "application/pdf", 8)
+    by_url = {"kind": "file", "file": {"uri": "https://example.com/a.pdf", "mimeType": "application/pdf"}}
+    answer = call(http, a2a, "/a2a/files", "message/send", {"message": message(by_url)})
+    assert error_of(answer) == -32602 and "INPUT_INVALID" in answer["error"]["message"]
+    assert error_of(call(http, a2a, "/a2a", "message/send", {"message": message(by_uri)})) == -32005  # echo takes none
 
 
 def test_inline_bytes_over_10_mb_are_invalid_params_and_past_16_mib_the_body_is_too_large(http, a2a):

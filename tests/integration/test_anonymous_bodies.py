@@ -1,8 +1,8 @@
 """What a caller without a credential can make a real server read, and malformed request bodies,
 with auth on (the same with auth off: test_hostile_input.py). docs/security.md promises that an
 unauthenticated caller makes the server read at most ``max_body_bytes`` (1 MiB), on every route,
-the A2A routes' larger limit (16 MiB, for files) included; a malformed body is a 400 before the
-credential is checked."""
+the larger limits of the A2A routes and of ``POST /files`` (16 MiB, for files) included; a
+malformed body is a 400 before the credential is checked."""
 
 from __future__ import annotations
 
@@ -33,18 +33,23 @@ def guarded(tmp_path_factory):
     server.stop()
 
 
-def send_part_of_a_body(server: Server, headers: str, declared: int, sent: int) -> tuple[int, bytes]:
-    """POST to the A2A route declaring ``declared`` bytes and sending only ``sent`` of them; the
+def send_part_of_a_body(
+    server: Server, headers: str, declared: int, sent: int, path: str = A2A_PATH
+) -> tuple[int, bytes]:
+    """POST to ``path`` declaring ``declared`` bytes and sending only ``sent`` of them; the
     answer must come without the rest (a server waiting for it would time this out)."""
     with socket.create_connection(("127.0.0.1", port_of(server)), timeout=10) as sock:
-        head = f"POST {A2A_PATH} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {declared}\r\n{headers}"
+        head = f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {declared}\r\n{headers}"
         sock.sendall(head.encode() + b"Connection: close\r\n\r\n" + b" " * sent)
         answer = read_answer(sock)
     return answer.status, answer.body
 
 
-def test_an_anonymous_caller_is_answered_after_at_most_the_servers_limit(guarded):
-    status, body = send_part_of_a_body(guarded, "", declared=LARGE, sent=MAX_BODY_BYTES + 1 + READ_AHEAD)
+@pytest.mark.parametrize(("path", "headers"), [(A2A_PATH, ""), ("/files", "Content-Type: image/png\r\n")])
+def test_an_anonymous_caller_is_answered_after_at_most_the_servers_limit(guarded, path, headers):
+    status, body = send_part_of_a_body(
+        guarded, headers, declared=LARGE, sent=MAX_BODY_BYTES + 1 + READ_AHEAD, path=path
+    )
     assert status == 401, body
     assert json.loads(body)["error"]["code"] == "UNAUTHENTICATED"
     serves_with_key(guarded)

@@ -7,6 +7,7 @@ import binascii
 from typing import Any
 
 from ...blobs import OPAQUE, is_media_type
+from ...files import FILE, is_file_ref
 from ..answers import text_answer
 
 #: The most an inline file part may hold, decoded; its base64 is measured before it is decoded.
@@ -37,15 +38,17 @@ def decoded_size(text: str) -> int:
 
 def run_input(parts: list[dict[str, Any]], blob_store: Any) -> Any:
     """The run's input: text parts joined by newlines; one data part, its value; one file part,
-    ``{uri, mimeType?, name?}``; any other mix, the tagged parts in order. Inline bytes are
-    stored in ``blob_store`` first, and named by the url it gives."""
+    a file reference ``{type: "file", uri, mimeType?, name?}`` (bread_sync/files.py); any other
+    mix, the tagged parts in order, each file part as its reference. Inline bytes are stored in
+    ``blob_store`` first, and named by the url it gives; a uri is the run's to check (only this
+    server's files are references a model receives)."""
     if not parts:
         raise BadParams("the message has no parts")
-    resolved = [{"file": _file(part["file"], blob_store)} if "file" in part else part for part in parts]
+    resolved = [_file(part["file"], blob_store) if "file" in part else part for part in parts]
     if all("text" in part for part in resolved):
         return "\n".join(part["text"] for part in resolved)
     if len(resolved) == 1:
-        return next(iter(resolved[0].values()))
+        return resolved[0] if is_file_ref(resolved[0]) else next(iter(resolved[0].values()))
     return resolved
 
 
@@ -59,7 +62,8 @@ def _file(file: dict[str, Any], blob_store: Any) -> dict[str, Any]:
         if blob_store is None:
             raise BadParams("an inline file part needs a blob store, and none is configured: pass it by uri")
         uri = blob_store.put(_decoded(file["bytes"]), mime_type or OPAQUE, name)["url"]
-    return {"uri": uri, **({"mimeType": mime_type} if mime_type else {}), **({"name": name} if name else {})}
+    typed = {"mimeType": mime_type} if mime_type else {}
+    return {"type": FILE, "uri": uri, **typed, **({"name": name} if name else {})}
 
 
 def _decoded(data: str | bytes) -> bytes:

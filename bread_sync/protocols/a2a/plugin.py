@@ -25,7 +25,7 @@ from ...server import (
     stream_body,
     stream_response,
 )
-from ...server.guard import NotJson, json_value, may_reach_run
+from ...server.guard import NotJson, json_value, may_reach_run, may_read_file
 from ...stores import page_runs, read_log
 from . import rpc, v03, v10
 from .card import card_facts
@@ -262,7 +262,12 @@ class A2AServer:
         value = run_input(parts, bread.blob_store)
         return (
             lambda token: bread.run(
-                self.agent_id, value, session={"id": session_id}, signal=token, may_interrupt=may_reach_run
+                self.agent_id,
+                value,
+                session={"id": session_id},
+                signal=token,
+                may_interrupt=may_reach_run,
+                may_read_file=may_read_file,
             ),
             session_id,
         )

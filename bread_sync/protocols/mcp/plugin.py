@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import secrets
 import time
@@ -43,7 +42,7 @@ from ...clock import iso_from_epoch, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
-from ...server.guard import NotJson, json_value, may_reach_run
+from ...server.guard import NotJson, caller_key, json_value, may_reach_run
 from ...stores import missing_methods
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
@@ -468,13 +467,6 @@ class Sessions:
 
 def _no_session() -> _Refused:
     return _Refused(404, INVALID_REQUEST, "no such session: it ended, or never was; initialize again")
-
-
-def caller_key() -> str:
-    """The caller's identity as a session's ``owner``: a digest of its JSON (keys sorted), the
-    same for each request of one identity. With auth off there is no identity: one key for all."""
-    identity = json.dumps(g.get("bread_identity"), sort_keys=True, default=repr)
-    return hashlib.sha256(identity.encode()).hexdigest()
 
 
 def authorize_args() -> dict[str, str]:

@@ -1,0 +1,263 @@
+"""Files as input in process (issue 31 item 4): ``POST /files`` (its action, its own body limit,
+its type check, its owner), file references in a run's input (only this server's files, only the
+caller's, only types the model takes: refused before the model is called), the user message that
+carries them, and the A2A bridge's file parts as the same references."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from bread_sync import Agent
+from bread_sync.errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
+from bread_sync.files import for_model_call, user_message
+from bread_sync.models import openai as openai_provider
+from bread_sync.protocols.a2a import a2a_server
+from bread_sync.server import auth_plugin, create_server
+
+from .fake_provider import Stream
+from .files_input import PNG, b64, file_ref, picture_input
+from .test_openai_provider import text
+
+pytest.importorskip("openai")
+
+ALICE, BOB = "alice-key-0123456789", "bob-key-0123456789"
+AS_ALICE, AS_BOB = {"Authorization": f"Bearer {ALICE}"}, {"Authorization": f"Bearer {BOB}"}
+ASYNC = {"Prefer": "respond-async"}
+
+
+def looking(provider_server, **opts):
+    """An agent whose model takes images: the OpenAI provider on the local fake server."""
+    model = openai_provider.provider(model="m", base_url=provider_server.url, api_key="k", **opts)
+    return Agent(id="looker", model=model)
+
+
+def server(make_bread, provider_server, auth=True, plugins=(), **settings):
+    """The demo agents and ``looker``, with alice and bob as callers allowed everything (auth on)."""
+    from bread_sync.demo import config as demo_config
+
+    config = demo_config()
+    agents = [*config.agents, looking(provider_server)]
+    plugins = [*((auth_plugin(api_keys={"alice": ALICE, "bob": BOB}, env_var=None),) if auth else ()), *plugins]
+    settings.setdefault("authorize", lambda identity, action, args: True)
+    bread = make_bread(config.model_copy(update={"agents": agents}), transport="http-sse", plugins=plugins,
+                       server=settings)  # fmt: skip
+    return bread, create_server(bread).test_client()
+
+
+@pytest.fixture
+def api(make_bread, provider_server):
+    return server(make_bread, provider_server)
+
+
+def upload(client, data=PNG, mime_type="image/png", headers=AS_ALICE, query=""):
+    return client.post(f"/files{query}", data=data, headers={"Content-Type": mime_type, **headers})
+
+
+def reference(answer) -> dict:
+    body = answer.get_json()
+    return {"type": "file", "uri": body["uri"], "mimeType": body["mimeType"]}
+
+
+def error_of(answer) -> tuple[int, str]:
+    return answer.status_code, answer.get_json()["error"]["code"]
+
+
+# -- the route ---------------------------------------------------------------------------------
+
+
+def test_an_upload_is_stored_and_answered_201_with_its_reference(api):
+    _, client = api
+    answer = upload(client, query="?name=cat.png")
+
+    assert answer.status_code == 201
+    body = answer.get_json()
+    assert body == {"id": body["id"], "uri": f"/files/{body['id']}", "mimeType": "image/png", "size": len(PNG)}
+    served = client.get(body["uri"], headers=AS_ALICE)
+    assert served.data == PNG and served.headers["Content-Disposition"] == "inline; filename*=UTF-8''cat.png"
+
+
+@pytest.mark.parametrize("mime_type", ["", "text", "image/png; x", "image/png;", "/png"])
+def test_a_content_type_that_is_not_a_media_type_is_refused_and_nothing_stored(api, mime_type):
+    bread, client = api
+    stored = bread.blob_store.purge  # files kept in a folder: count them before and after
+    assert error_of(upload(client, mime_type=mime_type)) == (400, "INVALID_REQUEST")
+    assert stored(float("inf"), dry_run=True) == 0
+
+
+@pytest.mark.parametrize("query", ["?name=", "?name=a%0Ab", "?name=" + "n" * 256])
+def test_an_empty_body_or_a_bad_name_is_400(api, query):
+    _, client = api
+    assert error_of(upload(client, data=b"")) == (400, "INVALID_REQUEST")
+    assert error_of(upload(client, query=query)) == (400, "INVALID_REQUEST")
+
+
+def test_the_route_is_the_file_write_action_with_the_name_as_its_arg(make_bread, provider_server):
+    asked = []
+
+    def authorize(identity, action, args):
+        asked.append((identity["sub"], action, args))
+        return action != "file.write" or identity["sub"] == "alice"
+
+    _, client = server(make_bread, provider_server, authorize=authorize)
+    assert upload(client, query="?name=a.png").status_code == 201
+    assert upload(client, headers=AS_BOB).status_code == 403
+    assert asked == [("alice", "file.write", {"name": "a.png"}), ("bob", "file.write", {})]
+    assert error_of(upload(client, headers={})) == (401, "UNAUTHENTICATED")
+
+
+def test_the_upload_limit_is_its_own_setting(make_bread, provider_server):
+    _, client = server(make_bread, provider_server, auth=False, max_body_bytes=10, max_file_bytes=100)
+    assert upload(client, data=b"x" * 100, headers={}).status_code == 201
+    assert error_of(upload(client, data=b"x" * 101, headers={})) == (413, "BODY_TOO_LARGE")
+    assert client.post("/agents/echo/run", data=b"x" * 50).status_code == 413  # the server's own limit stays
+
+
+def test_an_anonymous_upload_is_read_no_further_than_max_body_bytes(make_bread, provider_server):
+    _, client = server(make_bread, provider_server, max_body_bytes=10, max_file_bytes=10_000)
+    body = io.BytesIO(b"x" * 5000)  # where it stands after the request: how much the server read
+    headers = {"Content-Type": "image/png", "Content-Length": "5000"}
+    answer = client.post("/files", input_stream=body, headers=headers)
+    assert error_of(answer) == (401, "UNAUTHENTICATED")
+    assert body.tell() <= 11
+    assert upload(client, data=b"x" * 5000).status_code == 201  # the caller known, read whole
+
+
+# -- ownership ---------------------------------------------------------------------------------
+
+
+def test_another_callers_upload_is_not_found_to_read_or_to_reference(api):
+    _, client = api
+    uri = upload(client).get_json()["uri"]
+
+    assert error_of(client.get(uri, headers=AS_BOB)) == (404, FILE_NOT_FOUND)
+    body = {"input": [{"type": "text", "text": "look"}, {"type": "file", "uri": uri, "mimeType": "image/png"}]}
+    answer = client.post("/agents/looker/run", json=body, headers={**AS_BOB, **ASYNC})
+    assert error_of(answer) == (404, FILE_NOT_FOUND)
+    assert client.get(uri, headers=AS_ALICE).status_code == 200
+
+
+def test_a_generated_file_is_anyones_who_may_read_files(api):
+    bread, client = api
+    uri = bread.blob_store.put(PNG, "image/png")["url"]  # a model's: no owner
+    assert client.get(uri, headers=AS_BOB).data == PNG
+
+
+# -- references in a run's input ----------------------------------------------------------------
+
+
+def test_an_uploaded_image_reaches_the_model_in_its_native_form(api, provider_server):
+    _, client = api
+    provider_server.play(Stream(text("A cat.")))
+    ref = reference(upload(client))
+
+    answer = client.post("/agents/looker/run", json={"input": ref}, headers=AS_ALICE)
+
+    assert answer.status_code == 200 and "A cat." in answer.get_data(as_text=True)
+    (sent,) = provider_server.requests
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64(PNG)}}
+    assert sent["body"]["messages"] == [{"role": "user", "content": [image]}]
+
+
+@pytest.mark.parametrize("uri", ["https://example.com/cat.png", "/files/../etc/passwd", "file:///etc/passwd", 7])
+def test_a_reference_to_anything_but_this_servers_files_is_input_invalid(api, provider_server, uri):
+    _, client = api
+    body = {"input": {"type": "file", "uri": uri, "mimeType": "image/png"}}
+    answer = client.post("/agents/looker/run", json=body, headers={**AS_ALICE, **ASYNC})
+    assert error_of(answer) == (400, INPUT_INVALID)
+    assert "upload the file first" in answer.get_json()["error"]["message"]
+    streamed = client.post("/agents/looker/run", json=body, headers=AS_ALICE).get_data(as_text=True)
+    assert INPUT_INVALID in streamed  # a run's start error, in the stream as every one
+    assert provider_server.requests == []
+
+
+def test_a_model_that_takes_no_files_refuses_the_run_before_it_is_called(make_bread, provider_server):
+    bread = make_bread(agents=[looking(provider_server, file_types=())])
+    with pytest.raises(BreadError) as refused:
+        bread.run("looker", picture_input(bread))
+    assert refused.value.code == FILE_NOT_ACCEPTED and "openai" in refused.value.message
+    demo = make_bread()
+    with pytest.raises(BreadError, match="echo does not take image/png"):
+        demo.run("echo", file_ref(demo, PNG, "image/png"))
+    assert provider_server.requests == []
+
+
+def test_a_model_that_takes_fewer_types_refuses_the_others(make_bread, provider_server):
+    bread = make_bread(agents=[looking(provider_server, file_types=["image/png"])])
+    with pytest.raises(BreadError, match="does not take application/pdf") as refused:
+        bread.run("looker", picture_input(bread))
+    assert refused.value.code == FILE_NOT_ACCEPTED
+
+
+def test_a_pipelines_input_holds_only_files_the_caller_may_read(make_bread):
+    from bread_sync.pipelines import Pipeline, Step
+
+    bread = make_bread(pipelines=[Pipeline(id="p", steps=[Step(agent="echo")])])
+    theirs = file_ref(bread, PNG, "image/png", owner="someone else")
+    with pytest.raises(BreadError) as refused:
+        bread.run_pipeline("p", [theirs], may_read_file=lambda meta: meta["owner"] is None)
+    assert refused.value.code == FILE_NOT_FOUND
+
+
+# -- the user message ----------------------------------------------------------------------------
+
+
+PHOTO = {"type": "file", "uri": "/files/a", "mimeType": "image/png"}
+
+
+@pytest.mark.parametrize(
+    ("value", "content"),
+    [
+        (PHOTO, ""),
+        (["Look", {"type": "text", "text": "at this"}, PHOTO], "Look\nat this"),
+        ({"photo": PHOTO, "n": 1}, json.dumps({"photo": PHOTO, "n": 1})),  # not parts: its JSON, as ever
+    ],
+)
+def test_the_user_message_holds_the_files_and_the_text_beside_them(value, content):
+    assert user_message(value) == {
+        "role": "user",
+        "content": content,
+        "files": [{"uri": "/files/a", "mimeType": "image/png"}],
+    }
+    assert user_message("hi") == {"role": "user", "content": "hi"}
+    assert user_message({"n": 1}) == {"role": "user", "content": '{"n": 1}'}
+
+
+def test_a_file_deleted_since_its_message_is_named_in_the_text(make_bread, provider_server):
+    bread = make_bread()
+    kept, gone = file_ref(bread, PNG, "image/png"), {"uri": "/files/" + "0" * 32, "mimeType": "image/png"}
+    history = [{"role": "user", "content": "Look", "files": [kept, gone]}, {"role": "assistant", "content": "ok"}]
+
+    messages, files = for_model_call(history, bread.blob_store, looking(provider_server).model)
+
+    assert messages[0] == {"role": "user", "content": f"Look\n(the file {gone['uri']} is no longer stored)",
+                           "files": [kept]}  # fmt: skip
+    assert list(files) == [kept["uri"]] and files[kept["uri"]].data == PNG
+    assert messages[1] is history[1]
+
+
+# -- A2A file parts ------------------------------------------------------------------------------
+
+
+def a2a_send(client, part, headers=AS_ALICE):
+    message = {"role": "user", "parts": [part], "messageId": "m", "kind": "message"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    return client.post("/a2a", json=body, headers=headers).get_json()
+
+
+def test_an_a2a_file_part_is_a_reference_to_this_servers_files(make_bread, provider_server):
+    _, client = server(make_bread, provider_server, plugins=[a2a_server("looker")])
+    provider_server.play(Stream(text("A cat.")))
+    uri = upload(client).get_json()["uri"]
+
+    task = a2a_send(client, {"kind": "file", "file": {"uri": uri, "mimeType": "image/png"}})["result"]
+
+    assert task["status"]["state"] == "completed"
+    (sent,) = provider_server.requests
+    assert sent["body"]["messages"][0]["content"][0]["image_url"]["url"] == "data:image/png;base64," + b64(PNG)
+    by_url = {"kind": "file", "file": {"uri": "https://example.com/cat.png", "mimeType": "image/png"}}
+    assert a2a_send(client, by_url)["error"]["code"] == -32602
+    assert a2a_send(client, {"kind": "file", "file": {"uri": uri}}, AS_BOB)["error"]["code"] == -32602
+    assert len(provider_server.requests) == 1

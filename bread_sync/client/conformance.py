@@ -291,6 +291,13 @@ def test_files_a_run_makes_are_read_back(agent_client):
     raises(FILE_NOT_FOUND, lambda: agent_client.transport.read_file(missing))
 
 
+def test_a_file_uploaded_is_read_back_by_its_reference(agent_client):
+    uploaded = agent_client.transport.upload_file(PNG + b"rest", "image/png", "up.png")
+    assert (uploaded["uri"], uploaded["mimeType"], uploaded["size"]) == (f"/files/{uploaded['id']}", "image/png", 12)
+    stored = agent_client.transport.read_file(uploaded["uri"])
+    assert (stored.data, stored.mime_type, stored.name) == (PNG + b"rest", "image/png", "up.png")
+
+
 def test_errors_are_typed(agent_client):
     thread = agent_client.thread()
     raises(AGENT_NOT_FOUND, lambda: thread.send("no-such-agent", "hi"))
@@ -302,9 +309,7 @@ def test_errors_are_typed(agent_client):
     assert thread.state().runs == []
 
 
-@pytest.mark.parametrize(
-    "operation", ["rename_thread", "write_tool_data", "recall_queued_item", "execute_command", "upload_file"]
-)
+@pytest.mark.parametrize("operation", ["rename_thread", "write_tool_data", "recall_queued_item", "execute_command"])
 def test_what_bread_cannot_do_is_refused_by_name(agent_client, operation):
     error = raises(NOT_SUPPORTED, lambda: getattr(agent_client.transport, operation)("x"))
     assert operation in error.message

@@ -146,6 +146,10 @@ class HTTPClientTransport(Unsupported):
         path = _file_path(file_id)
         return self.url + path if self.request("HEAD", path, allow=(404,)).status_code == 200 else None
 
+    def upload_file(self, data: bytes, mime_type: str, name: str | None = None) -> dict[str, Any]:
+        params = {"name": name} if name else None
+        return self.request("POST", "/files", content=data, headers={"Content-Type": mime_type}, params=params).json()
+
     def read_file(self, file_id: str) -> StoredFile:
         response = self.request("GET", _file_path(file_id), allow=(404,))
         if response.status_code == 404:

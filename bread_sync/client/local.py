@@ -117,15 +117,22 @@ class LocalClientTransport(Unsupported):
         url = _url(file_id)
         return url if blobs is not None and blobs.get(url) is not None else None
 
+    def upload_file(self, data: bytes, mime_type: str, name: str | None = None) -> dict[str, Any]:
+        stored = self._blobs().put(data, mime_type, name)
+        uri = stored["url"]
+        return {"id": uri.removeprefix(FILES), "uri": uri, "mimeType": mime_type, "size": stored["size"]}
+
     def read_file(self, file_id: str) -> StoredFile:
-        blobs = self.bread.blob_store
-        if blobs is None:
-            raise BreadError(BLOB_STORE_NOT_CONFIGURED, "no blob store is configured")
-        found = blobs.get(_url(file_id))
+        found = self._blobs().get(_url(file_id))
         if found is None:
             raise BreadError(FILE_NOT_FOUND, f"no file {file_id}")
         data, meta = found
         return StoredFile(data, meta["mimeType"], meta.get("name"))
+
+    def _blobs(self) -> Any:
+        if self.bread.blob_store is None:
+            raise BreadError(BLOB_STORE_NOT_CONFIGURED, "no blob store is configured")
+        return self.bread.blob_store
 
     def close(self) -> None:
         """Nothing to release: the ``Bread`` is its owner's to close."""

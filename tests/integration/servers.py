@@ -292,9 +292,7 @@ class Worker:
         self.home.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if not k.startswith("BREAD_") and k not in _SCRUBBED}
         env.update(BREAD_DB=str(self.db), BREAD_INSTANCE=str(self.home / f"{self.name}-instance"), PYTHONUNBUFFERED="1")
-        # "{port}" in a value is the port this attempt binds: a server that calls itself (its own
-        # MCP endpoint, say) learns where it is.
-        env.update({name: value.replace("{port}", str(self.port)) for name, value in self.env.items()})
+        env.update(self.env)
         cmd = [str(MAIN / ".venv" / "bin" / "bread-sync"), "worker", "--workers", str(self.greenlets)]
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(

@@ -51,7 +51,7 @@ def test_the_a2a_example_streams_echo_and_cancels_slow(pool):
 def test_the_openai_example_chats_streams_and_answers_the_writer_s_pause(pool):
     lines = run_example("openai_client.py", pool.primary("http-sse"))
     assert lines == [
-        "models: echo writer interviewer slow counter manager artist",
+        "models: echo writer interviewer slow counter manager artist word-counter",
         "chat: hello from the OpenAI client",
         "stream: one |two |three",
         "responses: a response",

@@ -9,6 +9,7 @@ instead. The run commands are ``bread_sync.server.commands``, which ``flask brea
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -88,6 +89,13 @@ for _command in COMMANDS:
     commands.add_command(_command)
 
 
+def _own_address(host: str) -> str:
+    """How this machine reaches a server listening on ``host``."""
+    if host in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
 def _serve(name: str, summary: str, more: str) -> Any:
     @click.command(
         name,
@@ -104,6 +112,8 @@ def _serve(name: str, summary: str, more: str) -> Any:
 
         config_name = ctx.meta.get("config_name")
         config = _load(config_name)
+        # The demo's word-counter calls this server's own MCP endpoint, wherever it listens.
+        os.environ.setdefault("BREAD_DEMO_MCP_URL", f"http://{_own_address(host)}:{port}/mcp")
         try:
             if name == "dev":
                 serve.dev(config, host, port, config_name)

@@ -213,7 +213,8 @@ draft_then_echo = Pipeline(
 
 AGENTS = [echo, writer, interviewer, slow, counter, manager, artist]
 
-#: Where the word-counter agent finds the demo's own MCP endpoint when BREAD_DEMO_MCP_URL names none.
+#: Where the word-counter agent finds the demo's own MCP endpoint when BREAD_DEMO_MCP_URL names none
+#: (``bread-sync start`` and ``dev`` set it to the address they listen on).
 DEFAULT_MCP_URL = "http://127.0.0.1:3000/mcp"
 
 

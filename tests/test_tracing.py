@@ -60,6 +60,21 @@ def named(spans, name: str):
     return span
 
 
+def test_nothing_is_traced_per_text_delta(traced, exporter, monkeypatch):
+    """A run's trace is told of its durable crumbs only: the deltas, most of its crumbs, cost it nothing."""
+    told = []
+    committed = otel.OtelRunTrace.committed
+    monkeypatch.setattr(
+        otel.OtelRunTrace, "committed", lambda self, crumb: told.append(crumb["type"]) or committed(self, crumb)
+    )
+    bread = traced()
+    result = bread.run("slow", {"count": 50, "delayMs": 0}, mode="sync")
+
+    assert sum(crumb["type"] == "text:delta" for crumb in result.crumbs) == 50
+    assert told == ["agent:run:start", "agent:run:end"]
+    assert tree(exporter.get_finished_spans()) == [("invoke_agent slow", [("chat script", [])])]
+
+
 def test_echo_is_one_run_span_with_one_model_call(traced, exporter):
     bread = traced()
     result = bread.run("echo", "hello there", mode="sync", session="ses_1")

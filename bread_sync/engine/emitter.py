@@ -60,6 +60,19 @@ class Emitter:
         crumb that reports it, or not at all, and costs no transaction of its own."""
         self._deferred.append(write)
 
+    def watch(self, committed: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``committed(crumb)`` with each durable crumb once it is logged, before it is
+        published: never with a delta, so what watches a run (its tracing) costs nothing per
+        delta, which a wrapper of the run's crumbs would."""
+        log = self._log
+
+        def watched(crumb: dict[str, Any]) -> Frame:
+            frame = log(crumb)
+            committed(crumb)
+            return frame
+
+        self._log = watched
+
     def drop_text(self) -> None:
         """Forget the text not logged yet: what a remote run carried on after its process died
         had streamed and lost (engine/relay.py), which the local log must not keep either."""

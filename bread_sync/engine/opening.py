@@ -229,6 +229,7 @@ def observed(
     crumbs = start(execution)
     if runtime.tracer is not None:
         ctx.trace = runtime.tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, went_on_from)
+        ctx.emitter.watch(ctx.trace.committed)
         crumbs = ctx.trace.follow(crumbs, lambda: execution.status)
         # The record names this driving's span, from its first crumb's commit on: the webhook
         # POSTs about the run carry it, from whichever process sends them (stores.TRACE_FIELD).

@@ -3,9 +3,10 @@
 A run is an ``invoke_agent <agentId>`` span; under it each model call is ``chat <model>``, each
 tool call ``execute_tool <name>`` (a subagent's ``invoke_agent`` or a task's ``execute_task``
 under the call that made it), each pipeline step ``step <name>`` and each loop iteration
-``iteration <n>``. The spans are opened and closed as the run's frame crumbs pass through
-:meth:`OtelRunTrace.follow`, never one per crumb; parents are passed explicitly, since a run is
-driven in a greenlet of its own, not in its request's context.
+``iteration <n>``. The spans are opened and closed as the run's choke point logs its frame
+crumbs (:meth:`OtelRunTrace.committed`), never one per crumb, and nothing is done per text delta
+but a check of a model event's class; parents are passed explicitly, since a run is driven in a
+greenlet of its own, not in its request's context.
 """
 
 from __future__ import annotations
@@ -150,18 +151,18 @@ class OtelRunTrace:
     # -- the contract ------------------------------------------------------------------------
 
     def follow(self, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None]) -> Iterator[dict[str, Any]]:
-        handlers = self._handlers
         try:
-            for crumb in crumbs:
-                handler = handlers.get(crumb["type"])
-                if handler is not None:
-                    handler(crumb)
-                yield crumb
+            yield from crumbs  # the frames' spans follow the commits (committed): nothing here per crumb
         finally:
             close = getattr(crumbs, "close", None)
             if close is not None:
                 close()  # the driver settles the run (interrupted, when its caller stopped early)
             self._end(status())
+
+    def committed(self, crumb: dict[str, Any]) -> None:
+        handler = self._handlers.get(crumb["type"])
+        if handler is not None:
+            handler(crumb)
 
     def model_call(
         self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
@@ -188,28 +189,27 @@ class OtelRunTrace:
     # -- model calls -------------------------------------------------------------------------
 
     def _watched(self, span: Span, events: Iterator[Any]) -> Iterator[Any]:
-        """The call's events, its span told of the first, of the usage and of how it finished."""
-        finish, first, text = "stop", True, []
+        """The call's events, its span told of the first, of the usage and of how it finished:
+        a text delta is passed on with one check of its class, its text kept only when content
+        is captured."""
+        finish = ["stop"]  # a list: _note sets it
+        text: list[str] | None = [] if self._capture else None
+        stream = iter(events)
         try:
-            for event in events:
-                if first:
-                    span.add_event("first_token")
-                    first = False
-                if isinstance(event, Usage):
-                    span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
-                    span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
-                    if event.model:  # a fallback chain's: the model that answered
-                        span.set_attribute("gen_ai.response.model", event.model)
-                elif isinstance(event, ToolCall):
-                    finish = "tool_calls"
-                elif self._capture and isinstance(event, TextDelta):
-                    text.append(event.text)
+            for event in stream:  # the first only
+                span.add_event("first_token")
+                _note(span, event, finish, text)
+                yield event
+                break
+            for event in stream:
+                if event.__class__ is not TextDelta or text is not None:
+                    _note(span, event, finish, text)
                 yield event
         except GeneratorExit:
-            finish = "cancelled"  # its caller stopped reading: a cancel, or the run's end
+            finish[0] = "cancelled"  # its caller stopped reading: a cancel, or the run's end
             raise
         except Exception as exc:
-            finish = "error"
+            finish[0] = "error"
             span.record_exception(exc)
             span.set_status(StatusCode.ERROR, str(exc))
             span.set_attribute("error.type", getattr(exc, "code", None) or type(exc).__name__)
@@ -218,8 +218,8 @@ class OtelRunTrace:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-            span.set_attribute("gen_ai.response.finish_reasons", [finish])
-            if self._capture:
+            span.set_attribute("gen_ai.response.finish_reasons", finish)
+            if text is not None:
                 span.set_attribute("gen_ai.output.messages", _json([{"role": "assistant", "content": "".join(text)}]))
             span.end()
 
@@ -334,6 +334,20 @@ class OtelRunTrace:
             "gen_ai.conversation.id": self._session_id,
             "bread.run.id": self._run_id,
         }
+
+
+def _note(span: Span, event: Any, finish: list[str], text: list[str] | None) -> None:
+    """What a model call's span keeps of one of its events: its usage, a tool call as its finish,
+    its text (``text``: content captured)."""
+    if isinstance(event, Usage):
+        span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+        if event.model:  # a fallback chain's: the model that answered
+            span.set_attribute("gen_ai.response.model", event.model)
+    elif isinstance(event, ToolCall):
+        finish[0] = "tool_calls"
+    elif text is not None and isinstance(event, TextDelta):
+        text.append(event.text)
 
 
 def _fail(span: Span, error: Any) -> None:

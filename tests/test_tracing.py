@@ -6,6 +6,7 @@ provider of the test's own (what the ``OTEL_*`` variables would build, with anot
 
 from __future__ import annotations
 
+import gc
 import re
 import time
 from typing import Any
@@ -73,6 +74,26 @@ def test_nothing_is_traced_per_text_delta(traced, exporter, monkeypatch):
     assert sum(crumb["type"] == "text:delta" for crumb in result.crumbs) == 50
     assert told == ["agent:run:start", "agent:run:end"]
     assert tree(exporter.get_finished_spans()) == [("invoke_agent slow", [("chat script", [])])]
+
+
+def test_a_traced_run_leaves_no_cycle_for_the_garbage_collector(traced):
+    """Its trace and spans are freed when the run ends, by reference counting: a cycle (a trace
+    holding its own bound methods, a choke point its own) would hold them until a full
+    collection, whose pauses grow with what waits for it."""
+    bread = traced()
+    bread.run("slow", {"count": 3, "delayMs": 0}, mode="sync")  # what a first run makes once
+    gc.collect()
+    gc.disable()
+    try:
+        bread.run("slow", {"count": 3, "delayMs": 0}, mode="sync")
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = sorted({type(found).__qualname__ for found in gc.garbage})
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
 
 
 def test_echo_is_one_run_span_with_one_model_call(traced, exporter):

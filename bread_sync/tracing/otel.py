@@ -129,24 +129,6 @@ class OtelRunTrace:
             if "toolName" in went_on_from
             else None
         )
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
-            c.TOOL_CALL: self._tool_call,
-            c.TOOL_RESULT: self._tool_result,
-            c.TOOL_ERROR: self._tool_error,
-            c.SUBAGENT_RUN_START: self._subagent_start,
-            c.SUBAGENT_RUN_END: self._subagent_end,
-            c.TASK_START: self._task_start,
-            c.TASK_END: self._task_end,
-            c.PIPELINE_STEP_START: self._step_start,
-            c.PIPELINE_STEP_END: lambda crumb: self._finish(("step", crumb["index"])),
-            c.LOOP_ITERATION_START: self._iteration_start,
-            c.LOOP_ITERATION_END: self._iteration_end,
-            c.HUMAN_REQUIRED: self._paused,
-            c.HUMAN_RESUMED: self._resumed,
-            c.AGENT_RUN_CONTINUED: self._continued,
-            c.AGENT_RUN_END: lambda crumb: _set_usage(self.run, crumb.get("usage")),
-            c.AGENT_ERROR: lambda crumb: _fail(self.run, crumb["error"]),
-        }
 
     # -- the contract ------------------------------------------------------------------------
 
@@ -160,9 +142,9 @@ class OtelRunTrace:
             self._end(status())
 
     def committed(self, crumb: dict[str, Any]) -> None:
-        handler = self._handlers.get(crumb["type"])
+        handler = HANDLERS.get(crumb["type"])
         if handler is not None:
-            handler(crumb)
+            handler(self, crumb)
 
     def model_call(
         self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
@@ -285,6 +267,9 @@ class OtelRunTrace:
 
         self._finish(("task", crumb["taskRunId"]), record)
 
+    def _step_end(self, crumb: dict[str, Any]) -> None:
+        self._finish(("step", crumb["index"]))
+
     def _step_start(self, crumb: dict[str, Any]) -> None:
         attributes = {
             "bread.pipeline.id": crumb["pipelineId"],
@@ -318,6 +303,12 @@ class OtelRunTrace:
         attributes = {"bread.continued.reason": crumb["reason"], "bread.continued.after_seq": crumb["afterSeq"]}
         self.run.add_event("continued", attributes)
 
+    def _run_end(self, crumb: dict[str, Any]) -> None:
+        _set_usage(self.run, crumb.get("usage"))
+
+    def _run_error(self, crumb: dict[str, Any]) -> None:
+        _fail(self.run, crumb["error"])
+
     def _end(self, status: str | None) -> None:
         """End the spans left open (a pause inside them, a run cut short), then the run's."""
         for _, span in reversed(self._open[1:]):
@@ -334,6 +325,29 @@ class OtelRunTrace:
             "gen_ai.conversation.id": self._session_id,
             "bread.run.id": self._run_id,
         }
+
+
+#: What each frame crumb does to a run's spans. A table of the class's functions, not of a trace's
+#: bound methods: those would make each trace a cycle, which only the garbage collector frees,
+#: holding its spans until it does.
+HANDLERS: dict[str, Callable[[OtelRunTrace, dict[str, Any]], None]] = {
+    c.TOOL_CALL: OtelRunTrace._tool_call,
+    c.TOOL_RESULT: OtelRunTrace._tool_result,
+    c.TOOL_ERROR: OtelRunTrace._tool_error,
+    c.SUBAGENT_RUN_START: OtelRunTrace._subagent_start,
+    c.SUBAGENT_RUN_END: OtelRunTrace._subagent_end,
+    c.TASK_START: OtelRunTrace._task_start,
+    c.TASK_END: OtelRunTrace._task_end,
+    c.PIPELINE_STEP_START: OtelRunTrace._step_start,
+    c.PIPELINE_STEP_END: OtelRunTrace._step_end,
+    c.LOOP_ITERATION_START: OtelRunTrace._iteration_start,
+    c.LOOP_ITERATION_END: OtelRunTrace._iteration_end,
+    c.HUMAN_REQUIRED: OtelRunTrace._paused,
+    c.HUMAN_RESUMED: OtelRunTrace._resumed,
+    c.AGENT_RUN_CONTINUED: OtelRunTrace._continued,
+    c.AGENT_RUN_END: OtelRunTrace._run_end,
+    c.AGENT_ERROR: OtelRunTrace._run_error,
+}
 
 
 def _note(span: Span, event: Any, finish: list[str], text: list[str] | None) -> None:

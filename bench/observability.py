@@ -6,10 +6,11 @@ worker drives runs (this process is monkey-patched), every mode on a fresh SQLit
 a ``script`` agent of ``--calls`` tool calls, ``--deltas`` text deltas before each
 (bench/choke_point.py's agent), and ``--run-calls`` calls in each of the runs at once. Text
 streaming, the other streaming benchmarks' (bench/http_stream.py, bench/bridge_stream.py): the
-demo's ``slow`` agent, ``--text-deltas`` deltas in one run and ``--run-text-deltas`` in each of
-the runs at once, ``delayMs`` 0. Events/s is crumbs emitted over wall-clock
-seconds, from the first run's start to the last one's end; with tracing on, the exporter's last
-batch is flushed inside that time. Metrics are in prometheus_client's multiprocess mode, as under
+demo's ``slow`` agent, ``--text-deltas`` deltas in one run (``--text-rounds`` of them in a row,
+one at a time, per sample) and ``--run-text-deltas`` in each of the runs at once, ``delayMs`` 0.
+Events/s is crumbs emitted per second of CPU and of wall clock, from the first run's start to
+the last one's end; with tracing on, the exporter's last batch is flushed inside that time.
+Metrics are in prometheus_client's multiprocess mode, and the garbage collector tuned, as under
 gunicorn. The modes take turns in a rotating order, and each ratio is taken within one
 repetition. Beside them, where tracing's cost goes: the CPU time of the spans of one model turn
 that calls a tool (its ``chat`` and ``execute_tool`` spans, through the run trace the engine
@@ -49,6 +50,7 @@ from bread_sync import crumbs as c  # noqa: E402
 from bread_sync.cancel import CancelToken  # noqa: E402
 from bread_sync.demo import slow  # noqa: E402
 from bread_sync.models import ModelRequest, TextDelta, ToolCall  # noqa: E402
+from bread_sync.server.gunicorn_conf import tune_gc  # noqa: E402
 from bread_sync.stores import sqlite  # noqa: E402
 
 SCRIPT = "observability.py"
@@ -88,11 +90,13 @@ server.serve_forever()
 
 
 class Workload(NamedTuple):
-    """``runs`` runs of ``agent`` on ``input``, started at once."""
+    """``runs`` runs of ``agent`` on ``input``, started at once, ``rounds`` times in a row."""
 
     runs: int
     agent: Any
     input: Any
+    #: A text run of 5,000 deltas lasts some 30 ms: a sample of one would be mostly the machine's noise.
+    rounds: int = 1
 
 
 def workloads(args: argparse.Namespace) -> dict[str, Workload]:
@@ -101,7 +105,9 @@ def workloads(args: argparse.Namespace) -> dict[str, Workload]:
     return {
         "one run": Workload(1, make_agent(args.calls, args.deltas), "go"),
         f"{args.runs} runs at once": Workload(args.runs, make_agent(args.run_calls, args.deltas), "go"),
-        f"text, one run of {args.text_deltas:,} deltas": Workload(1, slow, {"count": args.text_deltas, "delayMs": 0}),
+        f"text, one run of {args.text_deltas:,} deltas": Workload(
+            1, slow, {"count": args.text_deltas, "delayMs": 0}, args.text_rounds
+        ),
         f"text, {args.runs} runs of {args.run_text_deltas} deltas at once": Workload(
             args.runs, slow, {"count": args.run_text_deltas, "delayMs": 0}
         ),
@@ -188,15 +194,19 @@ def span_cost(stage: str, endpoint: str, deltas: int) -> float:
 
 
 def events_per_second(bread: Any, flush: Callable[[], None], workload: Workload) -> tuple[float, float]:
-    """The workload's runs at once, each in a greenlet: crumbs emitted per second of this
+    """The workload's runs at once, each in a greenlet (its rounds one after another): crumbs emitted per second of this
     process's CPU (its threads' too: SQLite's, the exporter's), and per second of wall clock."""
     gc.collect()  # the garbage of the measurement before is not this one's to collect
     cpu, wall = time.process_time(), time.perf_counter()
-    greenlets = [gevent.spawn(bread.run, workload.agent.id, workload.input, mode="sync") for _ in range(workload.runs)]
-    gevent.joinall(greenlets, raise_error=True)
+    results = []
+    for _ in range(workload.rounds):
+        greenlets = [
+            gevent.spawn(bread.run, workload.agent.id, workload.input, mode="sync") for _ in range(workload.runs)
+        ]
+        gevent.joinall(greenlets, raise_error=True)
+        results += [g.value for g in greenlets]
     flush()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    results = [g.value for g in greenlets]
     assert all(r.status == "completed" for r in results), {r.status for r in results}
     events = sum(len(r.crumbs) for r in results)
     return events / cpu, events / wall
@@ -209,6 +219,7 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     spans: dict[str, list[float]] = {stage: [] for stage in SPAN_STAGES}
     receiver, endpoint = start_receiver()
     provider = exporting_provider(endpoint)
+    tune_gc()  # as a worker's post_worker_init does: a full pass of a larger heap would cost each run more
     load = [harness.load_average()]
     try:
         for rep in range(-1, args.repeat):  # the first round warms up (imports, first connections): not kept
@@ -258,9 +269,10 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
         f"Tool-heavy (the rows 'one run' and '{args.runs} runs at once'): one run of {args.calls} tool calls, "
         f"{args.deltas} text deltas before each, and {args.runs} runs at once of {args.run_calls} calls each. "
         f"Text streaming (the rows 'text, ...', the workload of bench/http_stream.py and bench/bridge_stream.py): "
-        f"the demo's `slow` agent, one run of {args.text_deltas:,} deltas and {args.runs} runs at once of "
-        f"{args.run_text_deltas} deltas each, delayMs 0. Runs driven by greenlets in one monkey-patched process (a "
-        "gevent worker's setting), each mode on a fresh SQLite file. Metrics in prometheus_client's multiprocess "
+        f"the demo's `slow` agent, one run of {args.text_deltas:,} deltas ({args.text_rounds} in a row per sample, "
+        f"one at a time) and {args.runs} runs at once of {args.run_text_deltas} deltas each, delayMs 0. Runs "
+        "driven by greenlets in one monkey-patched process with the garbage collector tuned as in a worker "
+        "(gunicorn_conf.tune_gc), each mode on a fresh SQLite file. Metrics in prometheus_client's multiprocess "
         "mode (as under gunicorn); tracing with the OpenTelemetry SDK's batch processor exporting over OTLP/HTTP to "
         "a receiver in another process, its last batch flushed inside the measured time. Events are counted per "
         "second of this process's CPU time (its threads' included), which other processes on the machine do not "
@@ -284,6 +296,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=200, help="runs at once (default 200)")
     parser.add_argument("--run-calls", type=int, default=10, help="tool calls of each of them (default 10)")
     parser.add_argument("--text-deltas", type=int, default=5000, help="deltas of the one text run (default 5000)")
+    parser.add_argument(
+        "--text-rounds", type=int, default=10, help="the one text run, times in a row per sample (default 10)"
+    )
     parser.add_argument(
         "--run-text-deltas", type=int, default=250, help="deltas of each text run at once (default 250)"
     )

@@ -101,6 +101,19 @@ def test_a_traced_run_leaves_no_cycle_for_the_garbage_collector(traced):
     assert left == []
 
 
+def test_a_new_runs_record_names_its_span_when_made_not_by_an_update(traced, exporter, monkeypatch):
+    bread = traced()
+    updates = []
+    update_run = bread.store.update_run
+    monkeypatch.setattr(bread.store, "update_run", lambda *a, **kw: updates.append(kw) or update_run(*a, **kw))
+    result = bread.run("echo", "hi", mode="sync")
+
+    run = named(exporter.get_finished_spans(), "invoke_agent echo")
+    traceparent = f"00-{run.context.trace_id:032x}-{run.context.span_id:016x}-{run.context.trace_flags:02x}"
+    assert bread.store.get_run(result.run_id)["trace"] == {"traceparent": traceparent}
+    assert not [fields for fields in updates if "trace" in fields]  # one UPDATE of the row fewer per run
+
+
 def test_echo_is_one_run_span_with_one_model_call(traced, exporter):
     bread = traced()
     result = bread.run("echo", "hello there", mode="sync", session="ses_1")

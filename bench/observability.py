@@ -1,17 +1,22 @@
 """Events/s of runs with metrics on, and with tracing on (spans exported over OTLP/HTTP to a local
 receiver), each beside the same code with both off, in the same process and repetition.
 
-Two workloads, driven as a gunicorn gevent worker drives runs (this process is monkey-patched):
-one run of a ``script`` agent (``--calls`` tool calls, ``--deltas`` text deltas before each,
-bench/choke_point.py's agent) and ``--runs`` runs of a smaller one at once (``--run-calls``
-calls each), every mode on a fresh SQLite file. Events/s is crumbs emitted over wall-clock
-seconds, from the first run's start to the last one's end; with tracing on, the exporter's last
-batch is flushed inside that time. Metrics are in prometheus_client's multiprocess mode, as under
+Two workloads, each as one run and as ``--runs`` runs at once, driven as a gunicorn gevent
+worker drives runs (this process is monkey-patched), every mode on a fresh SQLite file. Tool-heavy:
+a ``script`` agent of ``--calls`` tool calls, ``--deltas`` text deltas before each
+(bench/choke_point.py's agent), and ``--run-calls`` calls in each of the runs at once. Text
+streaming, the other streaming benchmarks' (bench/http_stream.py, bench/bridge_stream.py): the
+demo's ``slow`` agent, ``--text-deltas`` deltas in one run (``--text-rounds`` of them in a row,
+one at a time, per sample) and ``--run-text-deltas`` in each of the runs at once, ``delayMs`` 0.
+Events/s is crumbs emitted per second of CPU and of wall clock, from the first run's start to
+the last one's end; with tracing on, the exporter's last batch is flushed inside that time.
+Metrics are in prometheus_client's multiprocess mode, and the garbage collector tuned, as under
 gunicorn. The modes take turns in a rotating order, and each ratio is taken within one
 repetition. Beside them, where tracing's cost goes: the CPU time of the spans of one model turn
 that calls a tool (its ``chat`` and ``execute_tool`` spans, through the run trace the engine
 uses), made with no span processor, queued by the batch processor to an exporter that drops
-them, and exported over OTLP/HTTP::
+them, exported over OTLP/HTTP, and in a run not sampled (``OTEL_TRACES_SAMPLER``'s
+``parentbased_traceidratio``)::
 
     .venv/bin/python bench/observability.py --repeat 3 --write docs/performance.md
 """
@@ -23,13 +28,14 @@ from gevent import monkey
 monkey.patch_all()  # before anything opens a socket or a thread: a gevent worker's setting
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, NamedTuple  # noqa: E402
 
 import gevent  # noqa: E402
 
@@ -42,7 +48,9 @@ from choke_point import make_agent  # noqa: E402
 from bread_sync import Config, ServerSettings, create_bread  # noqa: E402
 from bread_sync import crumbs as c  # noqa: E402
 from bread_sync.cancel import CancelToken  # noqa: E402
+from bread_sync.demo import slow  # noqa: E402
 from bread_sync.models import ModelRequest, TextDelta, ToolCall  # noqa: E402
+from bread_sync.server.gunicorn_conf import tune_gc  # noqa: E402
 from bread_sync.stores import sqlite  # noqa: E402
 
 SCRIPT = "observability.py"
@@ -51,8 +59,14 @@ MODES = ("off", "metrics", "tracing")
 #: Spans the batch processor holds (its default, 2,048, drops most of 200 runs' spans at once).
 SPAN_QUEUE = 2**18
 AIMS = {"metrics": 1 - 0.03, "tracing": 1 - 0.10}
-#: Where a traced turn's span costs are measured: spans made only, queued, exported.
-SPAN_STAGES = ("made, no processor", "queued, exporter dropping them", "exported over OTLP/HTTP")
+#: Where a traced turn's span costs are measured: spans made only, queued, exported; and the
+#: spans of a run the standard sampler left out (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``).
+SPAN_STAGES = (
+    "made, no processor",
+    "queued, exporter dropping them",
+    "exported over OTLP/HTTP",
+    "in a run not sampled (parentbased_traceidratio)",
+)
 #: Model turns traced per measurement of :func:`span_cost`.
 SPAN_TURNS = 2000
 #: A receiver of OTLP/HTTP: every POST answered 200 with an empty export response, nothing kept.
@@ -75,32 +89,63 @@ server.serve_forever()
 """
 
 
+class Workload(NamedTuple):
+    """``runs`` runs of ``agent`` on ``input``, started at once, ``rounds`` times in a row."""
+
+    runs: int
+    agent: Any
+    input: Any
+    #: A text run of 5,000 deltas lasts some 30 ms: a sample of one would be mostly the machine's noise.
+    rounds: int = 1
+
+
+def workloads(args: argparse.Namespace) -> dict[str, Workload]:
+    """The tool-heavy workloads (their labels as they were before the text ones joined them),
+    then the text-streaming ones."""
+    return {
+        "one run": Workload(1, make_agent(args.calls, args.deltas), "go"),
+        f"{args.runs} runs at once": Workload(args.runs, make_agent(args.run_calls, args.deltas), "go"),
+        f"text, one run of {args.text_deltas:,} deltas": Workload(
+            1, slow, {"count": args.text_deltas, "delayMs": 0}, args.text_rounds
+        ),
+        f"text, {args.runs} runs of {args.run_text_deltas} deltas at once": Workload(
+            args.runs, slow, {"count": args.run_text_deltas, "delayMs": 0}
+        ),
+    }
+
+
 def start_receiver() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True)
     port = proc.stdout.readline().strip()
     return proc, f"http://127.0.0.1:{port}/v1/traces"
 
 
-def make_bread(mode: str, folder: Path, agents: list[Any], endpoint: str) -> tuple[Any, Callable[[], None]]:
-    """A runtime with ``mode`` on, on a fresh SQLite file; and what ends its measured time (the
-    tracer's last batch exported)."""
+def exporting_provider(endpoint: str) -> Any:
+    """A tracer provider whose batch processor exports over OTLP/HTTP to ``endpoint``: one for the
+    whole benchmark, as a server process has one, its connection kept from one measurement to the
+    next (a fresh exporter's first connection would cost one run of 5,000 deltas some 10%)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider()
+    # A queue that holds every span of 200 runs at once: none dropped, so all of them cost.
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint), max_queue_size=SPAN_QUEUE))
+    return provider
+
+
+def make_bread(mode: str, folder: Path, agents: list[Any], provider: Any) -> tuple[Any, Callable[[], None]]:
+    """A runtime with ``mode`` on (tracing to ``provider``), on a fresh SQLite file; and what ends
+    its measured time (the provider's last batch exported)."""
     store = sqlite.store(path=folder / f"{mode}-{time.monotonic_ns()}.db")
     server = ServerSettings(metrics=mode == "metrics")
     bread = create_bread(Config(agents=agents, store=store, instance_path=folder, server=server))
     if mode != "tracing":
         return bread, lambda: None
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
     from bread_sync.tracing import otel
 
-    provider = TracerProvider()
-    # A queue that holds every span of 200 runs at once: none dropped, so all of them cost.
-    processor = BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint), max_queue_size=SPAN_QUEUE)
-    provider.add_span_processor(processor)
     bread.tracer = otel.tracer(provider)
-    return bread, lambda: provider.force_flush()
+    return bread, provider.force_flush
 
 
 def tracer_at(stage: str, endpoint: str) -> tuple[Any, Any]:
@@ -108,6 +153,7 @@ def tracer_at(stage: str, endpoint: str) -> tuple[Any, Any]:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBasedTraceIdRatio
 
     from bread_sync.tracing import otel
 
@@ -115,7 +161,8 @@ def tracer_at(stage: str, endpoint: str) -> tuple[Any, Any]:
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    # What OTEL_TRACES_SAMPLER=parentbased_traceidratio makes, for a run its ratio left out.
+    provider = TracerProvider(sampler=ParentBasedTraceIdRatio(0.0) if stage == SPAN_STAGES[3] else None)
     if stage != SPAN_STAGES[0]:
         exporter = Dropping() if stage == SPAN_STAGES[1] else OTLPSpanExporter(endpoint=endpoint)
         provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=SPAN_QUEUE))
@@ -146,15 +193,20 @@ def span_cost(stage: str, endpoint: str, deltas: int) -> float:
     return cpu / SPAN_TURNS
 
 
-def events_per_second(bread: Any, flush: Callable[[], None], agent: str, runs: int) -> tuple[float, float]:
-    """``runs`` runs of ``agent`` at once, each in a greenlet: crumbs emitted per second of this
+def events_per_second(bread: Any, flush: Callable[[], None], workload: Workload) -> tuple[float, float]:
+    """The workload's runs at once, each in a greenlet (its rounds one after another): crumbs emitted per second of this
     process's CPU (its threads' too: SQLite's, the exporter's), and per second of wall clock."""
+    gc.collect()  # the garbage of the measurement before is not this one's to collect
     cpu, wall = time.process_time(), time.perf_counter()
-    greenlets = [gevent.spawn(bread.run, agent, "go", mode="sync") for _ in range(runs)]
-    gevent.joinall(greenlets, raise_error=True)
+    results = []
+    for _ in range(workload.rounds):
+        greenlets = [
+            gevent.spawn(bread.run, workload.agent.id, workload.input, mode="sync") for _ in range(workload.runs)
+        ]
+        gevent.joinall(greenlets, raise_error=True)
+        results += [g.value for g in greenlets]
     flush()
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    results = [g.value for g in greenlets]
     assert all(r.status == "completed" for r in results), {r.status for r in results}
     events = sum(len(r.crumbs) for r in results)
     return events / cpu, events / wall
@@ -162,28 +214,30 @@ def events_per_second(bread: Any, flush: Callable[[], None], agent: str, runs: i
 
 def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(folder)  # before prometheus_client is imported
-    workloads = {"one run": (1, make_agent(args.calls, args.deltas)),
-                 f"{args.runs} runs at once": (args.runs, make_agent(args.run_calls, args.deltas))}  # fmt: skip
-    rates: dict[str, dict[str, list[tuple[float, float]]]] = {w: {m: [] for m in MODES} for w in workloads}
+    measured = workloads(args)
+    rates: dict[str, dict[str, list[tuple[float, float]]]] = {w: {m: [] for m in MODES} for w in measured}
     spans: dict[str, list[float]] = {stage: [] for stage in SPAN_STAGES}
     receiver, endpoint = start_receiver()
+    provider = exporting_provider(endpoint)
+    tune_gc()  # as a worker's post_worker_init does: a full pass of a larger heap would cost each run more
     load = [harness.load_average()]
     try:
         for rep in range(-1, args.repeat):  # the first round warms up (imports, first connections): not kept
-            for workload, (runs, agent) in workloads.items():
+            for name, workload in measured.items():
                 for mode in MODES[rep % 3 :] + MODES[: rep % 3]:
-                    bread, flush = make_bread(mode, folder, [agent], endpoint)
+                    bread, flush = make_bread(mode, folder, [workload.agent], provider)
                     try:
-                        rate = events_per_second(bread, flush, agent.id, runs)
+                        rate = events_per_second(bread, flush, workload)
                     finally:
                         bread.close()
                     if rep >= 0:
-                        rates[workload][mode].append(rate)
+                        rates[name][mode].append(rate)
             for stage in SPAN_STAGES:
                 cost = span_cost(stage, endpoint, args.deltas)
                 if rep >= 0:
                     spans[stage].append(cost)
     finally:
+        provider.shutdown()
         receiver.terminate()
         receiver.wait(10)
     load.append(harness.load_average())
@@ -212,16 +266,22 @@ def figures(result: dict[str, Any], args: argparse.Namespace) -> list[harness.Fi
 def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> str:
     lines = harness.header(command, args.repeat, result["load"])
     lines += [
-        f"One run: {args.calls} tool calls, {args.deltas} text deltas before each; {args.runs} runs at once: "
-        f"{args.run_calls} calls each, driven by greenlets in one monkey-patched process (a gevent worker's "
-        "setting), each mode on a fresh SQLite file. Metrics in prometheus_client's multiprocess mode (as "
-        "under gunicorn); tracing with the OpenTelemetry SDK's batch processor exporting over OTLP/HTTP to a "
-        "receiver in another process, its last batch flushed inside the measured time. Events are counted "
-        "per second of this process's CPU time (its threads' included), which other processes on the machine "
-        "do not change, and per second of wall clock, which they do. Aims: metrics cost at most 3% of the "
-        "events/s, tracing at most 10%. The last three rows: the CPU time of the spans of one model turn that "
-        f"calls a tool ({SPAN_TURNS:,} turns of {args.deltas} text deltas through one run trace), made with no "
-        "span processor, queued by the batch processor to an exporter that drops them, and exported over OTLP/HTTP.",
+        f"Tool-heavy (the rows 'one run' and '{args.runs} runs at once'): one run of {args.calls} tool calls, "
+        f"{args.deltas} text deltas before each, and {args.runs} runs at once of {args.run_calls} calls each. "
+        f"Text streaming (the rows 'text, ...', the workload of bench/http_stream.py and bench/bridge_stream.py): "
+        f"the demo's `slow` agent, one run of {args.text_deltas:,} deltas ({args.text_rounds} in a row per sample, "
+        f"one at a time) and {args.runs} runs at once of {args.run_text_deltas} deltas each, delayMs 0. Runs "
+        "driven by greenlets in one monkey-patched process with the garbage collector tuned as in a worker "
+        "(gunicorn_conf.tune_gc), each mode on a fresh SQLite file. Metrics in prometheus_client's multiprocess "
+        "mode (as under gunicorn); tracing with the OpenTelemetry SDK's batch processor exporting over OTLP/HTTP to "
+        "a receiver in another process, its last batch flushed inside the measured time. Events are counted per "
+        "second of this process's CPU time (its threads' included), which other processes on the machine do not "
+        "change, and per second of wall clock, which they do. Aims: metrics cost at most 3% of the events/s, "
+        f"tracing at most 10%. The last {len(SPAN_STAGES)} rows: the CPU time of the spans of one model turn that "
+        f"calls a tool ({SPAN_TURNS:,} turns of {args.deltas} text deltas through one run trace), made with no span "
+        "processor, queued by the batch processor to an exporter that drops them, exported over OTLP/HTTP, and "
+        "exported over OTLP/HTTP by a provider whose sampler (what OTEL_TRACES_SAMPLER=parentbased_traceidratio "
+        "makes) left the run out.",
         "",
         *harness.table(figures(result, args)),
     ]
@@ -235,6 +295,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deltas", type=int, default=10, help="text deltas before each call (default 10)")
     parser.add_argument("--runs", type=int, default=200, help="runs at once (default 200)")
     parser.add_argument("--run-calls", type=int, default=10, help="tool calls of each of them (default 10)")
+    parser.add_argument("--text-deltas", type=int, default=5000, help="deltas of the one text run (default 5000)")
+    parser.add_argument(
+        "--text-rounds", type=int, default=10, help="the one text run, times in a row per sample (default 10)"
+    )
+    parser.add_argument(
+        "--run-text-deltas", type=int, default=250, help="deltas of each text run at once (default 250)"
+    )
     harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.run(args, argv, SCRIPT, TITLE, "bread-bench-observability-", bench, report, figures)

@@ -80,3 +80,17 @@ def test_each_run_of_deltas_of_one_type_is_logged_as_an_entry_of_its_own_in_orde
         (3, REASONING_DELTA, "!"),
         (4, "agent:run:end", None),
     ]
+
+
+def test_a_watcher_is_told_of_each_durable_crumb_once_logged_and_never_of_a_delta():
+    store = memory.store()
+    seen = []
+    emitter = Emitter("run_1", store, lambda frame: None)
+    emitter.watch(lambda crumb: seen.append((crumb["type"], store.last_seq("run_1"))))
+    emitter.emit({"type": "agent:run:start", "runId": "run_1"})
+    for delta in ("a", "b"):
+        emitter.emit({"type": TEXT_DELTA, "runId": "run_1", "delta": delta})
+    emitter.emit({"type": REASONING_DELTA, "runId": "run_1", "delta": "c"})
+    emitter.emit({"type": "agent:run:end", "runId": "run_1", "output": None})
+    # each after its commit: the log holds it (and the aggregated deltas before it) already
+    assert seen == [("agent:run:start", 1), ("agent:run:end", 4)]

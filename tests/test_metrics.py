@@ -89,13 +89,20 @@ def test_the_scrape_names_routes_by_rule_and_counts_paused_runs_in_the_store():
     assert "/runs/<runId>" in routes and not any(paused.run_id in route for route in routes)
 
 
-def test_off_there_is_no_route_and_no_timer_on_commits():
+def test_off_there_is_no_route_and_no_timer_on_commits(monkeypatch):
     bread = create_bread(Config(agents=[Agent(id="echo", model="echo")], store="memory"))
     try:
         assert bread.metrics is None
         assert create_server(bread).test_client().get("/metrics").status_code == 404
         emitter = Emitter("run_x", bread.store, bread.publish)
-        assert emitter._log == emitter._commit  # not wrapped: no clock read per commit
+        assert emitter.tally is None
+
+        def no_clock() -> float:
+            raise AssertionError("a commit read the clock with metrics off")
+
+        monkeypatch.setattr("bread_sync.engine.emitter.perf_counter", no_clock)
+        emitter.emit({"type": "agent:run:start", "runId": "run_x"})
+        assert bread.store.last_seq("run_x") == 1
     finally:
         bread.close()
 

@@ -6,8 +6,10 @@ provider of the test's own (what the ``OTEL_*`` variables would build, with anot
 
 from __future__ import annotations
 
+import gc
 import re
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -58,6 +60,51 @@ def tree(spans) -> list[Any]:
 def named(spans, name: str):
     (span,) = [span for span in spans if span.name == name]
     return span
+
+
+def test_nothing_is_traced_per_text_delta(traced, exporter, monkeypatch):
+    """A run's trace is told of its durable crumbs only: the deltas, most of its crumbs, cost it nothing."""
+    told = []
+    committed = otel.OtelRunTrace.committed
+    monkeypatch.setattr(
+        otel.OtelRunTrace, "committed", lambda self, crumb: told.append(crumb["type"]) or committed(self, crumb)
+    )
+    bread = traced()
+    result = bread.run("slow", {"count": 50, "delayMs": 0}, mode="sync")
+
+    assert sum(crumb["type"] == "text:delta" for crumb in result.crumbs) == 50
+    assert told == ["agent:run:start", "agent:run:end"]
+    assert tree(exporter.get_finished_spans()) == [("invoke_agent slow", [("chat script", [])])]
+
+
+def test_a_traced_run_leaves_no_cycle_for_the_garbage_collector(traced, monkeypatch):
+    """Its trace (and the spans it holds) is freed when the run ends, by reference counting: a
+    cycle (a trace holding its own bound methods, a choke point its own) would hold it until a
+    full collection, whose pauses grow with what waits for it."""
+    bread = traced()
+    made = []
+    run_trace = bread.tracer.run_trace
+    monkeypatch.setattr(bread.tracer, "run_trace", lambda *args: made.append(run_trace(*args)) or made[-1])
+    gc.disable()
+    try:
+        bread.run("slow", {"count": 3, "delayMs": 0}, mode="sync")
+        trace = weakref.ref(made.pop())
+        assert trace() is None
+    finally:
+        gc.enable()
+
+
+def test_a_new_runs_record_names_its_span_when_made_not_by_an_update(traced, exporter, monkeypatch):
+    bread = traced()
+    updates = []
+    update_run = bread.store.update_run
+    monkeypatch.setattr(bread.store, "update_run", lambda *a, **kw: updates.append(kw) or update_run(*a, **kw))
+    result = bread.run("echo", "hi", mode="sync")
+
+    run = named(exporter.get_finished_spans(), "invoke_agent echo")
+    traceparent = f"00-{run.context.trace_id:032x}-{run.context.span_id:016x}-{run.context.trace_flags:02x}"
+    assert bread.store.get_run(result.run_id)["trace"] == {"traceparent": traceparent}
+    assert not [fields for fields in updates if "trace" in fields]  # one UPDATE of the row fewer per run
 
 
 def test_echo_is_one_run_span_with_one_model_call(traced, exporter):

@@ -46,8 +46,8 @@ class Emitter:
         self._deferred: list[Callable[[], Any]] = []
         #: The run's tally of its commits while metrics are on (bread_sync/metrics/), else None.
         self.tally = None if metrics is None else metrics.tally()
-        #: How a durable crumb is committed: timed and tallied only while metrics are on.
-        self._log = self._commit if self.tally is None else self._measured(self._commit, self.tally)
+        #: What is told of each durable crumb once logged (:meth:`watch`), else None.
+        self._watcher: Callable[[dict[str, Any]], None] | None = None
 
     @property
     def next_seq(self) -> int:
@@ -59,6 +59,12 @@ class Emitter:
         what a run records beside its log (its session's messages, its status) lands with the
         crumb that reports it, or not at all, and costs no transaction of its own."""
         self._deferred.append(write)
+
+    def watch(self, committed: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``committed(crumb)`` with each durable crumb once it is logged, before it is
+        published: never with a delta, so what watches a run (its tracing) costs nothing per
+        delta, which a wrapper of the run's crumbs would."""
+        self._watcher = committed
 
     def drop_text(self) -> None:
         """Forget the text not logged yet: what a remote run carried on after its process died
@@ -84,24 +90,28 @@ class Emitter:
             wire = self._delta_wire(kind, delta) if templated else None
             frame = Frame(self.run_id, self.last_seq, crumb, wire)
         else:
-            frame = self._log(crumb)
+            frame = self._logged(crumb)
         self._publish(frame)
         return frame
 
     def _delta_wire(self, kind: str, text: str) -> str:
         return self._delta_heads[kind] + json_string(text) + "}"
 
-    def _measured(self, commit: Callable[[dict[str, Any]], Frame], tally: Any) -> Callable[[dict[str, Any]], Frame]:
-        """``commit``, each call timed and its crumbs tallied."""
-
-        def measured(crumb: dict[str, Any]) -> Frame:
+    def _logged(self, crumb: dict[str, Any]) -> Frame:
+        """``crumb`` committed; timed and tallied while metrics are on, then told to the watcher.
+        (Chosen here, not by a bound method or closure kept on the emitter: that would make it a
+        cycle, which holds a run's spans and tally until the garbage collector frees it.)"""
+        tally = self.tally
+        if tally is None:
+            frame = self._commit(crumb)
+        else:
             rows = len(self._segments) + 1  # its text and reasoning segments, then itself
             started = perf_counter()
-            frame = commit(crumb)
+            frame = self._commit(crumb)
             tally.commit(crumb, rows, perf_counter() - started)
-            return frame
-
-        return measured
+        if self._watcher is not None:
+            self._watcher(crumb)
+        return frame
 
     def _commit(self, crumb: dict[str, Any]) -> Frame:
         rows = []

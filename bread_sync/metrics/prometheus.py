@@ -14,7 +14,7 @@ import os
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Generator, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -99,8 +99,9 @@ class PrometheusMetrics:
             "bread_http_requests", "HTTP requests answered by bread's routes, by route rule, method and status.",
             ["route", "method", "status"], registry=registry,
         )  # fmt: skip
-        # labels() validates and locks each time: the children the commits use are kept.
+        # labels() validates and locks each time: the children the commits and runs use are kept.
         self._crumb_children: dict[str, Any] = {}
+        self._agent_children: dict[str, AgentChildren] = {}
 
     # -- the engine's --------------------------------------------------------------------------
 
@@ -115,7 +116,7 @@ class PrometheusMetrics:
     ) -> Iterator[dict[str, Any]]:
         opened = time.perf_counter()
         if new:
-            self.runs_started.labels(agent_id).inc()
+            self._of_agent(agent_id).started.inc()
         before = {model: tuple(used) for model, used in usage.by_model.items()}
         return self._followed(agent_id, crumbs, status, usage, before, opened, tally)
 
@@ -129,19 +130,19 @@ class PrometheusMetrics:
         opened: float,
         tally: Tally,
     ) -> Iterator[dict[str, Any]]:
-        active = self.runs_active.labels(agent_id)
-        active.inc()
+        children = self._of_agent(agent_id)
+        children.active.inc()
         try:
             for crumb in crumbs:  # the first only: the rest pass through yield from
-                self.first_crumb.labels(agent_id).observe(time.perf_counter() - opened)
+                children.first_crumb.observe(time.perf_counter() - opened)
                 yield crumb
                 break
             yield from crumbs
         finally:
             crumbs.close()  # a caller that stopped at the first crumb: the driver settles its status now
             tally.flush()  # a driving that ended with no end or pause crumb (lost, handed over)
-            active.dec()
-            self.run_duration.labels(agent_id).observe(time.perf_counter() - opened)
+            children.active.dec()
+            children.duration.observe(time.perf_counter() - opened)
             self.runs_finished.labels(agent_id, (status() or "interrupted").replace(" ", "_")).inc()
             self._count_tokens(agent_id, usage, before)
 
@@ -152,6 +153,17 @@ class PrometheusMetrics:
                 self.tokens.labels(agent_id, model, "input").inc(input_tokens - was_in)
             if output_tokens > was_out:
                 self.tokens.labels(agent_id, model, "output").inc(output_tokens - was_out)
+
+    def _of_agent(self, agent_id: str) -> AgentChildren:
+        children = self._agent_children.get(agent_id)
+        if children is None:
+            children = self._agent_children[agent_id] = AgentChildren(
+                self.runs_started.labels(agent_id),
+                self.runs_active.labels(agent_id),
+                self.first_crumb.labels(agent_id),
+                self.run_duration.labels(agent_id),
+            )
+        return children
 
     def tally(self) -> Tally:
         return Tally(self)
@@ -198,6 +210,15 @@ class PrometheusMetrics:
             scrape.register(_Collected(self.registry))
         scrape.register(_StoredRuns(store))
         return generate_latest(scrape), CONTENT_TYPE_LATEST
+
+
+class AgentChildren(NamedTuple):
+    """The children of one agent's run metrics, labelled once (agent ids are bounded)."""
+
+    started: Any
+    active: Any
+    first_crumb: Any
+    duration: Any
 
 
 class Tally:

@@ -118,6 +118,13 @@ def post_worker_init(worker: Any) -> None:
     from .lifecycle import started
 
     started(worker)
+    tune_gc()
+
+
+def tune_gc() -> None:
+    """The garbage collector as a streaming worker wants it: what the process made to start
+    frozen, and the youngest generation collected every GC_YOUNG_OBJECTS allocations. Called
+    once the worker has started (and by the benchmarks that drive runs as a worker does)."""
     # What the worker made to start (modules, the app, its config) lives as long as the worker:
     # frozen, the garbage collector's full passes stop visiting it, which keeps their pauses short.
     gc.collect()  # what is garbage already would otherwise be frozen with the rest, for good

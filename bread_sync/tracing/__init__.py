@@ -3,9 +3,11 @@
 Tracing is OpenTelemetry's (``tracing/otel.py``, the ``otel`` extra), on when the extra is
 installed and the standard variables ask for it (:func:`tracer_from_environment`). Off, a
 runtime's ``tracer`` is None and the engine does nothing for it: no span, no check per crumb.
-On, each run (or continuation) gets a :class:`RunTrace`, which follows the run's crumbs for
-the spans their frames open and close (a tool call, a subagent, a task, a pipeline step, a loop
-iteration) and wraps each model call.
+On, each run (or continuation) gets a :class:`RunTrace`, which the run's choke point tells of
+each durable crumb it logs, for the spans their frames open and close (a tool call, a subagent, a
+task, a pipeline step, a loop iteration), and which wraps each model call. Nothing is traced per
+text delta: they are most of a run's crumbs, and a span's work on each would cost more than
+the delta's own.
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ class RunTrace(Protocol):
     """The spans of one run, or of one continuation of it (a resume, a run carried on)."""
 
     def follow(self, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None]) -> Iterator[dict[str, Any]]:
-        """The run's crumbs unchanged, its spans opened and closed as its frames' crumbs pass;
-        the run's span ends with them, with ``status()`` (the driver's final word)."""
+        """The run's crumbs unchanged, looked at by nothing; the run's span ends with them, with
+        ``status()`` (the driver's final word)."""
+
+    def committed(self, crumb: dict[str, Any]) -> None:
+        """A durable crumb the run's choke point logged: the spans its frame opens or closes.
+        Told by the choke point, which never tells it of a delta: tracing costs nothing per delta."""
 
     def model_call(
         self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]

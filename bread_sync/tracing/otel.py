@@ -3,9 +3,10 @@
 A run is an ``invoke_agent <agentId>`` span; under it each model call is ``chat <model>``, each
 tool call ``execute_tool <name>`` (a subagent's ``invoke_agent`` or a task's ``execute_task``
 under the call that made it), each pipeline step ``step <name>`` and each loop iteration
-``iteration <n>``. The spans are opened and closed as the run's frame crumbs pass through
-:meth:`OtelRunTrace.follow`, never one per crumb; parents are passed explicitly, since a run is
-driven in a greenlet of its own, not in its request's context.
+``iteration <n>``. The spans are opened and closed as the run's choke point logs its frame
+crumbs (:meth:`OtelRunTrace.committed`), never one per crumb, and nothing is done per text delta
+but a check of a model event's class; parents are passed explicitly, since a run is driven in a
+greenlet of its own, not in its request's context.
 """
 
 from __future__ import annotations
@@ -128,40 +129,22 @@ class OtelRunTrace:
             if "toolName" in went_on_from
             else None
         )
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
-            c.TOOL_CALL: self._tool_call,
-            c.TOOL_RESULT: self._tool_result,
-            c.TOOL_ERROR: self._tool_error,
-            c.SUBAGENT_RUN_START: self._subagent_start,
-            c.SUBAGENT_RUN_END: self._subagent_end,
-            c.TASK_START: self._task_start,
-            c.TASK_END: self._task_end,
-            c.PIPELINE_STEP_START: self._step_start,
-            c.PIPELINE_STEP_END: lambda crumb: self._finish(("step", crumb["index"])),
-            c.LOOP_ITERATION_START: self._iteration_start,
-            c.LOOP_ITERATION_END: self._iteration_end,
-            c.HUMAN_REQUIRED: self._paused,
-            c.HUMAN_RESUMED: self._resumed,
-            c.AGENT_RUN_CONTINUED: self._continued,
-            c.AGENT_RUN_END: lambda crumb: _set_usage(self.run, crumb.get("usage")),
-            c.AGENT_ERROR: lambda crumb: _fail(self.run, crumb["error"]),
-        }
 
     # -- the contract ------------------------------------------------------------------------
 
     def follow(self, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None]) -> Iterator[dict[str, Any]]:
-        handlers = self._handlers
         try:
-            for crumb in crumbs:
-                handler = handlers.get(crumb["type"])
-                if handler is not None:
-                    handler(crumb)
-                yield crumb
+            yield from crumbs  # the frames' spans follow the commits (committed): nothing here per crumb
         finally:
             close = getattr(crumbs, "close", None)
             if close is not None:
                 close()  # the driver settles the run (interrupted, when its caller stopped early)
             self._end(status())
+
+    def committed(self, crumb: dict[str, Any]) -> None:
+        handler = HANDLERS.get(crumb["type"])
+        if handler is not None:
+            handler(self, crumb)
 
     def model_call(
         self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
@@ -188,28 +171,27 @@ class OtelRunTrace:
     # -- model calls -------------------------------------------------------------------------
 
     def _watched(self, span: Span, events: Iterator[Any]) -> Iterator[Any]:
-        """The call's events, its span told of the first, of the usage and of how it finished."""
-        finish, first, text = "stop", True, []
+        """The call's events, its span told of the first, of the usage and of how it finished:
+        a text delta is passed on with one check of its class, its text kept only when content
+        is captured."""
+        finish = ["stop"]  # a list: _note sets it
+        text: list[str] | None = [] if self._capture else None
+        stream = iter(events)
         try:
-            for event in events:
-                if first:
-                    span.add_event("first_token")
-                    first = False
-                if isinstance(event, Usage):
-                    span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
-                    span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
-                    if event.model:  # a fallback chain's: the model that answered
-                        span.set_attribute("gen_ai.response.model", event.model)
-                elif isinstance(event, ToolCall):
-                    finish = "tool_calls"
-                elif self._capture and isinstance(event, TextDelta):
-                    text.append(event.text)
+            for event in stream:  # the first only
+                span.add_event("first_token")
+                _note(span, event, finish, text)
+                yield event
+                break
+            for event in stream:
+                if event.__class__ is not TextDelta or text is not None:
+                    _note(span, event, finish, text)
                 yield event
         except GeneratorExit:
-            finish = "cancelled"  # its caller stopped reading: a cancel, or the run's end
+            finish[0] = "cancelled"  # its caller stopped reading: a cancel, or the run's end
             raise
         except Exception as exc:
-            finish = "error"
+            finish[0] = "error"
             span.record_exception(exc)
             span.set_status(StatusCode.ERROR, str(exc))
             span.set_attribute("error.type", getattr(exc, "code", None) or type(exc).__name__)
@@ -218,8 +200,8 @@ class OtelRunTrace:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-            span.set_attribute("gen_ai.response.finish_reasons", [finish])
-            if self._capture:
+            span.set_attribute("gen_ai.response.finish_reasons", finish)
+            if text is not None:
                 span.set_attribute("gen_ai.output.messages", _json([{"role": "assistant", "content": "".join(text)}]))
             span.end()
 
@@ -285,6 +267,9 @@ class OtelRunTrace:
 
         self._finish(("task", crumb["taskRunId"]), record)
 
+    def _step_end(self, crumb: dict[str, Any]) -> None:
+        self._finish(("step", crumb["index"]))
+
     def _step_start(self, crumb: dict[str, Any]) -> None:
         attributes = {
             "bread.pipeline.id": crumb["pipelineId"],
@@ -318,6 +303,12 @@ class OtelRunTrace:
         attributes = {"bread.continued.reason": crumb["reason"], "bread.continued.after_seq": crumb["afterSeq"]}
         self.run.add_event("continued", attributes)
 
+    def _run_end(self, crumb: dict[str, Any]) -> None:
+        _set_usage(self.run, crumb.get("usage"))
+
+    def _run_error(self, crumb: dict[str, Any]) -> None:
+        _fail(self.run, crumb["error"])
+
     def _end(self, status: str | None) -> None:
         """End the spans left open (a pause inside them, a run cut short), then the run's."""
         for _, span in reversed(self._open[1:]):
@@ -334,6 +325,43 @@ class OtelRunTrace:
             "gen_ai.conversation.id": self._session_id,
             "bread.run.id": self._run_id,
         }
+
+
+#: What each frame crumb does to a run's spans. A table of the class's functions, not of a trace's
+#: bound methods: those would make each trace a cycle, which only the garbage collector frees,
+#: holding its spans until it does.
+HANDLERS: dict[str, Callable[[OtelRunTrace, dict[str, Any]], None]] = {
+    c.TOOL_CALL: OtelRunTrace._tool_call,
+    c.TOOL_RESULT: OtelRunTrace._tool_result,
+    c.TOOL_ERROR: OtelRunTrace._tool_error,
+    c.SUBAGENT_RUN_START: OtelRunTrace._subagent_start,
+    c.SUBAGENT_RUN_END: OtelRunTrace._subagent_end,
+    c.TASK_START: OtelRunTrace._task_start,
+    c.TASK_END: OtelRunTrace._task_end,
+    c.PIPELINE_STEP_START: OtelRunTrace._step_start,
+    c.PIPELINE_STEP_END: OtelRunTrace._step_end,
+    c.LOOP_ITERATION_START: OtelRunTrace._iteration_start,
+    c.LOOP_ITERATION_END: OtelRunTrace._iteration_end,
+    c.HUMAN_REQUIRED: OtelRunTrace._paused,
+    c.HUMAN_RESUMED: OtelRunTrace._resumed,
+    c.AGENT_RUN_CONTINUED: OtelRunTrace._continued,
+    c.AGENT_RUN_END: OtelRunTrace._run_end,
+    c.AGENT_ERROR: OtelRunTrace._run_error,
+}
+
+
+def _note(span: Span, event: Any, finish: list[str], text: list[str] | None) -> None:
+    """What a model call's span keeps of one of its events: its usage, a tool call as its finish,
+    its text (``text``: content captured)."""
+    if isinstance(event, Usage):
+        span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+        if event.model:  # a fallback chain's: the model that answered
+            span.set_attribute("gen_ai.response.model", event.model)
+    elif isinstance(event, ToolCall):
+        finish[0] = "tool_calls"
+    elif text is not None and isinstance(event, TextDelta):
+        text.append(event.text)
 
 
 def _fail(span: Span, error: Any) -> None:

@@ -103,13 +103,16 @@ def test_stop_finishes_short_runs_hands_long_ones_over_and_leaves_stuck_ones(bre
 
 def test_a_stop_without_drain_hands_over_at_once(bread):
     runner = Runner(max_runs=10, timeout=None)
-    run_id = drive(bread, runner, "slow", {"count": 1000, "delayMs": 20})
-    time.sleep(0.1)
+    run_id = drive(bread, runner, "slow", {"count": 1000, "delayMs": 20})  # 20 s of ticks
+    deadline = time.monotonic() + 10.0
+    while bread.store.get_run(run_id)["owner"] is None:  # under way: driven here, under its lease
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
     began = time.monotonic()
-    Lifecycle(bread, runner, graceful_timeout=30.0).stop(1.5, drain=False)
+    Lifecycle(bread, runner, graceful_timeout=30.0).stop(20.0, drain=False)
 
-    assert time.monotonic() - began < 1.0
+    assert time.monotonic() - began < 10.0  # a drain would wait out its 20 s for the run
     assert handed_over(bread, run_id)
 
 

@@ -58,10 +58,9 @@ class LogFollower:
         #: Runs watched since the last pass: read at the next one, whatever the store heard,
         #: as what was appended before their watch began went by unheeded.
         self._fresh: set[str] = set()
-        #: Runs whose record said paused at the last look, their logs unchanged since. With a
-        #: store that hears commits, the safety net passes them by: a paused run changes only by
-        #: an append (a resume, a cancel), which the store hears, so an idle tail of a paused run
-        #: costs no periodic work.
+        #: Runs whose record said paused at the last look, their logs unchanged since: the
+        #: safety net reads their last seqs (one statement for all) but not their records, as a
+        #: paused run changes only by an append (a resume, a cancel), which that read sees.
         self._paused: set[str] = set()
 
     def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
@@ -112,7 +111,7 @@ class LogFollower:
             due = [
                 run_id
                 for run_id, entries in watched.items()
-                if everything or self._due(run_id, entries, shared, net, heard, listener is not None)
+                if everything or self._due(run_id, entries, shared, net, heard)
             ]
             if due:
                 missed = not self._tried_pass(due, watched, look_at_records=everything or net)
@@ -144,17 +143,16 @@ class LogFollower:
             if last.get(run_id, 0) > min(entry.position[0] for entry in entries):
                 self._paused.discard(run_id)
                 self._poll(run_id, entries)
-            elif look_at_records and self._finished(run_id):  # e.g. a tail that started at the terminal crumb
+            elif look_at_records and run_id not in self._paused and self._finished(run_id):
+                # e.g. a tail that started at the terminal crumb
                 for entry in entries:
                     entry.inbox.put(FromLog(ENDED))
 
-    def _due(
-        self, run_id: str, entries: list[_Watch], shared: bool, net: bool, heard: set[str] | None, hears: bool
-    ) -> bool:
+    def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool, heard: set[str] | None) -> bool:
         if run_id in self.bread.cancels:
             return False  # executing here: the transport carries it
         if net:
-            return not (hears and run_id in self._paused)
+            return True
         return not shared and not all(entry.local for entry in entries) and (heard is None or run_id in heard)
 
     def _poll(self, run_id: str, entries: list[_Watch]) -> None:

@@ -345,6 +345,7 @@ def test_the_runs_view_lists_recent_runs_filters_them_by_status_and_opens_one(pa
 
     page.click("#list-runs")
     row = page.locator(f'#runs tr[data-run-id="{echoed}"]')
+    row.wait_for()  # the list comes from a fetch: reading its cells does not wait for them
     agent, status, _, took, tokens = row.locator("td").all_inner_texts()
     record = httpx.get(f"{server.url}/runs/{echoed}", timeout=10).json()
     assert (agent, status, tokens) == ("echo", "completed", str((record["usage"] or {}).get("totalTokens", "")))

@@ -81,10 +81,10 @@ def test_tail_in_process_reads_a_run_of_a_server_sharing_the_store(env, server):
 
 
 def test_a_connection_cut_during_a_long_run_is_resumed_unnoticed(env, server):
-    prints_the_slow_text_once_across_a_cut(env, server, "invoke", "slow", SLOW)
+    assert_prints_the_slow_text_once_across_a_cut(env, server, "invoke", "slow", SLOW)
 
 
-def prints_the_slow_text_once_across_a_cut(env, server, *command):
+def assert_prints_the_slow_text_once_across_a_cut(env, server, *command):
     """Run the CLI ``command`` (with ``--url`` through a proxy) on the slow agent's run, cut
     the network inside its text; it must reconnect unnoticed and print each tick once."""
     proxy = TCPProxy(server.port)
@@ -110,7 +110,7 @@ def test_tail_cut_inside_a_segment_prints_the_text_once(env, server):
         run = client.thread().send("slow", SLOW)
         run_id = run.run_id
         run.close()  # the run goes on, driven by the server
-    prints_the_slow_text_once_across_a_cut(env, server, "tail", run_id)
+    assert_prints_the_slow_text_once_across_a_cut(env, server, "tail", run_id)
 
 
 def read_until(proc, marker):

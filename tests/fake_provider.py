@@ -9,10 +9,14 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from bread_sync import CancelToken
+from bread_sync.errors import RUN_CANCELLED
 
 #: Longest a scripted stall holds a server thread; the tests that stall end long before it.
 STALL_LIMIT = 5.0
@@ -138,3 +142,43 @@ class FakeProvider:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
+
+
+def assert_a_cancel_interrupts_a_blocked_read(bread: Any, fake: FakeProvider, is_reading: Any) -> None:
+    """Run agent ``a`` of ``bread`` against a stream that stalls after its first delta, cancel
+    once the SDK's reading thread is blocked in its read (``is_reading(thread_id, deadline)``),
+    and assert the run ends cancelled at once: the read was woken, not timed out."""
+    token, first_delta = CancelToken(), threading.Event()
+    reader, seen_blocked = threading.get_ident(), []
+
+    def cancel_once_blocked() -> None:
+        if first_delta.wait(STALL_LIMIT) and fake.stalled.wait(STALL_LIMIT):
+            seen_blocked.append(is_reading(reader, time.monotonic() + STALL_LIMIT))
+            token.cancel()
+
+    canceller = threading.Thread(target=cancel_once_blocked)
+    canceller.start()
+    started = time.monotonic()
+    crumbs = []
+    for crumb in bread.run("a", "hi", signal=token):
+        crumbs.append(crumb)
+        if crumb["type"] == "text:delta":
+            first_delta.set()
+    elapsed = time.monotonic() - started
+    canceller.join()
+
+    assert seen_blocked == [True]
+    assert [crumb["type"] for crumb in crumbs] == ["agent:run:start", "text:delta", "agent:error"]
+    assert crumbs[-1]["error"].code == RUN_CANCELLED
+    assert elapsed < STALL_LIMIT / 2
+
+
+def is_reading_the_socket(thread_id: int, deadline: float) -> bool:
+    """Poll the thread's stack until it sits in httpx's socket read (the OpenAI and Anthropic
+    SDKs' client): no event says so."""
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(thread_id)
+        if frame is not None and frame.f_code.co_name == "read" and "_backends" in frame.f_code.co_filename:
+            return True
+        threading.Event().wait(0.005)
+    return False

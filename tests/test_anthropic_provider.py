@@ -3,26 +3,22 @@ API's streaming wire (tests/fake_provider.py), driven through the public runtime
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from bread_sync import Agent, CancelToken, ToolContext, tool
+from bread_sync import Agent, ToolContext, tool
 from bread_sync.errors import (
     MODEL_AUTH_FAILED,
     MODEL_CONTEXT_TOO_LONG,
     MODEL_OVERLOADED,
     MODEL_RATE_LIMITED,
-    RUN_CANCELLED,
 )
 from bread_sync.models import anthropic as anthropic_provider
 
-from .fake_provider import STALL, STALL_LIMIT, Fail, Stream
+from .fake_provider import STALL, Fail, Stream, assert_a_cancel_interrupts_a_blocked_read, is_reading_the_socket
 from .files_input import PDF, PNG, b64, picture_input
-from .test_openai_provider import wait_until_reading
 
 pytest.importorskip("anthropic")
 
@@ -248,28 +244,7 @@ def test_a_cancel_interrupts_a_blocked_read(provider_server, bread_for):
     stream.chunks[3:] = [STALL]  # after the first delta, the server holds the stream open
     provider_server.play(stream)
     bread = bread_for(Agent(id="a", model=llm(provider_server, timeout=30)))
-    token, first_delta = CancelToken(), threading.Event()
-    reader, seen_blocked = threading.get_ident(), []
-
-    def cancel_once_blocked() -> None:
-        if first_delta.wait(STALL_LIMIT) and provider_server.stalled.wait(STALL_LIMIT):
-            seen_blocked.append(wait_until_reading(reader, time.monotonic() + STALL_LIMIT))
-            token.cancel()
-
-    canceller = threading.Thread(target=cancel_once_blocked)
-    canceller.start()
-    started = time.monotonic()
-    crumbs = []
-    for crumb in bread.run("a", "hi", signal=token):
-        crumbs.append(crumb)
-        if crumb["type"] == "text:delta":
-            first_delta.set()
-    canceller.join()
-
-    assert seen_blocked == [True]
-    assert types(crumbs) == ["agent:run:start", "text:delta", "agent:error"]
-    assert crumbs[-1]["error"].code == RUN_CANCELLED
-    assert time.monotonic() - started < STALL_LIMIT / 2
+    assert_a_cancel_interrupts_a_blocked_read(bread, provider_server, is_reading_the_socket)
 
 
 def test_an_image_and_a_pdf_go_as_base64_blocks_before_the_text(provider_server, bread_for):

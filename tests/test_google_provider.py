@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bread_sync import Agent, CancelToken, ToolContext, tool
-from bread_sync.errors import MODEL_AUTH_FAILED, MODEL_OVERLOADED, MODEL_RATE_LIMITED, RUN_CANCELLED
+from bread_sync import Agent, ToolContext, tool
+from bread_sync.errors import MODEL_AUTH_FAILED, MODEL_OVERLOADED, MODEL_RATE_LIMITED
 from bread_sync.models import google as google_provider
 
-from .fake_provider import STALL, STALL_LIMIT, Fail, Stream
+from .fake_provider import STALL, Fail, Stream, assert_a_cancel_interrupts_a_blocked_read
 from .files_input import PDF, PNG, b64, picture_input
 
 pytest.importorskip("google.genai")
@@ -174,7 +174,7 @@ def test_a_provider_name_reads_the_providers_environment(provider_server, bread_
     assert "/models/gemini-x:" in sent["path"] and sent["headers"]["x-goog-api-key"] == "gk-env"
 
 
-def wait_until_reading_the_body(thread_id: int, deadline: float) -> bool:
+def is_reading_the_body(thread_id: int, deadline: float) -> bool:
     """Poll the thread's stack until it reads the stream's body (past its headers) from the
     socket: no event says so."""
     while time.monotonic() < deadline:
@@ -191,28 +191,7 @@ def wait_until_reading_the_body(thread_id: int, deadline: float) -> bool:
 def test_a_cancel_interrupts_a_blocked_read(provider_server, bread_for):
     provider_server.play(answer(chunk({"text": "Hel"}), STALL))
     bread = bread_for(Agent(id="a", model=llm(provider_server, timeout=30)))
-    token, first_delta = CancelToken(), threading.Event()
-    reader, seen_blocked = threading.get_ident(), []
-
-    def cancel_once_blocked() -> None:
-        if first_delta.wait(STALL_LIMIT) and provider_server.stalled.wait(STALL_LIMIT):
-            seen_blocked.append(wait_until_reading_the_body(reader, time.monotonic() + STALL_LIMIT))
-            token.cancel()
-
-    canceller = threading.Thread(target=cancel_once_blocked)
-    canceller.start()
-    started = time.monotonic()
-    crumbs = []
-    for crumb in bread.run("a", "hi", signal=token):
-        crumbs.append(crumb)
-        if crumb["type"] == "text:delta":
-            first_delta.set()
-    canceller.join()
-
-    assert seen_blocked == [True]
-    assert types(crumbs) == ["agent:run:start", "text:delta", "agent:error"]
-    assert crumbs[-1]["error"].code == RUN_CANCELLED
-    assert time.monotonic() - started < STALL_LIMIT / 2  # the read was woken, not timed out
+    assert_a_cancel_interrupts_a_blocked_read(bread, provider_server, is_reading_the_body)
 
 
 def test_an_image_and_a_pdf_go_as_inline_data_parts_before_the_text(provider_server, bread_for):

@@ -8,19 +8,26 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from bread_sync import Agent, CancelToken, ToolContext, to_wire_crumb, tool
-from bread_sync.errors import INPUT_INVALID, MODEL_ERROR, RUN_CANCELLED
+from bread_sync import Agent, ToolContext, to_wire_crumb, tool
+from bread_sync.errors import INPUT_INVALID, MODEL_ERROR
 from bread_sync.models import openai as openai_provider
 from bread_sync.models.sdk import NO_KEY
 
-from .fake_provider import STALL, STALL_LIMIT, Fail, FakeProvider, Stream
+from .fake_provider import (
+    STALL,
+    STALL_LIMIT,
+    Fail,
+    FakeProvider,
+    Stream,
+    assert_a_cancel_interrupts_a_blocked_read,
+    is_reading_the_socket,
+)
 from .files_input import PDF, PNG, b64, picture_input
 
 openai = pytest.importorskip("openai")
@@ -212,41 +219,7 @@ def test_a_stalled_stream_times_out_as_a_model_error(server, bread_for):
 def test_a_cancel_interrupts_a_blocked_read(server, bread_for):
     server.play(Stream([*text("Hel")[:2], STALL]))
     bread = bread_for(Agent(id="a", model=llm(server, timeout=30)))
-    token = CancelToken()
-    first_delta = threading.Event()
-    reader = threading.get_ident()
-    seen_blocked = []
-
-    def cancel_once_blocked() -> None:
-        if first_delta.wait(STALL_LIMIT) and server.stalled.wait(STALL_LIMIT):
-            seen_blocked.append(wait_until_reading(reader, time.monotonic() + STALL_LIMIT))
-            token.cancel()
-
-    canceller = threading.Thread(target=cancel_once_blocked)
-    canceller.start()
-    started = time.monotonic()
-    crumbs = []
-    for crumb in bread.run("a", "hi", signal=token):
-        crumbs.append(crumb)
-        if crumb["type"] == "text:delta":
-            first_delta.set()
-    elapsed = time.monotonic() - started
-    canceller.join()
-
-    assert seen_blocked == [True]
-    assert types(crumbs) == ["agent:run:start", "text:delta", "agent:error"]
-    assert crumbs[-1]["error"].code == RUN_CANCELLED
-    assert elapsed < STALL_LIMIT / 2
-
-
-def wait_until_reading(thread_id: int, deadline: float) -> bool:
-    """Poll the thread's stack until it sits in the HTTP client's socket read: no event says so."""
-    while time.monotonic() < deadline:
-        frame = sys._current_frames().get(thread_id)
-        if frame is not None and frame.f_code.co_name == "read" and "_backends" in frame.f_code.co_filename:
-            return True
-        threading.Event().wait(0.005)
-    return False
+    assert_a_cancel_interrupts_a_blocked_read(bread, server, is_reading_the_socket)
 
 
 @pytest.mark.parametrize(

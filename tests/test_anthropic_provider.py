@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
-from bread_sync import Agent, ToolContext, tool
+from bread_sync import Agent
 from bread_sync.errors import (
     MODEL_AUTH_FAILED,
     MODEL_CONTEXT_TOO_LONG,
@@ -17,7 +16,16 @@ from bread_sync.errors import (
 )
 from bread_sync.models import anthropic as anthropic_provider
 
-from .fake_provider import STALL, Fail, Stream, assert_a_cancel_interrupts_a_blocked_read, is_reading_the_socket
+from .fake_provider import (
+    STALL,
+    Add,
+    Fail,
+    Stream,
+    add,
+    assert_a_cancel_interrupts_a_blocked_read,
+    is_reading_the_socket,
+    types,
+)
 from .files_input import PDF, PNG, b64, picture_input
 
 pytest.importorskip("anthropic")
@@ -81,25 +89,10 @@ def llm(server: Any, **opts: Any) -> anthropic_provider.AnthropicProvider:
     return anthropic_provider.provider(model="m", base_url=server.origin, api_key="sk-test", **opts)
 
 
-class Add(BaseModel):
-    a: int
-    b: int
-
-
-@tool
-def add(input: Add, ctx: ToolContext) -> int:
-    """Add two numbers."""
-    return input.a + input.b
-
-
 def key_sent(request: dict[str, Any]) -> str:
     """The API key a request carried (``x-api-key``, or a bearer token as newer SDKs send it)."""
     headers = request["headers"]
     return headers.get("x-api-key") or headers["authorization"].removeprefix("Bearer ")
-
-
-def types(crumbs: list[dict[str, Any]]) -> list[str]:
-    return [crumb["type"] for crumb in crumbs]
 
 
 # -- tests -------------------------------------------------------------------------------------

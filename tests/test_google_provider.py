@@ -10,13 +10,12 @@ import time
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
-from bread_sync import Agent, ToolContext, tool
+from bread_sync import Agent
 from bread_sync.errors import MODEL_AUTH_FAILED, MODEL_OVERLOADED, MODEL_RATE_LIMITED
 from bread_sync.models import google as google_provider
 
-from .fake_provider import STALL, Fail, Stream, assert_a_cancel_interrupts_a_blocked_read
+from .fake_provider import STALL, Add, Fail, Stream, add, assert_a_cancel_interrupts_a_blocked_read, types
 from .files_input import PDF, PNG, b64, picture_input
 
 pytest.importorskip("google.genai")
@@ -53,21 +52,6 @@ def google_error(code: int, status: str, text: str) -> dict[str, Any]:
 
 def llm(server: Any, **opts: Any) -> google_provider.GoogleProvider:
     return google_provider.provider(model="m", base_url=server.origin, api_key="gk-test", **opts)
-
-
-class Add(BaseModel):
-    a: int
-    b: int
-
-
-@tool
-def add(input: Add, ctx: ToolContext) -> int:
-    """Add two numbers."""
-    return input.a + input.b
-
-
-def types(crumbs: list[dict[str, Any]]) -> list[str]:
-    return [crumb["type"] for crumb in crumbs]
 
 
 def test_text_streams_with_the_calls_usage(provider_server, bread_for):

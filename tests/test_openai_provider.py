@@ -12,9 +12,8 @@ import time
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
-from bread_sync import Agent, ToolContext, to_wire_crumb, tool
+from bread_sync import Agent, to_wire_crumb
 from bread_sync.errors import INPUT_INVALID, MODEL_ERROR
 from bread_sync.models import openai as openai_provider
 from bread_sync.models.sdk import NO_KEY
@@ -22,11 +21,14 @@ from bread_sync.models.sdk import NO_KEY
 from .fake_provider import (
     STALL,
     STALL_LIMIT,
+    Add,
     Fail,
     FakeProvider,
     Stream,
+    add,
     assert_a_cancel_interrupts_a_blocked_read,
     is_reading_the_socket,
+    types,
 )
 from .files_input import PDF, PNG, b64, picture_input
 
@@ -67,21 +69,6 @@ def server(provider_server):
 
 def llm(server: FakeProvider, **opts: Any) -> openai_provider.OpenAIProvider:
     return openai_provider.provider(model="m", base_url=server.url, api_key=opts.pop("api_key", "test"), **opts)
-
-
-class Add(BaseModel):
-    a: int
-    b: int
-
-
-@tool
-def add(input: Add, ctx: ToolContext) -> int:
-    """Add two numbers."""
-    return input.a + input.b
-
-
-def types(crumbs: list[dict[str, Any]]) -> list[str]:
-    return [crumb["type"] for crumb in crumbs]
 
 
 # -- tests -------------------------------------------------------------------------------------

@@ -86,9 +86,8 @@ class Emitter:
                 segments.append((kind, [delta]))
             # Deltas are most of a run's crumbs: their wire is templated, not encoded as a dict.
             # (The template's key order is the agent run's; another order would be the same JSON.)
-            wire = None
-            if len(crumb) == 3 and crumb.get("runId") == self.run_id:  # _delta_wire's, without its call
-                wire = self._delta_heads[kind] + json_string(delta) + "}"
+            templated = len(crumb) == 3 and crumb.get("runId") == self.run_id
+            wire = self._delta_wire(kind, delta) if templated else None
             frame = Frame(self.run_id, self.last_seq, crumb, wire)
         else:
             frame = self._logged(crumb)

@@ -54,12 +54,7 @@ class StreamTransport:
         # Handlers run under the lock so a subscriber's replay and its live frames never
         # interleave; they only enqueue.
         with self._lock:
-            # The run's buffer looked up here, not through _buffer(): a call less per crumb.
-            buffer = self._runs.get(frame.run_id)
-            if buffer is None:
-                buffer = self._buffer(frame.run_id)
-            else:
-                self._runs.move_to_end(frame.run_id)
+            buffer = self._buffer(frame.run_id)
             frames = buffer.frames
             if len(frames) < self.buffer_size:
                 self._frames += 1

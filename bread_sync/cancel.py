@@ -46,7 +46,7 @@ class CancelToken:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Sleep up to ``timeout`` seconds; True as soon as the token is cancelled."""
-        return self._event.wait(timeout)
+        return greenlets.wait_event(self._event, timeout)
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` once on cancel (at once if already cancelled); returns an undo."""

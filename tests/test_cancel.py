@@ -1,5 +1,8 @@
 """Cancel tokens, the registry, cancels across processes sharing a store, interrupted runs."""
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -157,3 +160,38 @@ def test_a_zombie_owner_stops_once_its_run_was_carried_on_elsewhere(make_bread):
     assert [f.type for f in store.get_crumbs("r4")] == carried == [
         "agent:run:start", "agent:run:continued", "text:delta", "agent:run:end"
     ]  # fmt: skip
+
+
+TIMED_WAITS_UNDER_GEVENT = """
+from gevent import monkey; monkey.patch_all()
+import json, time
+import gevent
+import gevent.timeout
+from bread_sync.cancel import CancelToken
+
+made = []
+original = gevent.timeout.Timeout.__init__
+gevent.timeout.Timeout.__init__ = lambda self, *a, **k: made.append(1) or original(self, *a, **k)
+token, out = CancelToken(), {}
+started = time.monotonic()
+out["timed_out"] = [token.wait(0.01) for _ in range(5)]
+out["waited"] = time.monotonic() - started
+gevent.spawn_later(0.02, token.cancel)
+started = time.monotonic()
+out["cancelled"] = token.wait(30)
+out["woken_after"] = time.monotonic() - started
+out["links_left"] = token._event.linkcount()
+out["timeouts_made"] = len(made)
+print(json.dumps(out))
+"""
+
+
+def test_under_gevent_a_timed_wait_sleeps_on_a_timer_and_a_cancel_wakes_it():
+    # A model that sleeps between deltas waits on its token each time: no gevent Timeout for it.
+    done = subprocess.run([sys.executable, "-c", TIMED_WAITS_UNDER_GEVENT], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    assert out["timed_out"] == [False] * 5 and out["waited"] >= 0.045
+    assert out["cancelled"] is True and out["woken_after"] < 20
+    assert out["links_left"] == 0
+    assert out["timeouts_made"] == 0

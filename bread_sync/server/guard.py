@@ -9,6 +9,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from flask import current_app, g, request
@@ -60,6 +61,7 @@ def is_local_request() -> bool:
     return is_loopback_host(request.headers.get("Host")) and is_loopback_peer(request.remote_addr)
 
 
+@lru_cache(maxsize=1024)  # a server sees few peers, and parsing one is most of a request's guard
 def is_loopback_peer(address: str | None) -> bool:
     """A loopback address; none at all, or a path, is a Unix socket's peer: local too."""
     if not address or address.startswith("/"):

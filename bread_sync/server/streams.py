@@ -163,8 +163,11 @@ def writes(chunks: list[bytes], most: int = WRITE_BYTES) -> Iterator[bytes]:
     What a tail brought at once goes out in as few writes as that allows: a client that keeps
     up gets each frame alone, as it came; one that fell behind (or a replay page) gets them in
     fewer sends, each a syscall and a turn through gunicorn's writer."""
-    if len(chunks) == 1:
-        yield chunks[0]
+    if len(chunks) <= 1:
+        yield from chunks
+        return
+    if sum(map(len, chunks)) <= most:  # most takes: one join in C, no size kept per chunk
+        yield b"".join(chunks)
         return
     group: list[bytes] = []
     size = 0

@@ -93,7 +93,8 @@ class PushSender:
 
     def _heard(self, frame: Frame) -> None:
         # On the run's publish path: only note it; the loop writes to the store.
-        if frame.type in STREAM_END and frame.run_id in self._waiting:
+        # Its run first: usually none is waited for, and that test is cheaper than the type's.
+        if frame.run_id in self._waiting and frame.type in STREAM_END:
             self._settled.append(frame.run_id)
             self._news.set()
 

@@ -50,6 +50,7 @@ class Dedup:
         self._shown: dict[int, tuple[str, list[str]]] = {}
         self._live = 0  # the live segment under way, by number
         self._live_kind = ""
+        self._live_parts: list[str] = []  # the parts of the segment under way, as in _shown
         self._logged = 0  # the segments delivered from the log
 
     @property
@@ -85,9 +86,13 @@ class Dedup:
         if kind != self._live_kind:
             self._live_kind = kind
             self._live += 1
+            # Its parts' list made once per segment, not looked up (and a default made) per delta.
+            self._live_parts = []
+            if self._live > self._logged:
+                self._shown[self._live] = (kind, self._live_parts)
         if self._live <= self._logged:
             return None  # its segment was already delivered from the log
-        self._shown.setdefault(self._live, (kind, []))[1].append(frame.crumb["delta"])
+        self._live_parts.append(frame.crumb["delta"])
         return frame
 
     def _logged_delta(self, frame: Frame) -> Frame | None:

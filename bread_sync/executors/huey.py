@@ -35,6 +35,11 @@ TICK = "schedules_tick"
 #: How long a Redis queue may take to connect or answer before a run is refused (its reads block
 #: for Huey's read timeout, 1 s, within it): an unreachable queue is an error, never a hang.
 REDIS_TIMEOUT_SECONDS = 5.0
+#: A process's connections to a Redis queue: a worker's greenlets hold one each in their blocking
+#: read, a web tier's requests one each while they submit. Past it a call waits for one (within
+#: the timeout) rather than failing at once, as a burst of 200 submissions did on redis-py's
+#: default pool (100, then ``MaxConnectionsError``: runs refused, or queued and left for a sweep).
+REDIS_POOL_SIZE = 128
 
 
 class HueyExecutor:
@@ -127,10 +132,11 @@ def _queue_errors() -> Iterator[None]:
 def _huey(name: str, path: str | Path | None, url: str | None) -> Huey:
     options: dict[str, Any] = {"results": False, "utc": True}
     if url is not None and url.startswith(("redis://", "rediss://", "unix://")):
-        from redis import ConnectionPool
+        from redis import BlockingConnectionPool
 
         seconds = REDIS_TIMEOUT_SECONDS
-        pool = ConnectionPool.from_url(url, socket_timeout=seconds, socket_connect_timeout=seconds)
+        timeouts = {"timeout": seconds, "socket_timeout": seconds, "socket_connect_timeout": seconds}
+        pool = BlockingConnectionPool.from_url(url, max_connections=REDIS_POOL_SIZE, **timeouts)
         return RedisHuey(name, connection_pool=pool, **options)
     if url is not None and url.startswith(POSTGRES_SCHEMES):
         return PostgresHuey(name, dsn=url, **options)

@@ -190,6 +190,7 @@ def last_end(store: Path, ids: list[str]) -> float:
 
 
 def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    load = [harness.load_average()]  # other processes' share of the cores decides these figures
     redis = RedisServer(folder / "redis").start()
     servers: list[Gunicorn] = []
     workers: list[subprocess.Popen] = []
@@ -237,7 +238,7 @@ def bench(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         redis.stop()
     if postgres_available():
         first_crumb_on_postgres(args, folder, samples)
-    return {"samples": samples, "cpu": cpu}
+    return {"samples": samples, "cpu": cpu, "load": [*load, harness.load_average()]}
 
 
 def first_crumb_on_postgres(args: argparse.Namespace, folder: Path, samples: dict[str, list[float]]) -> None:
@@ -306,7 +307,7 @@ def cpu_lines(cpu: dict[str, dict[str, list[float]]]) -> list[str]:
 
 def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> str:
     table = harness.table(figures(result, args))
-    return "\n".join([*harness.header(command, args.repeat), "", *table, "", *cpu_lines(result["cpu"])])
+    return "\n".join([*harness.header(command, args.repeat, result["load"]), "", *table, "", *cpu_lines(result["cpu"])])
 
 
 def main(argv: list[str] | None = None) -> None:

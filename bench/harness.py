@@ -232,6 +232,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def runqueue_seconds(pid: int) -> float:
+    """How long the process's threads have waited for a CPU while ready to run (schedstat):
+    beside :func:`cpu_seconds`, whether a process that did little was idle or crowded out."""
+    waited = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            waited += int(stat.read_text().split()[1])
+        except (OSError, IndexError):  # a thread that ended meanwhile
+            continue
+    return waited / 1e9
+
+
 def with_worker_cpu(server: Gunicorn, events: int, measure: Callable[..., float], *args: Any) -> tuple[float, float]:
     """What ``measure(*args)`` returns, and the CPU time the server's worker spent meanwhile per
     event: the cost of a crumb to the server alone, whatever the client and the scheduler

@@ -62,6 +62,13 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
+    def pid(self) -> int:
+        """The running server's process id (a benchmark reads its CPU time)."""
+        if self._proc is None:
+            raise RuntimeError("redis-server is not running")
+        return self._proc.pid
+
+    @property
     def log_path(self) -> Path:
         return self.home / f"redis-{self.port}.log"
 

@@ -180,6 +180,29 @@ def test_a_run_is_refused_unopened_while_its_redis_queue_does_not_answer(make_br
     assert bread.store.list_runs() == []
 
 
+def test_a_submission_past_the_redis_queues_connections_waits_for_one_rather_than_failing(redis_url):
+    queue = huey_executor.executor(url=redis_url)
+    pool = queue.huey.storage.conn.connection_pool
+    held = [pool.get_connection() for _ in range(pool.max_connections)]
+    try:
+        with ThreadPoolExecutor(1) as submitter:
+            submitted = submitter.submit(queue.submit, None, "run_1")
+            deadline = time.monotonic() + DEADLINE
+            while not submitted.done() and not _waiting_for_a_connection(pool):
+                assert time.monotonic() < deadline, "the submission neither waited nor ended"
+                time.sleep(0.005)  # a pause between polls, bounded by the deadline
+            pool.release(held.pop())
+            submitted.result(timeout=DEADLINE)  # redis-py's default pool raised MaxConnectionsError
+    finally:
+        for conn in held:
+            pool.release(conn)
+    assert queue.huey.pending_count() == 1
+
+
+def _waiting_for_a_connection(pool) -> bool:
+    return bool(pool.pool.not_empty._waiters)  # BlockingConnectionPool's queue of free connections
+
+
 def test_a_run_queued_when_its_submission_fails_is_submitted_again_by_a_sweep(make_bread, queue, monkeypatch):
     bread = make_bread(executor=queue, lease_seconds=0.05)
     monkeypatch.setattr(queue, "_drive", _unreachable)

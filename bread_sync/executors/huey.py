@@ -17,13 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from huey import MemoryHuey, PostgresHuey, RedisHuey, SqliteHuey, crontab
+from huey import MemoryHuey, PostgresHuey, RedisHuey, crontab
 from huey.api import Huey
 
 from ..config import POSTGRES_SCHEMES
 from ..engine.queued import drive_queued
 from ..errors import QUEUE_UNAVAILABLE, BreadError
 from ..schedules import last_tick
+from .sqlite_queue import POLL_SECONDS, HandoutSqliteHuey
 
 log = logging.getLogger("bread_sync")
 
@@ -31,12 +32,14 @@ log = logging.getLogger("bread_sync")
 TASK = "drive_run"
 #: The periodic task's name: every minute, in every worker, it opens the schedules' runs due.
 TICK = "schedules_tick"
-#: How often an idle worker looks at an SQLite queue at most (Huey polls it, backing off from
-#: its first delay); Postgres and Redis wake it when a task arrives.
-POLL_SECONDS = (0.05, 0.25)
 #: How long a Redis queue may take to connect or answer before a run is refused (its reads block
 #: for Huey's read timeout, 1 s, within it): an unreachable queue is an error, never a hang.
 REDIS_TIMEOUT_SECONDS = 5.0
+#: A process's connections to a Redis queue: a worker's greenlets hold one each in their blocking
+#: read, a web tier's requests one each while they submit. Past it a call waits for one (within
+#: the timeout) rather than failing at once, as a burst of 200 submissions did on redis-py's
+#: default pool (100, then ``MaxConnectionsError``: runs refused, or queued and left for a sweep).
+REDIS_POOL_SIZE = 128
 
 
 class HueyExecutor:
@@ -72,7 +75,7 @@ class HueyExecutor:
         workers from now on (recovery.py)."""
         self.runtime = runtime
         runtime.carries_on = True
-        first, most = POLL_SECONDS
+        first, most = POLL_SECONDS  # Huey's pauses: after a queue error, or polling the memory queue
         periodic = bool(runtime.config.schedules)  # Huey's tick, once a minute in each worker
         return self.huey.create_consumer(
             workers=workers, worker_type=worker_type, periodic=periodic, initial_delay=first, max_delay=most
@@ -129,15 +132,16 @@ def _queue_errors() -> Iterator[None]:
 def _huey(name: str, path: str | Path | None, url: str | None) -> Huey:
     options: dict[str, Any] = {"results": False, "utc": True}
     if url is not None and url.startswith(("redis://", "rediss://", "unix://")):
-        from redis import ConnectionPool
+        from redis import BlockingConnectionPool
 
         seconds = REDIS_TIMEOUT_SECONDS
-        pool = ConnectionPool.from_url(url, socket_timeout=seconds, socket_connect_timeout=seconds)
+        timeouts = {"timeout": seconds, "socket_timeout": seconds, "socket_connect_timeout": seconds}
+        pool = BlockingConnectionPool.from_url(url, max_connections=REDIS_POOL_SIZE, **timeouts)
         return RedisHuey(name, connection_pool=pool, **options)
     if url is not None and url.startswith(POSTGRES_SCHEMES):
         return PostgresHuey(name, dsn=url, **options)
     if url is not None:
         raise ValueError(f"BREAD_QUEUE_URL must be a redis:// or postgresql:// URL, not {url!r}")
     if path is not None:
-        return SqliteHuey(name, filename=str(path), **options)
+        return HandoutSqliteHuey(name, filename=str(path), **options)
     return MemoryHuey(name, **options)

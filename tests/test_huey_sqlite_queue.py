@@ -1,0 +1,89 @@
+"""The SQLite queue's handout (executors/sqlite_queue.py): one worker of a process reads the file
+while the others wait in memory, and one take hands a task to each waiting worker; an idle
+worker returns to Huey's loop within the wait; commits wait for no fsync. Workers in real
+processes: tests/integration/test_queued_runs.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from bread_sync.executors.huey import executor
+from bread_sync.executors.sqlite_queue import Handout, HandoutSqliteStorage
+
+DEADLINE = 10
+WORKERS = 4
+
+
+def _storage(tmp_path) -> HandoutSqliteStorage:
+    storage = executor(path=tmp_path / "queue.db").huey.storage
+    assert isinstance(storage, HandoutSqliteStorage)
+    return storage
+
+
+def _enqueue_at_once(storage: HandoutSqliteStorage, tasks: list[bytes]) -> None:
+    """The tasks in one transaction, so that one take can find them all."""
+    with storage.db(commit=True) as curs:
+        for task in tasks:
+            curs.execute("insert into task (queue, data, priority) values (?, ?, 0)", (storage.name, task))
+
+
+def _wait_until(condition) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)  # a pause between polls, bounded by the deadline
+
+
+def test_one_worker_reads_the_queue_and_one_take_hands_a_task_to_each_waiting_worker(tmp_path):
+    storage = _storage(tmp_path)
+    takes: list[tuple[int, int, list[bytes]]] = []
+    take = storage.take
+
+    def recorded_take(most: int) -> list[bytes]:
+        tasks = take(most)
+        takes.append((threading.get_ident(), most, tasks))
+        return tasks
+
+    storage.handout.take = recorded_take
+    got: list[bytes] = []
+
+    def worker() -> None:
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:  # as Huey's worker loops on a blocking storage
+            task = storage.dequeue()
+            if task is not None:
+                got.append(bytes(task))
+                return
+
+    threads = [threading.Thread(target=worker) for _ in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    _wait_until(lambda: storage.handout._waiting == WORKERS - 1 and takes)
+    assert len({reader for reader, _, _ in takes}) == 1  # the others wait without reading
+    tasks = [f"task {i}".encode() for i in range(WORKERS)]
+    _enqueue_at_once(storage, tasks)
+    for thread in threads:
+        thread.join(DEADLINE)
+    assert sorted(got) == tasks  # each task to one worker, none twice
+    assert [taken for _, _, taken in takes if taken] == [tasks]  # in one take, in queue order
+    assert storage.queue_size() == 0
+
+
+def test_an_idle_worker_returns_to_hueys_loop_within_the_wait():
+    handout = Handout(lambda most: [], wait_seconds=0.05)
+    waiter: list[bytes | None] = [b"not yet"]
+    thread = threading.Thread(target=lambda: waiter.__setitem__(0, handout.next()))
+    started = time.monotonic()
+    thread.start()
+    assert handout.next() is None
+    thread.join(DEADLINE)
+    assert waiter == [None]
+    assert time.monotonic() - started < DEADLINE
+
+
+def test_the_queue_commits_without_waiting_for_fsync_as_the_store_does(tmp_path):
+    storage = _storage(tmp_path)
+    assert storage.conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    storage.enqueue(b"task")
+    assert bytes(storage.dequeue()) == b"task"

@@ -662,3 +662,15 @@ def test_expiring_mcp_sessions_deletes_those_unused_since_whoever_owns_them(stor
     store.create_mcp_session(mcp_session("used", usedAt="2030-01-01T00:00:00.000Z"))
     assert store.expire_mcp_sessions("2025-01-01T00:00:00.000Z") == 2
     assert [store.get_mcp_session(i) is None for i in ("old", "old-bob", "used")] == [True, True, False]
+
+
+def test_a_session_is_claimed_by_one_run_at_a_time(store):
+    assert store.claim_session("s1", "r1") is None  # free: taken
+    assert store.claim_session("s1", "r1") is None  # its holder again
+    assert store.claim_session("s1", "r2") == "r1"  # busy: the holder
+    assert store.claim_session("s1", "r2", take_from="r9") == "r1"  # only the holder named is replaced
+    assert store.claim_session("s1", "r2", take_from="r1") is None  # a stale holder taken over
+    assert store.claim_session("s1", "r1") == "r2"
+    store.release_session("s1", "r2")
+    assert store.claim_session("s1", "r3") is None
+

@@ -56,6 +56,12 @@ TOUCH_SESSION = """
         tags = json_patch(sessions.tags, excluded.tags), updated_at = excluded.updated_at,
         state = coalesce(?4, sessions.state)
 """
+#: A session's claim for ``?2``: taken when free, kept when ``?2`` holds it, taken over from ``?3``.
+CLAIM_SESSION = """
+    INSERT INTO session_claims (session_id, run_id) VALUES (?1, ?2)
+    ON CONFLICT (session_id) DO UPDATE SET run_id = excluded.run_id WHERE session_claims.run_id IN (?2, ?3)
+"""
+HOLDER = "SELECT run_id FROM session_claims WHERE session_id = ?"
 SELECT_SESSION = """
     SELECT s.id, s.tags, s.created_at, s.updated_at, s.state, m.message
     FROM sessions s LEFT JOIN session_messages m ON m.session_id = s.id
@@ -258,12 +264,16 @@ class SQLiteStore(SQLStore):
 
     # session claims
     def claim_session(self, session_id: str, run_id: str, take_from: str | None = None) -> str | None:
-        with self.connection() as db, immediate(db):
-            row = db.execute("SELECT run_id FROM session_claims WHERE session_id = ?", (session_id,)).fetchone()
-            if row is not None and row[0] not in (run_id, take_from):
-                return row[0]
-            db.execute("INSERT OR REPLACE INTO session_claims (session_id, run_id) VALUES (?, ?)", (session_id, run_id))
-            return None
+        # One statement claims a free session (a run's opening, most often); the holder is read
+        # only when it did not, under the write lock, so that it cannot let go in between.
+        claim = (session_id, run_id, take_from)
+        with self.connection() as db:
+            if db.conn.execute(CLAIM_SESSION, claim).rowcount == 1:
+                return None
+            with immediate(db):
+                if db.conn.execute(CLAIM_SESSION, claim).rowcount == 1:
+                    return None
+                return db.conn.execute(HOLDER, (session_id,)).fetchone()[0]
 
     # loops
     def save_loop(self, record: dict[str, Any]) -> None:

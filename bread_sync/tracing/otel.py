@@ -130,6 +130,10 @@ class OtelRunTrace:
         self._chat_attributes: dict[tuple[str, str], dict[str, str]] = {}
         #: The run span's headers, made once: the run's record and a checkpoint keep them.
         self._link = _headers(self.run)
+        #: False when the sampler left the run out (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``):
+        #: every span inside it would be non-recording too, so none is made; what goes out carries
+        #: the run span's context, which tells the services downstream it was not sampled.
+        self._recording = self.run.is_recording()
         #: The call a checkpoint paused on: the human's answer settles it in this continuation.
         self._paused_on = (
             {"toolCallId": went_on_from["toolCallId"], "toolName": went_on_from["toolName"]}
@@ -149,13 +153,16 @@ class OtelRunTrace:
             self._end(status())
 
     def committed(self, crumb: dict[str, Any]) -> None:
-        handler = HANDLERS.get(crumb["type"])
+        handler = HANDLERS.get(crumb["type"]) if self._recording else None
         if handler is not None:
             handler(self, crumb)
 
     def model_call(
         self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
     ) -> Iterator[Any]:
+        if not self._recording:
+            request.trace_headers = self.link()
+            return stream(request)
         attributes = self._chat_attributes.get((provider, model))
         if attributes is None:
             attributes = self._chat_attributes[provider, model] = {

@@ -328,9 +328,10 @@ def test_a_traced_run_carried_on_links_its_span_to_the_span_it_continues(place, 
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")  # the killed process traces: its progress keeps its span
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")  # the killed process traces: its record names its span
     crashed(place, "tool-run")
-    kept = bread.store.get_checkpoint(progress_id("run_1"))["trace"]["traceparent"]
+    assert "trace" not in bread.store.get_checkpoint(progress_id("run_1"))  # not saved with each progress
+    kept = bread.store.get_run("run_1")["trace"]["traceparent"]
     exporter, spans = InMemorySpanExporter(), TracerProvider()
     spans.add_span_processor(SimpleSpanProcessor(exporter))
     bread.tracer = otel.tracer(spans)

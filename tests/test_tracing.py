@@ -238,6 +238,26 @@ def test_a_run_opened_in_a_context_is_its_child():
     assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"
 
 
+def test_a_run_the_sampler_left_out_makes_no_span_inside_it_and_sends_its_own_context():
+    from opentelemetry.sdk.trace.sampling import ParentBasedTraceIdRatio
+
+    from bread_sync import crumbs as c
+    from bread_sync.cancel import CancelToken
+    from bread_sync.models import ModelRequest
+
+    tracer = otel.tracer(TracerProvider(sampler=ParentBasedTraceIdRatio(0.0)))  # what the variables make
+    run = tracer.run_trace("run_1", "ses_1", "echo", None)
+    request = ModelRequest(model="m", system="", messages=[], tools=[], signal=CancelToken())
+
+    list(run.model_call("m", "script", request, lambda request: iter([])))
+    run.committed({"type": c.TOOL_CALL, "toolName": "noop", "toolCallId": "call_1", "input": {}})
+
+    # a model call's request, and a log line in the tool call, name the run's own span (not sampled)
+    _, _, span_id, flags = run.link()["traceparent"].split("-")
+    assert request.trace_headers == run.link() and int(flags, 16) & 1 == 0  # the sampled flag clear
+    assert run.ids()[1] == span_id
+
+
 @pytest.mark.parametrize(
     ("environ", "on"),
     [

@@ -211,8 +211,8 @@ class Execution:
             "stack": stack,
             "usage": ctx.usage.to_wire(),
         }
-        if ctx.trace is not None:  # a continuation from it links to this run's span
-            progress["trace"] = ctx.trace.link()
+        # No trace link in it: a continuation links to the span the run's record names
+        # (stores.TRACE_FIELD), the same one, and a traced turn saves its progress with one dict fewer.
         self.store.save_checkpoint(progress)
 
     def _settled(self, status: str) -> None:

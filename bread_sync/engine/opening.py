@@ -164,8 +164,9 @@ def open_continued(runtime: Runtime, record: dict[str, Any], reason: str, most: 
         return None
     continued = {"type": c.AGENT_RUN_CONTINUED, "runId": run_id, "reason": reason, "afterSeq": last, "attempt": attempt}
     execution = Execution(ctx, root, _yielding(continued))
-    progress = store.get_checkpoint(progress_id(run_id)) if runtime.tracer is not None else None
-    crumbs = observed(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), progress)
+    # Its span links to the span of the driving it goes on from, which the record names.
+    went_on_from = {"trace": record.get(TRACE_FIELD)}
+    crumbs = observed(ctx, root.definition_id, execution, lambda e: e.start(carry_on=True), went_on_from)
     return Opened(RunLabels(run_id, session_id, root.definition_id, ctx.trace), crumbs, last + 1)
 
 

@@ -99,8 +99,9 @@ class PrometheusMetrics:
             "bread_http_requests", "HTTP requests answered by bread's routes, by route rule, method and status.",
             ["route", "method", "status"], registry=registry,
         )  # fmt: skip
-        # labels() validates and locks each time: the children the commits and runs use are kept.
-        self._crumb_children: dict[str, Any] = {}
+        # labels() validates and locks each time: the children the commits, runs and requests use
+        # are kept, by metric and label values (bounded: agents, statuses, models, tools, routes).
+        self._children: dict[tuple[Any, ...], Any] = {}
         self._agent_children: dict[str, AgentChildren] = {}
 
     # -- the engine's --------------------------------------------------------------------------
@@ -143,16 +144,16 @@ class PrometheusMetrics:
             tally.flush()  # a driving that ended with no end or pause crumb (lost, handed over)
             children.active.dec()
             children.duration.observe(time.perf_counter() - opened)
-            self.runs_finished.labels(agent_id, (status() or "interrupted").replace(" ", "_")).inc()
+            self._child(self.runs_finished, agent_id, (status() or "interrupted").replace(" ", "_")).inc()
             self._count_tokens(agent_id, usage, before)
 
     def _count_tokens(self, agent_id: str, usage: Any, before: dict[str, tuple[int, ...]]) -> None:
         for model, (input_tokens, output_tokens) in usage.by_model.items():
             was_in, was_out = before.get(model, (0, 0))
             if input_tokens > was_in:
-                self.tokens.labels(agent_id, model, "input").inc(input_tokens - was_in)
+                self._child(self.tokens, agent_id, model, "input").inc(input_tokens - was_in)
             if output_tokens > was_out:
-                self.tokens.labels(agent_id, model, "output").inc(output_tokens - was_out)
+                self._child(self.tokens, agent_id, model, "output").inc(output_tokens - was_out)
 
     def _of_agent(self, agent_id: str) -> AgentChildren:
         children = self._agent_children.get(agent_id)
@@ -174,9 +175,9 @@ class PrometheusMetrics:
         """A tally's batch: crumbs by type, settled tool calls, and the commits' times as counts
         per bucket of ``bread_store_commit_seconds`` and their sum."""
         for kind, count in kinds.items():
-            self._crumb_child(kind).inc(count)
+            self._child(self.crumbs, kind).inc(count)
         for (tool, outcome), count in tools.items():
-            self.tool_calls.labels(tool, outcome).inc(count)
+            self._child(self.tool_calls, tool, outcome).inc(count)
         # A histogram has no batch observe: its per-bucket values (not cumulative; collect sums
         # them) are added to as observe() would, once per bucket rather than once per commit.
         for value, count in zip(self.commit_seconds._buckets, buckets, strict=True):
@@ -184,16 +185,18 @@ class PrometheusMetrics:
                 value.inc(count)
         self.commit_seconds._sum.inc(seconds)
 
-    def _crumb_child(self, kind: str) -> Any:
-        child = self._crumb_children.get(kind)
+    def _child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, labelled once per process."""
+        key = (metric, *values)
+        child = self._children.get(key)
         if child is None:
-            child = self._crumb_children[kind] = self.crumbs.labels(kind)
+            child = self._children[key] = metric.labels(*values)
         return child
 
     # -- the server's --------------------------------------------------------------------------
 
     def request(self, route: str, method: str, status: int) -> None:
-        self.requests.labels(route, method, str(status)).inc()
+        self._child(self.requests, route, method, str(status)).inc()
 
     def streaming(self, body: Iterator[bytes]) -> Iterator[bytes]:
         self.streams_open.inc()

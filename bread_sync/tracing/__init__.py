@@ -45,7 +45,8 @@ class RunTrace(Protocol):
         """The hex trace id and span id of the innermost open span: what a log record made now names."""
 
     def link(self) -> dict[str, str]:
-        """The run span's context, kept with a checkpoint or a progress: a continuation links to it."""
+        """The run span's context, kept with the run's record (``stores.TRACE_FIELD``) and with a
+        checkpoint: a run carried on, or a resume, links to it."""
 
 
 class Tracer(Protocol):
@@ -54,8 +55,8 @@ class Tracer(Protocol):
     def run_trace(
         self, run_id: str, session_id: str, agent_id: str, went_on_from: Mapping[str, Any] | None, parent: Any = None
     ) -> RunTrace:
-        """``went_on_from``: the checkpoint (a resume) or progress (a run carried on) it goes on
-        from, whose ``trace`` its span links to; ``parent``: the caller's context
+        """``went_on_from``: the checkpoint (a resume) it goes on from, or the ``trace`` of the
+        record of a run carried on, which its span links to; ``parent``: the caller's context
         (:meth:`incoming`), else the one current where the run opens."""
 
     def incoming(self, headers: Mapping[str, str]) -> Any:

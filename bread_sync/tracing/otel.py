@@ -30,6 +30,8 @@ from ..models import TextDelta, ToolCall, Usage
 #: W3C trace context, whatever global propagator an application set.
 PROPAGATOR = TraceContextTextMapPropagator()
 DEFAULT_SERVICE_NAME = "bread-sync"
+#: A ``chat`` span's attribute: how the call finished (one reason: a call is one choice).
+FINISH_REASONS = "gen_ai.response.finish_reasons"
 
 
 def tracer(provider: Any = None) -> OtelTracer:
@@ -120,9 +122,18 @@ class OtelRunTrace:
             links=[link for link in [_link(went_on_from.get("trace"))] if link is not None],
             attributes=self._agent_attributes(agent_id),
         )
-        self._open: list[tuple[Any, Span]] = [("run", self.run)]
-        #: The run span's headers, made once: a checkpoint or a progress saved keeps them.
+        #: The open spans, innermost last: [key, span, the context of a span started inside it or None].
+        #: That context is made once per open span, when a span is first started inside it, not once
+        #: per span started: a run's model calls and tool calls are all started inside its span.
+        self._open: list[list[Any]] = [["run", self.run, None]]
+        #: The attributes of a ``chat`` span, by (provider, model): made once per run, not per call.
+        self._chat_attributes: dict[tuple[str, str], dict[str, str]] = {}
+        #: The run span's headers, made once: the run's record and a checkpoint keep them.
         self._link = _headers(self.run)
+        #: False when the sampler left the run out (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``):
+        #: every span inside it would be non-recording too, so none is made; what goes out carries
+        #: the run span's context, which tells the services downstream it was not sampled.
+        self._recording = self.run.is_recording()
         #: The call a checkpoint paused on: the human's answer settles it in this continuation.
         self._paused_on = (
             {"toolCallId": went_on_from["toolCallId"], "toolName": went_on_from["toolName"]}
@@ -142,14 +153,23 @@ class OtelRunTrace:
             self._end(status())
 
     def committed(self, crumb: dict[str, Any]) -> None:
-        handler = HANDLERS.get(crumb["type"])
+        handler = HANDLERS.get(crumb["type"]) if self._recording else None
         if handler is not None:
             handler(self, crumb)
 
     def model_call(
         self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
     ) -> Iterator[Any]:
-        attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider, "gen_ai.request.model": model}
+        if not self._recording:
+            request.trace_headers = self.link()
+            return stream(request)
+        attributes = self._chat_attributes.get((provider, model))
+        if attributes is None:
+            attributes = self._chat_attributes[provider, model] = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider,
+                "gen_ai.request.model": model,
+            }
         span = self._tracer.start_span(
             f"chat {model}", context=self._inside(), kind=SpanKind.CLIENT, attributes=attributes
         )
@@ -173,46 +193,52 @@ class OtelRunTrace:
     def _watched(self, span: Span, events: Iterator[Any]) -> Iterator[Any]:
         """The call's events, its span told of the first, of the usage and of how it finished:
         a text delta is passed on with one check of its class, its text kept only when content
-        is captured."""
-        finish = ["stop"]  # a list: _note sets it
+        is captured. What the span keeps of the events is set once, as it ends: one lock of the
+        span taken, not one per attribute."""
+        ended: dict[str, Any] = {FINISH_REASONS: "stop"}  # _note adds to it
         text: list[str] | None = [] if self._capture else None
         stream = iter(events)
         try:
             for event in stream:  # the first only
                 span.add_event("first_token")
-                _note(span, event, finish, text)
+                _note(ended, event, text)
                 yield event
                 break
             for event in stream:
                 if event.__class__ is not TextDelta or text is not None:
-                    _note(span, event, finish, text)
+                    _note(ended, event, text)
                 yield event
         except GeneratorExit:
-            finish[0] = "cancelled"  # its caller stopped reading: a cancel, or the run's end
+            ended[FINISH_REASONS] = "cancelled"  # its caller stopped reading: a cancel, or the run's end
             raise
         except Exception as exc:
-            finish[0] = "error"
+            ended[FINISH_REASONS] = "error"
             span.record_exception(exc)
             span.set_status(StatusCode.ERROR, str(exc))
-            span.set_attribute("error.type", getattr(exc, "code", None) or type(exc).__name__)
+            ended["error.type"] = getattr(exc, "code", None) or type(exc).__name__
             raise
         finally:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-            span.set_attribute("gen_ai.response.finish_reasons", finish)
+            ended[FINISH_REASONS] = (ended[FINISH_REASONS],)
             if text is not None:
-                span.set_attribute("gen_ai.output.messages", _json([{"role": "assistant", "content": "".join(text)}]))
+                ended["gen_ai.output.messages"] = _json([{"role": "assistant", "content": "".join(text)}])
+            span.set_attributes(ended)
             span.end()
 
     # -- frames ------------------------------------------------------------------------------
 
     def _inside(self) -> Any:
-        return trace.set_span_in_context(self._open[-1][1])
+        """The context of the innermost open span, the parent of a span started now."""
+        innermost = self._open[-1]
+        if innermost[2] is None:
+            innermost[2] = trace.set_span_in_context(innermost[1])
+        return innermost[2]
 
     def _start(self, key: Any, name: str, attributes: dict[str, Any]) -> None:
         span = self._tracer.start_span(name, context=self._inside(), kind=SpanKind.INTERNAL, attributes=attributes)
-        self._open.append((key, span))
+        self._open.append([key, span, None])
 
     def _finish(self, key: Any, record: Callable[[Span], None] | None = None) -> None:
         """End the span of ``key`` (and any left open inside it), ``record(span)`` first; nothing
@@ -220,7 +246,7 @@ class OtelRunTrace:
         for index in range(len(self._open) - 1, 0, -1):
             if self._open[index][0] == key:
                 span = self._open[index][1]
-                for _, inner in reversed(self._open[index + 1 :]):
+                for _, inner, _ in reversed(self._open[index + 1 :]):
                     inner.end()
                 del self._open[index:]
                 if record is not None:
@@ -311,7 +337,7 @@ class OtelRunTrace:
 
     def _end(self, status: str | None) -> None:
         """End the spans left open (a pause inside them, a run cut short), then the run's."""
-        for _, span in reversed(self._open[1:]):
+        for _, span, _ in reversed(self._open[1:]):
             span.end()
         del self._open[1:]
         self.run.set_attribute("bread.run.status", status or "interrupted")
@@ -350,16 +376,16 @@ HANDLERS: dict[str, Callable[[OtelRunTrace, dict[str, Any]], None]] = {
 }
 
 
-def _note(span: Span, event: Any, finish: list[str], text: list[str] | None) -> None:
-    """What a model call's span keeps of one of its events: its usage, a tool call as its finish,
-    its text (``text``: content captured)."""
+def _note(ended: dict[str, Any], event: Any, text: list[str] | None) -> None:
+    """What a model call's span keeps of one of its events, into the attributes it ends with
+    (``ended``): its usage, a tool call as its finish, its text (``text``: content captured)."""
     if isinstance(event, Usage):
-        span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+        ended["gen_ai.usage.input_tokens"] = event.input_tokens
+        ended["gen_ai.usage.output_tokens"] = event.output_tokens
         if event.model:  # a fallback chain's: the model that answered
-            span.set_attribute("gen_ai.response.model", event.model)
+            ended["gen_ai.response.model"] = event.model
     elif isinstance(event, ToolCall):
-        finish[0] = "tool_calls"
+        ended[FINISH_REASONS] = "tool_calls"
     elif text is not None and isinstance(event, TextDelta):
         text.append(event.text)
 
@@ -400,7 +426,7 @@ def _headers(span: Span) -> dict[str, str]:
 
 
 def _link(headers: Mapping[str, str] | None) -> Link | None:
-    """A link to the span a checkpoint or progress was kept under (None when it names none)."""
+    """A link to the span a checkpoint or a run's record names (None when it names none)."""
     if not headers:
         return None
     span_context = trace.get_current_span(PROPAGATOR.extract(dict(headers))).get_span_context()

@@ -29,9 +29,9 @@ def test_the_listener_hears_whether_another_connection_committed(tmp_path):
         reader.close()
 
 
-def test_an_idle_tail_of_a_paused_run_reads_only_at_the_safety_net_and_a_resume_elsewhere_reaches_it(
-    make_bread, tmp_path, monkeypatch
-):
+def follow_a_paused_run_elsewhere(make_bread, tmp_path, monkeypatch):
+    """Two Breads on one SQLite file, as two processes; ``here`` tails a run ``there`` paused,
+    past its replay, with a fast follower. Returns (here, there, the paused run, the tail)."""
     monkeypatch.setattr(follower_module, "SAFETY_NET_SECONDS", 0.1)
     here, there = (make_bread(store=sqlite.store(tmp_path / "bread.db"), transport=stream.transport()) for _ in "ab")
     for bread in (here, there):  # two processes: each its own registry of the runs it executes
@@ -42,24 +42,62 @@ def test_an_idle_tail_of_a_paused_run_reads_only_at_the_safety_net_and_a_resume_
     while (frame := next(frames)) is not None:
         last = frame
     assert last.type == "human:required"
+    return here, there, paused, frames
+
+
+def count_reads(store, monkeypatch) -> list[str]:
+    """The names of the store's log and record reads from now on, in order."""
     reads = []
     for name in ("last_seqs", "get_run", "get_crumbs"):
-        read = getattr(here.store, name)
+        read = getattr(store, name)
         counted = lambda *a, read=read, name=name, **kw: reads.append(name) or read(*a, **kw)  # noqa: E731
-        monkeypatch.setattr(here.store, name, counted)
+        monkeypatch.setattr(store, name, counted)
+    return reads
+
+
+def assert_tail_reaches_the_end(frames, deadline: float) -> None:
+    got = []
+    for frame in frames:
+        if frame is not None:
+            got.append(frame)
+        assert time.monotonic() < deadline
+    assert got[-1].type == "agent:run:end"
+
+
+def test_an_idle_tail_of_a_paused_run_costs_no_periodic_read_and_a_resume_elsewhere_reaches_it(
+    make_bread, tmp_path, monkeypatch
+):
+    here, there, paused, frames = follow_a_paused_run_elsewhere(make_bread, tmp_path, monkeypatch)
+    reads = count_reads(here.store, monkeypatch)
     deadline = time.monotonic() + DEADLINE  # until the follower has looked at the run's record (paused)
     while "get_run" not in reads and time.monotonic() < deadline:
         assert next(frames) is None
     reads.clear()
 
-    time.sleep(0.5)  # 5 safety nets and 50 intervals: a follower that polls would read at each
+    time.sleep(0.5)  # a window, not a wait: 5 safety nets and 50 intervals, each of which would read
 
-    assert "get_run" not in reads and "get_crumbs" not in reads  # no record look: it is paused
-    assert reads.count("last_seqs") <= 7  # the safety nets' one statement for all, no more
+    assert reads == []  # nothing was committed: neither its record nor its log is read
     there.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync")
-    got = []
-    for frame in frames:
-        if frame is not None:
-            got.append(frame)
-        assert time.monotonic() < deadline + DEADLINE
-    assert got[-1].type == "agent:run:end"
+    assert_tail_reaches_the_end(frames, time.monotonic() + DEADLINE)
+
+
+def test_a_resume_committed_while_the_follower_reads_a_paused_record_still_reaches_the_tail(
+    make_bread, tmp_path, monkeypatch
+):
+    """The race of a safety net: the pass reads the last seqs (no growth), the resume commits
+    elsewhere, then the pass reads the record, still paused as it was read before the commit. The
+    store heard that commit after the pass's look, so the next pass reads the log again."""
+    here, there, paused, frames = follow_a_paused_run_elsewhere(make_bread, tmp_path, monkeypatch)
+    monkeypatch.setattr(follower_module, "SAFETY_NET_SECONDS", 0.0)  # every pass a safety net's
+    read_record = here.store.get_run
+    resumed = []
+
+    def record_read_before_a_resume(run_id):
+        record = read_record(run_id)
+        if not resumed and record["status"] == "paused":
+            resumed.append(there.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync"))
+        return record
+
+    monkeypatch.setattr(here.store, "get_run", record_read_before_a_resume)
+    assert_tail_reaches_the_end(frames, time.monotonic() + DEADLINE)
+    assert resumed and resumed[0].status == "completed"

@@ -69,10 +69,14 @@ class _Follow:
 
     def frames(self, replay: bool, batched: bool) -> Iterator[Any]:
         lists = self._lists(replay)
+        # Batched, the lists themselves: one generator less on an idle stream's greenlet stack.
+        return lists if batched else self._one_by_one(lists)
+
+    def _one_by_one(self, lists: Generator[Sequence[Frame | Gap] | None, None, None]) -> Iterator[Any]:
         try:
             for items in lists:
-                if batched or items is None:
-                    yield items
+                if items is None:
+                    yield None
                 else:
                     yield from items
         finally:
@@ -81,18 +85,8 @@ class _Follow:
     def _lists(self, replay: bool) -> Generator[Sequence[Frame | Gap] | None, None, None]:
         watch = None
         try:
-            if replay:
-                # Read the status before the log: a run finished by then has its terminal crumb in it.
-                finished = not _unfinished(self.bread, self.run_id)
-                for page in self._log_pages():
-                    out = [frame for frame in page if self.dedup.accept(frame, LOG) is not None]
-                    ends = next((i for i, frame in enumerate(out) if frame.type in self.ends), None)
-                    if ends is not None:
-                        yield out[: ends + 1]
-                        return
-                    yield out
-                if finished or self.subscription is None:
-                    return  # nothing more will come, or a sink transport has nothing live to offer
+            if replay and (yield from self._replay()):
+                return
             if self.has_log:  # also for a run of this process: the transport may go down
                 watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last, local=not replay)
             yield from self._live()
@@ -101,6 +95,22 @@ class _Follow:
                 self.subscription.close()
             if watch is not None:
                 self.bread.follower.unwatch(self.run_id, watch)
+
+    def _replay(self) -> Generator[list[Frame], None, bool]:
+        """The log past ``after``, a page at a time; True when the stream ends with it. Its own
+        generator, so that the pages it read are let go once it is over: an idle tail of a paused
+        run holds none of its replay while it waits."""
+        # Read the status before the log: a run finished by then has its terminal crumb in it.
+        finished = not _unfinished(self.bread, self.run_id)
+        for page in self._log_pages():
+            out = [frame for frame in page if self.dedup.accept(frame, LOG) is not None]
+            ends = next((i for i, frame in enumerate(out) if frame.type in self.ends), None)
+            if ends is not None:
+                yield out[: ends + 1]
+                return True
+            yield out
+        # Nothing more will come, or a sink transport has nothing live to offer.
+        return finished or self.subscription is None
 
     def _live(self) -> Iterator[list[Frame | Gap] | None]:
         """What each take of the inbox brings, deduplicated, as lists of at most BATCH."""

@@ -58,6 +58,20 @@ def tail(
 
 
 class _Follow:
+    # One per open stream: slots, not a dict each.
+    __slots__ = (
+        "_check_gap",
+        "after",
+        "bread",
+        "dedup",
+        "ends",
+        "has_log",
+        "heartbeat",
+        "inbox",
+        "run_id",
+        "subscription",
+    )
+
     def __init__(self, bread, run_id, after, inbox, subscription, heartbeat, through_pause):
         self.bread, self.run_id, self.after = bread, run_id, after
         self.inbox, self.subscription, self.heartbeat = inbox, subscription, heartbeat

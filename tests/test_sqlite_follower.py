@@ -3,6 +3,9 @@ whether anything was committed (``PRAGMA data_version``), so a follower's pass r
 while nothing was, and a tail of a paused run costs no record read; a resume from another process
 still reaches it."""
 
+import json
+import subprocess
+import sys
 import time
 
 from bread_sync.cancel import CancelRegistry
@@ -101,3 +104,55 @@ def test_a_resume_committed_while_the_follower_reads_a_paused_record_still_reach
     monkeypatch.setattr(here.store, "get_run", record_read_before_a_resume)
     assert_tail_reaches_the_end(frames, time.monotonic() + DEADLINE)
     assert resumed and resumed[0].status == "completed"
+
+
+UNDER_GEVENT = """
+from gevent import monkey; monkey.patch_all()
+import json, sys, time
+from pathlib import Path
+import gevent
+from bread_sync import create_bread
+from bread_sync.cancel import CancelRegistry
+from bread_sync.demo import config as demo_config
+from bread_sync.stores import sqlite
+from bread_sync.transports import stream
+
+STREAMS, BEAT, BEATS = 200, 0.2, 3
+folder = Path(sys.argv[1])
+
+def make():
+    config = demo_config().model_copy(update={"store": sqlite.store(path=folder / "bread.db"),
+                                              "instance_path": folder, "transport": stream.transport()})
+    bread = create_bread(config)
+    bread.cancels = CancelRegistry()  # as another process: its own registry of the runs it executes
+    return bread
+
+there, here = make(), make()
+runs = [there.run("writer", {"topic": f"idle {i}"}, mode="sync").run_id for i in range(STREAMS)]
+beats = {}
+
+def follow(run_id):
+    frames, got = here.tail(run_id, heartbeat=BEAT, batched=True), []
+    for items in frames:
+        if items is None:
+            got.append(time.monotonic())
+            if len(got) == BEATS:
+                break
+    frames.close()
+    beats[run_id] = got
+
+gevent.joinall([gevent.spawn(follow, run_id) for run_id in runs], timeout=60)
+gaps = [b - a for got in beats.values() for a, b in zip(got, got[1:])]
+print(json.dumps({"streams": len(beats), "fewest": min(map(len, beats.values())), "widest_gap": max(gaps)}))
+"""
+
+
+def test_under_gevent_every_idle_tail_of_a_paused_run_gets_its_heartbeats(tmp_path):
+    """200 tails of paused runs of another process idle in one gevent hub, as a worker's streams:
+    each gets every heartbeat (the follower's passes and safety nets take none from them)."""
+    done = subprocess.run([sys.executable, "-c", UNDER_GEVENT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["streams"] == 200 and out["fewest"] == 3
+    assert out["widest_gap"] < 2.0  # 0.2 s apart; 10x of room for a busy machine

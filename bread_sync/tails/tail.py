@@ -97,13 +97,34 @@ class _Follow:
             lists.close()  # unsubscribes and unwatches now, not when the generator is collected
 
     def _lists(self, replay: bool) -> Generator[Sequence[Frame | Gap] | None, None, None]:
+        """The replay, then what each take of the inbox brings, deduplicated, as lists of at most
+        BATCH. The live loop is written out here, not a generator of its own: an idle stream's
+        greenlet waits with one generator less on its stack (each is saved with it, 0.4 kB)."""
         watch = None
         try:
             if replay and (yield from self._replay()):
                 return
             if self.has_log:  # also for a run of this process: the transport may go down
                 watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last, local=not replay)
-            yield from self._live()
+            live_text = self.dedup.live_text
+            while True:
+                batch = self.inbox.take(self.heartbeat, BATCH)
+                if not batch:
+                    yield None
+                    continue
+                out: list[Frame | Gap] = []
+                for item in batch:
+                    if len(out) >= BATCH:  # a take brings at most BATCH, but a hole filled from the log more
+                        yield out
+                        out = []
+                    if is_delta_frame(item):
+                        # Most items: a live delta, which neither ends a stream nor shows a hole.
+                        if live_text(item) is not None:
+                            out.append(item)
+                    elif self._add(item, out):
+                        yield out
+                        return
+                yield out
         finally:
             if self.subscription is not None:
                 self.subscription.close()
@@ -125,28 +146,6 @@ class _Follow:
             yield out
         # Nothing more will come, or a sink transport has nothing live to offer.
         return finished or self.subscription is None
-
-    def _live(self) -> Iterator[list[Frame | Gap] | None]:
-        """What each take of the inbox brings, deduplicated, as lists of at most BATCH."""
-        live_text = self.dedup.live_text
-        while True:
-            batch = self.inbox.take(self.heartbeat, BATCH)
-            if not batch:
-                yield None
-                continue
-            out: list[Frame | Gap] = []
-            for item in batch:
-                if len(out) >= BATCH:  # a take brings at most BATCH, but a hole filled from the log more
-                    yield out
-                    out = []
-                if is_delta_frame(item):
-                    # Most items: a live delta, which neither ends a stream nor shows a hole.
-                    if live_text(item) is not None:
-                        out.append(item)
-                elif self._add(item, out):
-                    yield out
-                    return
-            yield out
 
     def _add(self, item: Any, out: list[Frame | Gap]) -> bool:
         """Add to ``out`` what an inbox item other than a live delta brings (a hole in the

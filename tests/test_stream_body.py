@@ -4,15 +4,22 @@ closed at the end."""
 
 from __future__ import annotations
 
+import gc
 import logging
+import threading
+import time
 
+from bread_sync.cancel import CancelRegistry
 from bread_sync.crumbs import Frame
 from bread_sync.protocols.ag_ui import create_ag_ui_transformer
 from bread_sync.protocols.ag_ui.plugin import _stream
 from bread_sync.server import stream_body
 from bread_sync.server.streams import WRITE_BYTES, writes
+from bread_sync.stores import sqlite
 
 from .ag_ui_rules import check_stream, decode_sse
+
+DEADLINE = 10.0
 
 
 class Tail:
@@ -68,3 +75,34 @@ def test_an_ag_ui_stream_that_breaks_ends_valid_with_a_run_error(caplog):
     check_stream(events)
     assert [e["type"] for e in events][-2:] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
     assert events[-1]["code"] == "INTERNAL" and tail.closed
+
+
+def test_an_idle_stream_holds_none_of_its_replay_while_its_tail_waits(make_bread, tmp_path):
+    """Thousands of idle streams of paused runs each held their replay (decoded crumbs) for as
+    long as they idled: the body and the tail keep nothing already sent while they wait."""
+    here, there = (make_bread(store=sqlite.store(tmp_path / "bread.db")) for _ in "ab")
+    for bread in (here, there):  # two processes: the run's frames are in the store only
+        bread.cancels = CancelRegistry()
+    paused = there.run("writer", {"topic": "bread"}, mode="sync")
+    lists = here.tail(paused.run_id, heartbeat=DEADLINE, batched=True)
+    body = stream_body(lists, lambda items: [repr(item).encode() for item in items], heartbeat=b":hb",
+                       failure=lambda error: [b"failed"])  # fmt: skip
+    assert b"human:required" in next(body)  # the replay, sent
+    rest = []
+    waiting = threading.Thread(target=lambda: rest.extend(body))  # waits in the tail, then reads to the end
+    waiting.start()
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while replayed_frames(there, paused.run_id) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert replayed_frames(there, paused.run_id) == 0
+    finally:
+        there.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync")
+        waiting.join(DEADLINE)
+    assert b"agent:run:end" in b"".join(rest)
+
+
+def replayed_frames(there, run_id: str) -> int:
+    """The run's frames alive in this process but those the transport of the Bread that ran it keeps."""
+    kept = {id(frame) for frame in there.transport.retained(run_id)}
+    return sum(1 for o in gc.get_objects() if isinstance(o, Frame) and o.run_id == run_id and id(o) not in kept)

@@ -5,6 +5,7 @@ tails it; its response generator formats frames and nothing more.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -122,7 +123,7 @@ class _Views:
         frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat, batched=True)
         # An EventSource names text/event-stream: it gets SSE whatever the configured wire.
         wire = SSE if accepts("text/event-stream") else self.wire
-        return stream_response(self._frames(frames, wire, prelude=wire.passive_prelude), wire.content_type, run_id)
+        return stream_response(self._frames(frames, wire, passive=True), wire.content_type, run_id)
 
     def cancel(self, run_id: str) -> Any:
         authorize_run(run_id)
@@ -130,18 +131,42 @@ class _Views:
             raise BreadError(RUN_NOT_FOUND, f"no live or paused run {run_id}")
         return {"ok": True, "runId": run_id}
 
-    def _frames(self, lists: Iterator[Any], wire: Wire, prelude: bytes = b"") -> Iterator[bytes]:
-        """The response body: one chunk per event, in ``wire``'s format."""
+    def _frames(self, lists: Iterator[Any], wire: Wire, passive: bool = False) -> Iterator[bytes]:
+        """The response body: one chunk per event, in ``wire``'s format (a passive stream's
+        with the wire's prelude)."""
+        writing = _writing(wire)
         return stream_body(
             lists,
-            lambda items: _encode_all(wire, items),
+            writing.encode,
             heartbeat=wire.heartbeat,
-            prelude=(prelude,) if prelude else (),
-            failure=lambda error: [wire.failure(error, "")],
+            prelude=writing.prelude if passive else (),
+            failure=writing.failure,
         )
 
     def _response(self, body: Iterator[bytes], run_id: str | None) -> Response:
         return stream_response(body, self.wire.content_type, run_id)
+
+
+class _Writing:
+    """How a stream is written in one wire, made once per wire: each of thousands of idle
+    streams holds two bound methods of it, not closures and a prelude of its own."""
+
+    __slots__ = ("prelude", "wire")
+
+    def __init__(self, wire: Wire):
+        self.wire = wire
+        self.prelude = (wire.passive_prelude,) if wire.passive_prelude else ()
+
+    def encode(self, items: list[Any]) -> list[bytes]:
+        return _encode_all(self.wire, items)
+
+    def failure(self, error: BreadError) -> list[bytes]:
+        return [self.wire.failure(error, "")]
+
+
+@functools.cache
+def _writing(wire: Wire) -> _Writing:
+    return _Writing(wire)
 
 
 def _encode_all(wire: Wire, items: list[Any]) -> list[bytes]:

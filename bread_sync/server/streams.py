@@ -147,6 +147,7 @@ def stream_body(
             for write in writes(encode(items)):
                 yield write
                 pace()
+            items = write = None  # sent: not held while the tail waits (an idle stream's memory)
         yield from epilogue()
     except Exception as exc:  # the stream is open: a failure can only be its last event
         log.exception("%s failed", name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from ..engine import Runtime, recovery
@@ -43,7 +44,8 @@ class LogFollower:
 
     Without a shared transport the store is the only way another process's crumbs reach this
     one: every followed run is read every ``interval`` (or, with a store that hears appends,
-    Postgres' LISTEN/NOTIFY, when its log grows), and anyway every SAFETY_NET_SECONDS. With a
+    SQLite's data_version or Postgres' LISTEN/NOTIFY, when its log may have grown), and anyway
+    every SAFETY_NET_SECONDS, but for a paused run where the store hears appends. With a
     healthy shared transport (Redis) runs are read every SAFETY_NET_SECONDS only, for a writer
     that could not reach it; while it is unhealthy, and once after it recovers, every run is
     read every ``interval``, so a tail misses nothing the transport dropped."""
@@ -59,8 +61,8 @@ class LogFollower:
         #: as what was appended before their watch began went by unheeded.
         self._fresh: set[str] = set()
         #: Runs whose record said paused at the last look, their logs unchanged since: the
-        #: safety net reads their last seqs (one statement for all) but not their records, as a
-        #: paused run changes only by an append (a resume, a cancel), which that read sees.
+        #: safety net reads neither their records nor (where the store hears appends) their
+        #: logs, unless the store heard that they may have grown (see _looked_at).
         self._paused: set[str] = set()
 
     def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
@@ -96,25 +98,38 @@ class LogFollower:
         missed = False  # the last pass failed: the next one reads every due log
         while True:
             heard = self._wait(listener)
-            with self._lock:
-                if not self._watching:
-                    self._thread = None
-                    return
-                watched = {run_id: list(entries) for run_id, entries in self._watching.items()}
-                fresh, self._fresh = self._fresh, set()
             degraded = not is_healthy(self.bread.transport)
             everything, self._degraded = degraded or self._degraded, degraded
             net = time.monotonic() >= net_at
             if net:
                 net_at = time.monotonic() + SAFETY_NET_SECONDS
-            heard = None if missed or heard is None else heard | fresh
-            due = [
-                run_id
-                for run_id, entries in watched.items()
-                if everything or self._due(run_id, entries, shared, net, heard)
-            ]
+            with self._lock:
+                if not self._watching:
+                    self._thread = None
+                    return
+                fresh, self._fresh = self._fresh, set()
+                heard = None if missed or heard is None else heard | fresh
+                looked_at = self._looked_at(shared, listener is not None, everything, net, heard)
+                watched = {run_id: list(self._watching[run_id]) for run_id in looked_at if run_id in self._watching}
+            due = [run_id for run_id, entries in watched.items() if everything or self._due(run_id, entries, net)]
             if due:
                 missed = not self._tried_pass(due, watched, look_at_records=everything or net)
+
+    def _looked_at(
+        self, shared: bool, hears: bool, everything: bool, net: bool, heard: set[str] | None
+    ) -> Collection[str]:
+        """The runs this pass may read, found without a look at each followed run: a quiet pass
+        of thousands of idle tails costs nothing per tail. Those whose logs may have grown
+        (without a shared transport: what the store heard, or all); at the safety net also
+        every other run, but a paused one only where the store cannot hear appends (a paused
+        run changes only by an append, which the store hears: a resume, a cancel)."""
+        watching = self._watching
+        if everything or (net and not hears):
+            return watching.keys()
+        grown: Collection[str] = () if shared else (watching.keys() if heard is None else heard)
+        if not net:
+            return grown
+        return (watching.keys() - self._paused) | set(grown)
 
     def _wait(self, listener: AppendListener | None) -> set[str] | None:
         """Until the next pass: the runs whose logs grew meanwhile, or None (any may have)."""
@@ -148,12 +163,12 @@ class LogFollower:
                 for entry in entries:
                     entry.inbox.put(FromLog(ENDED))
 
-    def _due(self, run_id: str, entries: list[_Watch], shared: bool, net: bool, heard: set[str] | None) -> bool:
+    def _due(self, run_id: str, entries: list[_Watch], net: bool) -> bool:
+        """Whether a run this pass looks at is read: not one executing here (the transport
+        carries it), and between safety nets not one only the tail of its own response follows."""
         if run_id in self.bread.cancels:
-            return False  # executing here: the transport carries it
-        if net:
-            return True
-        return not shared and not all(entry.local for entry in entries) and (heard is None or run_id in heard)
+            return False
+        return net or not all(entry.local for entry in entries)
 
     def _poll(self, run_id: str, entries: list[_Watch]) -> None:
         after = min(entry.position[0] for entry in entries)

@@ -19,11 +19,16 @@ from . import Handler, wants_frame
 MAX_FRAMES = 10_000
 
 
+#: The frames of a run nothing published here yet: a tail of a run of another process (an idle
+#: stream of a paused run) costs its buffer no deque until its run publishes here.
+NO_FRAMES: tuple[Frame, ...] = ()
+
+
 class _RunBuffer:
     __slots__ = ("frames", "handlers")
 
-    def __init__(self, size: int):
-        self.frames: deque[Frame] = deque(maxlen=size)
+    def __init__(self) -> None:
+        self.frames: deque[Frame] | tuple[Frame, ...] = NO_FRAMES
         # Replaced, never changed in place: a publish iterates the handlers it found.
         self.handlers: tuple[Handler, ...] = ()
 
@@ -56,6 +61,8 @@ class StreamTransport:
         with self._lock:
             buffer = self._buffer(frame.run_id)
             frames = buffer.frames
+            if frames.__class__ is not deque:  # NO_FRAMES: its run's first publish here
+                frames = buffer.frames = deque(maxlen=self.buffer_size)
             if len(frames) < self.buffer_size:
                 self._frames += 1
             frames.append(frame)
@@ -87,7 +94,7 @@ class StreamTransport:
     def _buffer(self, run_id: str) -> _RunBuffer:
         buffer = self._runs.get(run_id)
         if buffer is None:
-            buffer = self._runs[run_id] = _RunBuffer(self.buffer_size)
+            buffer = self._runs[run_id] = _RunBuffer()
             self._evict(spare=buffer)
         else:
             self._runs.move_to_end(run_id)

@@ -1,12 +1,16 @@
 """The SQLite queue's handout (executors/sqlite_queue.py): one worker of a process reads the file
 while the others wait in memory, and one take hands a task to each waiting worker; an idle
-worker returns to Huey's loop within the wait; commits wait for no fsync. Workers in real
+worker returns to Huey's loop within the wait; commits wait for no fsync; popping a flag that
+is not there takes no write lock. Workers in real
 processes: tests/integration/test_queued_runs.py."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
+
+from huey.constants import EmptyData
 
 from bread_sync.executors.huey import executor
 from bread_sync.executors.sqlite_queue import Handout, HandoutSqliteStorage
@@ -87,3 +91,21 @@ def test_the_queue_commits_without_waiting_for_fsync_as_the_store_does(tmp_path)
     assert storage.conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
     storage.enqueue(b"task")
     assert bytes(storage.dequeue()) == b"task"
+
+
+def test_popping_an_absent_flag_takes_no_write_lock(tmp_path):
+    # Huey pops each task's revoke flag after the task: with another worker holding the file's
+    # write lock, Huey's own pop waited in SQLite's busy handler (5 s, then "database is locked").
+    storage = _storage(tmp_path)
+    storage.put_data(b"flag", b"set")
+    holder = sqlite3.connect(storage.filename, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        began = time.monotonic()
+        assert storage.pop_data(b"absent") is EmptyData
+        assert time.monotonic() - began < storage._timeout / 2
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert bytes(storage.pop_data(b"flag")) == b"set"  # a flag that is there is still popped
+    assert storage.pop_data(b"flag") is EmptyData

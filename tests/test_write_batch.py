@@ -51,6 +51,12 @@ SCENARIOS = {
         ticker.kill()
         report = {"ticks": len(ticks), "off_loop": seen[0] != LOOP, "log": len(store.get_crumbs("r1"))}
     """,
+    "in_the_loop": """
+        store.writes_in_thread = False  # as bread-sync worker has it
+        seen = []
+        store.write_batch([lambda: store.append_crumbs("r1", [crumb(1)]), slow_write(seen)])
+        report = {"in_loop": seen[0] == LOOP, "log": len(store.get_crumbs("r1"))}
+    """,
     "rolled_back": """
         from bread_sync.errors import BreadError
         def refuse():
@@ -157,6 +163,23 @@ def test_under_gevent_the_batch_commits_in_a_thread_of_the_os_while_the_loop_tur
     report = run_scenario("loop_turns", tmp_path)
     assert report["off_loop"] and report["log"] == 1
     assert report["ticks"] >= 10  # 0.01 s ticks went on while SQLite worked
+
+
+def test_under_gevent_a_store_told_so_commits_the_batch_in_the_callers_greenlet(tmp_path):
+    assert run_scenario("in_the_loop", tmp_path) == {"in_loop": True, "log": 1}
+
+
+def test_a_worker_has_its_sqlite_store_commit_in_the_loop(tmp_path):
+    from bread_sync.server.worker import _commit_in_the_loop
+    from bread_sync.stores import memory
+
+    store = sqlite.store(tmp_path / "bread.db", checkpoint_seconds=None)
+    try:
+        _commit_in_the_loop(store)
+        assert store.writes_in_thread is False
+    finally:
+        store.close()
+    _commit_in_the_loop(memory.store())  # a store without the choice is left as it is
 
 
 def test_under_gevent_a_failed_batch_is_rolled_back_raises_in_its_greenlet_and_returns_its_connection(tmp_path):

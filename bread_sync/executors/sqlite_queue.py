@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 
 from huey import SqliteHuey
+from huey.constants import EmptyData
 from huey.storage import SqliteStorage
 
 #: The poller's pauses between reads of an empty queue: doubling from the first to the longest.
@@ -116,6 +117,17 @@ class HandoutSqliteStorage(SqliteStorage):
             rows = curs.fetchall()
             curs.executemany("delete from task where id = ?", [(tid,) for tid, _ in rows])
         return [data for _, data in rows]
+
+    def pop_data(self, key: bytes | str) -> bytes | object:
+        """The value at ``key``, removed; ``EmptyData`` when there is none, read without the
+        write lock. Huey pops each task's revoke flag once the task has run, and bread_sync
+        revokes none (a cancel goes through the run's record): Huey's own pop took the queue
+        file's write lock for every run, and a worker refused it by another waited in SQLite's
+        busy handler, in C, its event loop stalled."""
+        found = "select 1 from kv where queue = ? and key = ? limit 1"
+        if not self.sql(found, (self.name, key), results=True):
+            return EmptyData
+        return super().pop_data(key)
 
 
 class HandoutSqliteHuey(SqliteHuey):

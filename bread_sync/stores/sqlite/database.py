@@ -73,6 +73,10 @@ class SQLiteStore(SQLStore):
     """A :class:`~bread_sync.stores.Store` in one SQLite file, migrated on open."""
 
     dialect = SQLITE
+    #: Whether, under gevent, :meth:`write_batch` commits in the store's thread of the OS (a web
+    #: server: its other streams go on meanwhile) or in the caller's greenlet (``bread-sync
+    #: worker`` sets it False: see server/worker.py).
+    writes_in_thread = True
 
     def __init__(
         self,
@@ -155,7 +159,7 @@ class SQLiteStore(SQLStore):
         runs in a thread of the OS while the calling greenlet waits for its commit: SQLite lets
         go of the GIL, so the event loop serves other greenlets meanwhile instead of standing
         still for every statement. The caller still goes on only once it is committed."""
-        if not greenlets.patched() or self._batch.get() is not None:
+        if not self.writes_in_thread or not greenlets.patched() or self._batch.get() is not None:
             with self.batch():
                 for write in writes:
                     write()

@@ -673,4 +673,3 @@ def test_a_session_is_claimed_by_one_run_at_a_time(store):
     assert store.claim_session("s1", "r1") == "r2"
     store.release_session("s1", "r2")
     assert store.claim_session("s1", "r3") is None
-

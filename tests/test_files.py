@@ -9,6 +9,7 @@ import io
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from bread_sync import Agent
 from bread_sync.errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
@@ -34,12 +35,13 @@ def looking(provider_server, **opts):
     return Agent(id="looker", model=model)
 
 
-def server(make_bread, provider_server, auth=True, plugins=(), **settings):
-    """The demo agents and ``looker``, with alice and bob as callers allowed everything (auth on)."""
+def server(make_bread, provider_server, auth=True, plugins=(), agents=(), **settings):
+    """The demo agents, ``looker`` and ``agents``, with alice and bob as callers allowed
+    everything (auth on)."""
     from bread_sync.demo import config as demo_config
 
     config = demo_config()
-    agents = [*config.agents, looking(provider_server)]
+    agents = [*config.agents, looking(provider_server), *agents]
     plugins = [*((auth_plugin(api_keys={"alice": ALICE, "bob": BOB}, env_var=None),) if auth else ()), *plugins]
     settings.setdefault("authorize", lambda identity, action, args: True)
     bread = make_bread(config.model_copy(update={"agents": agents}), transport="http-sse", plugins=plugins,
@@ -261,3 +263,29 @@ def test_an_a2a_file_part_is_a_reference_to_this_servers_files(make_bread, provi
     assert a2a_send(client, by_url)["error"]["code"] == -32602
     assert a2a_send(client, {"kind": "file", "file": {"uri": uri}}, AS_BOB)["error"]["code"] == -32602
     assert len(provider_server.requests) == 1
+
+
+class Picture(BaseModel):
+    picture: dict
+
+
+@pytest.mark.parametrize("route", ["http", "mcp"])
+def test_an_object_input_may_not_reference_another_callers_upload(make_bread, provider_server, route):
+    from bread_sync.protocols.mcp import mcp_server
+
+    from .test_mcp import Mcp
+
+    examiner = Agent(id="examiner", model=looking(provider_server).model, input_schema=Picture)
+    _, client = server(make_bread, provider_server, plugins=[mcp_server()], agents=[examiner])
+    uri = upload(client).get_json()["uri"]
+    given = {"picture": {"type": "file", "uri": uri, "mimeType": "image/png"}}
+
+    if route == "http":
+        answer = client.post("/agents/examiner/run", json={"input": given}, headers={**AS_BOB, **ASYNC})
+        assert error_of(answer) == (404, FILE_NOT_FOUND)
+    else:
+        session = Mcp(client, headers=AS_BOB)
+        session.initialize()
+        result = session.call("agent_examiner", given)
+        assert result["isError"] is True and result["structuredContent"]["code"] == FILE_NOT_FOUND
+    assert provider_server.requests == []  # the model never saw alice's bytes

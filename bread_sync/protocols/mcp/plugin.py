@@ -42,7 +42,7 @@ from ...clock import iso_from_epoch, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
-from ...server.guard import NotJson, caller_key, json_value, may_reach_run
+from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file
 from ...stores import missing_methods
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
@@ -254,7 +254,9 @@ class McpPlugin:
                 raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
             return lambda token: bread.resume(checkpoint_id, response, signal=token, may_interrupt=may_reach_run)
         given = tool.run_input(arguments)
-        return lambda token: bread.run(tool.target, given, signal=token, run_id=run_id, may_interrupt=may_reach_run)
+        return lambda token: bread.run(
+            tool.target, given, signal=token, run_id=run_id, may_interrupt=may_reach_run, may_read_file=may_read_file
+        )
 
     def _continuing(self, call: str, run_id: str, frames: Iterator[Any]) -> Iterator[Any]:
         """``frames``, with the continued run known by the call's name while they last."""

@@ -19,6 +19,7 @@ own (``max_retries=0``); a provider object passed in keeps its own settings.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 from collections.abc import Iterator, Sequence
@@ -77,7 +78,7 @@ class FallbackProvider:
                 return
         raise failures[-1]
 
-    @property
+    @functools.cached_property  # a name's provider is made anew each time it is resolved
     def file_types(self) -> frozenset[str]:
         """The media types every model of the chain takes: a file goes to whichever answers."""
         taken = [frozenset(getattr(_resolve(spec)[0], "file_types", ())) for spec in self.models]

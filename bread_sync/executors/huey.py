@@ -24,7 +24,7 @@ from ..config import POSTGRES_SCHEMES
 from ..engine.queued import drive_queued
 from ..errors import QUEUE_UNAVAILABLE, BreadError
 from ..schedules import last_tick
-from .sqlite_queue import POLL_SECONDS, HandoutSqliteHuey
+from .sqlite_queue import HandoutSqliteHuey
 
 log = logging.getLogger("bread_sync")
 
@@ -32,6 +32,9 @@ log = logging.getLogger("bread_sync")
 TASK = "drive_run"
 #: The periodic task's name: every minute, in every worker, it opens the schedules' runs due.
 TICK = "schedules_tick"
+#: Huey's consumer's pauses, first to longest: after a queue error (Redis, Postgres unreachable)
+#: and between polls of the memory queue (an SQLite queue is polled by its handout instead).
+CONSUMER_PAUSES = (0.05, 0.25)
 #: How long a Redis queue may take to connect or answer before a run is refused (its reads block
 #: for Huey's read timeout, 1 s, within it): an unreachable queue is an error, never a hang.
 REDIS_TIMEOUT_SECONDS = 5.0
@@ -75,7 +78,7 @@ class HueyExecutor:
         workers from now on (recovery.py)."""
         self.runtime = runtime
         runtime.carries_on = True
-        first, most = POLL_SECONDS  # Huey's pauses: after a queue error, or polling the memory queue
+        first, most = CONSUMER_PAUSES
         periodic = bool(runtime.config.schedules)  # Huey's tick, once a minute in each worker
         return self.huey.create_consumer(
             workers=workers, worker_type=worker_type, periodic=periodic, initial_delay=first, max_delay=most

@@ -14,7 +14,7 @@ import os
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Generator, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -102,7 +102,6 @@ class PrometheusMetrics:
         # labels() validates and locks each time: the children the commits, runs and requests use
         # are kept, by metric and label values (bounded: agents, statuses, models, tools, routes).
         self._children: dict[tuple[Any, ...], Any] = {}
-        self._agent_children: dict[str, AgentChildren] = {}
 
     # -- the engine's --------------------------------------------------------------------------
 
@@ -117,7 +116,7 @@ class PrometheusMetrics:
     ) -> Iterator[dict[str, Any]]:
         opened = time.perf_counter()
         if new:
-            self._of_agent(agent_id).started.inc()
+            self._child(self.runs_started, agent_id).inc()
         before = {model: tuple(used) for model, used in usage.by_model.items()}
         return self._followed(agent_id, crumbs, status, usage, before, opened, tally)
 
@@ -131,19 +130,19 @@ class PrometheusMetrics:
         opened: float,
         tally: Tally,
     ) -> Iterator[dict[str, Any]]:
-        children = self._of_agent(agent_id)
-        children.active.inc()
+        active = self._child(self.runs_active, agent_id)
+        active.inc()
         try:
             for crumb in crumbs:  # the first only: the rest pass through yield from
-                children.first_crumb.observe(time.perf_counter() - opened)
+                self._child(self.first_crumb, agent_id).observe(time.perf_counter() - opened)
                 yield crumb
                 break
             yield from crumbs
         finally:
             crumbs.close()  # a caller that stopped at the first crumb: the driver settles its status now
             tally.flush()  # a driving that ended with no end or pause crumb (lost, handed over)
-            children.active.dec()
-            children.duration.observe(time.perf_counter() - opened)
+            active.dec()
+            self._child(self.run_duration, agent_id).observe(time.perf_counter() - opened)
             self._child(self.runs_finished, agent_id, (status() or "interrupted").replace(" ", "_")).inc()
             self._count_tokens(agent_id, usage, before)
 
@@ -154,17 +153,6 @@ class PrometheusMetrics:
                 self._child(self.tokens, agent_id, model, "input").inc(input_tokens - was_in)
             if output_tokens > was_out:
                 self._child(self.tokens, agent_id, model, "output").inc(output_tokens - was_out)
-
-    def _of_agent(self, agent_id: str) -> AgentChildren:
-        children = self._agent_children.get(agent_id)
-        if children is None:
-            children = self._agent_children[agent_id] = AgentChildren(
-                self.runs_started.labels(agent_id),
-                self.runs_active.labels(agent_id),
-                self.first_crumb.labels(agent_id),
-                self.run_duration.labels(agent_id),
-            )
-        return children
 
     def tally(self) -> Tally:
         return Tally(self)
@@ -213,15 +201,6 @@ class PrometheusMetrics:
             scrape.register(_Collected(self.registry))
         scrape.register(_StoredRuns(store))
         return generate_latest(scrape), CONTENT_TYPE_LATEST
-
-
-class AgentChildren(NamedTuple):
-    """The children of one agent's run metrics, labelled once (agent ids are bounded)."""
-
-    started: Any
-    active: Any
-    first_crumb: Any
-    duration: Any
 
 
 class Tally:

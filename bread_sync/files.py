@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .blobs import URL_PREFIX, base_type, blob_id
-from .errors import BLOB_STORE_NOT_CONFIGURED, FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
+from .blobs import URL_PREFIX, base_type, blob_id, configured
+from .errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
 from .models import FileInput
 
 FILE = "file"
@@ -60,9 +60,7 @@ def stored_meta(ref: dict[str, Any], blob_store: Any) -> dict[str, Any] | None:
             f"a file reference's uri must be {URL_PREFIX}<id> as POST /files answers it, not {str(uri)[:100]!r}: "
             "upload the file first (a URL is never fetched)",
         )
-    if blob_store is None:
-        raise BreadError(BLOB_STORE_NOT_CONFIGURED, "a file is referenced and no blob store is configured")
-    found = blob_store.get(uri)
+    found = configured(blob_store, "a file is referenced and no blob store is configured").get(uri)
     return None if found is None else found[1]
 
 

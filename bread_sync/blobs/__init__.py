@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
+from ..errors import BLOB_STORE_NOT_CONFIGURED, BreadError
+
 BLOB_STORES = {"filesystem": "bread_sync.blobs.filesystem", "memory": "bread_sync.blobs.memory"}
 URL_PREFIX = "/files/"
 _ID = re.compile(r"^[0-9a-f]{32}$")
@@ -48,6 +50,13 @@ def media_type_or_opaque(text: Any) -> str:
 def base_type(media_type: str) -> str:
     """A media type without its parameters, lowercased: ``Image/PNG; x=y`` -> ``image/png``."""
     return media_type.split(";", 1)[0].strip().lower()
+
+
+def configured(blob_store: Any, message: str = "no blob store is configured") -> Any:
+    """``blob_store``, or ``BLOB_STORE_NOT_CONFIGURED`` when there is none."""
+    if blob_store is None:
+        raise BreadError(BLOB_STORE_NOT_CONFIGURED, message)
+    return blob_store
 
 
 def blob_id(url: str) -> str | None:

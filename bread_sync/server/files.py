@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 from flask import Response, g, jsonify, request
 
-from ..blobs import OPAQUE, base_type, blob_id, is_media_type, media_type_or_opaque
-from ..errors import BLOB_STORE_NOT_CONFIGURED, FILE_NOT_FOUND, INVALID_REQUEST, BreadError
+from ..blobs import OPAQUE, base_type, blob_id, configured, is_media_type, media_type_or_opaque
+from ..errors import FILE_NOT_FOUND, INVALID_REQUEST, BreadError
 from .actions import HTTP_ACTIONS, register_http_route
 from .guard import caller_key, may_read_file, valid_query
 from .schemas import FileQuery
@@ -34,10 +34,7 @@ def register(app: Any, max_file_bytes: int) -> None:
 
 
 def blob_store() -> Any:
-    blobs = bread().blob_store
-    if blobs is None:
-        raise BreadError(BLOB_STORE_NOT_CONFIGURED, "no blob store is configured")
-    return blobs
+    return configured(bread().blob_store)
 
 
 def upload_file() -> Any:

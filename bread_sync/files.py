@@ -59,7 +59,8 @@ def check_handed_down(value: Any, blob_store: Any, held: Collection[str]) -> Non
     A model may write any file id, and only its caller's rule, applied where the run's input
     entered, says which files the run may read: what a model hands on is one of those, or one
     no one owns (a model's)."""
-    check_files(value, blob_store, lambda meta: meta.get("owner") is None or meta.get("url") in held)
+    not_given = [ref for ref in file_refs(value) if not (isinstance(ref.get("uri"), str) and ref["uri"] in held)]
+    check_files(not_given, blob_store, lambda meta: meta.get("owner") is None)
 
 
 def input_files(value: Any) -> set[str]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from bread_sync import Agent
 from bread_sync.agents import subagent
 from bread_sync.errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
-from bread_sync.files import for_model_call, user_message
+from bread_sync.files import check_handed_down, for_model_call, user_message
 from bread_sync.models import openai as openai_provider
 from bread_sync.models import script
 from bread_sync.models.script import call, say
@@ -329,6 +329,17 @@ def test_a_model_cannot_hand_a_subagent_another_callers_upload(make_bread, provi
     client.post("/agents/passer/run", json={"input": own}, headers=AS_ALICE).get_data()
     (sent,) = provider_server.requests
     assert sent["body"]["messages"][0]["content"][0]["image_url"]["url"] == "data:image/png;base64," + b64(PNG)
+
+
+def test_what_a_model_hands_on_is_checked_as_a_callers_input(make_bread):
+    bread = make_bread()
+    held, theirs = file_ref(bread, PNG, "image/png", owner="a"), file_ref(bread, PNG, "image/png", owner="b")
+    check_handed_down({"x": [held]}, bread.blob_store, {held["uri"]})
+    check_handed_down(file_ref(bread, PNG, "image/png"), bread.blob_store, set())  # no one's: anyone's
+    for written, code in [(theirs, FILE_NOT_FOUND), ({"type": "file", "uri": ["/files/x"]}, INPUT_INVALID)]:
+        with pytest.raises(BreadError) as refused:
+            check_handed_down([written], bread.blob_store, {held["uri"]})
+        assert refused.value.code == code
 
 
 def test_a_pipeline_step_cannot_name_a_file_its_input_did_not_hold(make_bread, provider_server):

@@ -133,8 +133,9 @@ def postgres_url() -> str | None:
     return value if value.startswith(POSTGRES_SCHEMES) else None
 
 
-def make_store(config: Config) -> Any:
-    """The store the config names (``BREAD_DB`` may name a Postgres), opened."""
+def make_store(config: Config, writes_in_thread: bool = True) -> Any:
+    """The store the config names (``BREAD_DB`` may name a Postgres), opened; the default SQLite
+    store with ``writes_in_thread`` (``bread-sync worker``'s is False: server/worker.py)."""
     if config.store == "postgres" or (config.store is None and postgres_url()):
         if postgres_url() is None:
             raise ValueError("the postgres store needs BREAD_DB=postgresql://user@host/database")
@@ -142,7 +143,7 @@ def make_store(config: Config) -> Any:
     if config.store is None or config.store == "sqlite":
         from .stores.sqlite import store
 
-        return store(path=default_db_path(config))
+        return store(path=default_db_path(config), writes_in_thread=writes_in_thread)
     return resolve(config.store, STORES, "store")
 
 

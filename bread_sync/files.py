@@ -8,7 +8,7 @@ provider is never handed a URL, which it would fetch from wherever it runs, what
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from .blobs import URL_PREFIX, base_type, blob_id, configured
@@ -49,6 +49,28 @@ def check_files(value: Any, blob_store: Any, may_read: MayRead | None = None, pr
             raise BreadError(FILE_NOT_FOUND, f"no file {ref['uri']}")
         if provider is not None:
             check_accepted(provider, meta["mimeType"])
+
+
+def check_handed_down(value: Any, blob_store: Any, held: Collection[str]) -> None:
+    """Refuse an input a run's model wrote for the run's next model call (a subagent's or a
+    task's, a pipeline step's, a loop iteration's) that names an owned file whose uri ``held``
+    (the files its conversation was given) lacks: ``FILE_NOT_FOUND``, as :func:`check_files`.
+
+    A model may write any file id, and only its caller's rule, applied where the run's input
+    entered, says which files the run may read: what a model hands on is one of those, or one
+    no one owns (a model's)."""
+    not_given = [ref for ref in file_refs(value) if not (isinstance(ref.get("uri"), str) and ref["uri"] in held)]
+    check_files(not_given, blob_store, lambda meta: meta.get("owner") is None)
+
+
+def input_files(value: Any) -> set[str]:
+    """The uris of the files a JSON value (a run's input) references."""
+    return {ref.get("uri") for ref in file_refs(value)}
+
+
+def message_files(messages: list[dict[str, Any]]) -> set[str]:
+    """The uris of the files a conversation's messages hold (see :func:`user_message`)."""
+    return {ref["uri"] for message in messages for ref in message.get("files") or ()}
 
 
 def stored_meta(ref: dict[str, Any], blob_store: Any) -> dict[str, Any] | None:

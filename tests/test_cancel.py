@@ -6,11 +6,15 @@ import sys
 import threading
 import time
 
+import pytest
+
 from bread_sync import Agent, BreadError, CancelToken, Config, tool
 from bread_sync.cancel import CancelRegistry
+from bread_sync.crumbs import TERMINAL
+from bread_sync.loading import resolve
 from bread_sync.models import script
 from bread_sync.models.script import call, say
-from bread_sync.stores import memory
+from bread_sync.stores import STORES, memory
 
 from .canonical import Recorder
 
@@ -195,3 +199,33 @@ def test_under_gevent_a_timed_wait_sleeps_on_a_timer_and_a_cancel_wakes_it():
     assert out["cancelled"] is True and out["woken_after"] < 20
     assert out["links_left"] == 0
     assert out["timeouts_made"] == 0
+
+
+class Died(BaseException):
+    """The process stopping dead at one statement (what a SIGKILL leaves of a call)."""
+
+
+@pytest.mark.parametrize("store_name", ["memory", "sqlite", "postgres"])
+def test_a_paused_run_is_never_recorded_cancelled_without_its_terminal_crumb(make_bread, store_name, tmp_path,
+                                                                             request, monkeypatch):  # fmt: skip
+    # A tail of a paused run learns of its end from the log (Postgres' listener hears appends
+    # only): a record marked cancelled before a process died writing the crumb left it waiting.
+    opts = {"sqlite": {"path": tmp_path / "bread.db"}, "postgres": {"url": None}}.get(store_name, {})
+    if store_name == "postgres":
+        opts["url"] = request.getfixturevalue("postgres_url")
+    bread = make_bread(store=resolve(store_name, STORES, "store", **opts))
+    paused = bread.run("writer", {"topic": "bread"}, mode="sync")
+    append_crumbs = bread.store.append_crumbs
+
+    def dying_at_the_end(run_id, frames):
+        if any(frame.type in TERMINAL for frame in frames):
+            raise Died()
+        return append_crumbs(run_id, frames)
+
+    monkeypatch.setattr(bread.store, "append_crumbs", dying_at_the_end)
+    with pytest.raises(Died):
+        bread.cancel(paused.run_id)
+    monkeypatch.undo()
+
+    assert bread.store.get_crumbs(paused.run_id)[-1].type == "human:required"  # the crumb died with it
+    assert bread.store.get_run(paused.run_id)["status"] == "paused"  # so no record says the run ended

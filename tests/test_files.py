@@ -12,9 +12,12 @@ import pytest
 from pydantic import BaseModel
 
 from bread_sync import Agent
+from bread_sync.agents import subagent
 from bread_sync.errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
-from bread_sync.files import for_model_call, user_message
+from bread_sync.files import check_handed_down, for_model_call, user_message
 from bread_sync.models import openai as openai_provider
+from bread_sync.models import script
+from bread_sync.models.script import call, say
 from bread_sync.protocols.a2a import a2a_server
 from bread_sync.server import auth_plugin, create_server
 
@@ -289,3 +292,89 @@ def test_an_object_input_may_not_reference_another_callers_upload(make_bread, pr
         result = session.call("agent_examiner", given)
         assert result["isError"] is True and result["structuredContent"]["code"] == FILE_NOT_FOUND
     assert provider_server.requests == []  # the model never saw alice's bytes
+
+
+# -- files a run's model names for its children ----------------------------------------------------
+
+
+def taking_images(steps) -> script.ScriptProvider:
+    """A script model that takes images, as a provider listing ``file_types`` does."""
+    model = script.provider(steps)
+    model.file_types = frozenset({"image/png"})
+    return model
+
+
+def named_file(given) -> dict:
+    """The file reference a model writes from the uri its input names as text."""
+    uri = given if isinstance(given, str) else given[0]["text"]
+    return {"type": "file", "uri": uri, "mimeType": "image/png"}
+
+
+def passing_on(provider_server) -> list[Agent]:
+    """``passer``, whose model hands the file its input names to the image-reading ``looker``."""
+    steps = [lambda convo: call("looker", {"input": named_file(convo.input)}), say("done")]
+    return [Agent(id="passer", model=taking_images(steps), tools=[subagent("looker")])]
+
+
+def test_a_model_cannot_hand_a_subagent_another_callers_upload(make_bread, provider_server):
+    _, client = server(make_bread, provider_server, agents=passing_on(provider_server))
+    uri = upload(client).get_json()["uri"]
+
+    stolen = client.post("/agents/passer/run", json={"input": uri}, headers=AS_BOB).get_data(as_text=True)
+
+    assert '"type":"tool:error"' in stolen.replace(" ", "") and FILE_NOT_FOUND in stolen
+    assert provider_server.requests == []  # alice's bytes never reached a model
+    provider_server.play(Stream(text("A cat.")))
+    own = [{"type": "text", "text": uri}, {"type": "file", "uri": uri, "mimeType": "image/png"}]
+    client.post("/agents/passer/run", json={"input": own}, headers=AS_ALICE).get_data()
+    (sent,) = provider_server.requests
+    assert sent["body"]["messages"][0]["content"][0]["image_url"]["url"] == "data:image/png;base64," + b64(PNG)
+
+
+def test_what_a_model_hands_on_is_checked_as_a_callers_input(make_bread):
+    bread = make_bread()
+    held, theirs = file_ref(bread, PNG, "image/png", owner="a"), file_ref(bread, PNG, "image/png", owner="b")
+    check_handed_down({"x": [held]}, bread.blob_store, {held["uri"]})
+    check_handed_down(file_ref(bread, PNG, "image/png"), bread.blob_store, set())  # no one's: anyone's
+    for written, code in [(theirs, FILE_NOT_FOUND), ({"type": "file", "uri": ["/files/x"]}, INPUT_INVALID)]:
+        with pytest.raises(BreadError) as refused:
+            check_handed_down([written], bread.blob_store, {held["uri"]})
+        assert refused.value.code == code
+
+
+def test_a_pipeline_step_cannot_name_a_file_its_input_did_not_hold(make_bread, provider_server):
+    from bread_sync.pipelines import Pipeline, Step
+
+    naming = taking_images([lambda convo: say(json.dumps(named_file(convo.input)))])
+    namer = Agent(id="namer", model=naming, output="json")
+    pipeline = Pipeline(id="p", steps=[Step(agent="namer"), Step(agent="looker")])
+    bread = make_bread(agents=[namer, looking(provider_server)], pipelines=[pipeline])
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+    bobs_rule = {"may_read_file": lambda meta: meta["owner"] in (None, "bob"), "mode": "sync"}
+
+    stolen = bread.run_pipeline("p", alices["uri"], **bobs_rule)
+
+    assert stolen.status == "failed" and stolen.error.code == FILE_NOT_FOUND
+    assert provider_server.requests == []
+    provider_server.play(Stream(text("A cat.")))
+    own = bread.run_pipeline("p", [{"type": "text", "text": alices["uri"]}, alices], may_read_file=lambda m: True,
+                             mode="sync")  # fmt: skip
+    assert own.status == "completed" and own.output == "A cat."
+    generated = bread.blob_store.put(PNG, "image/png")["url"]  # a model's file is no one's: anyone's
+    provider_server.play(Stream(text("A cat.")))
+    assert bread.run_pipeline("p", generated, **bobs_rule).status == "completed"
+
+
+def test_a_loop_iteration_cannot_name_a_file_its_input_did_not_hold(make_bread):
+    from bread_sync.loops import Loop
+
+    def naming(convo):  # each iteration names the file the loop's input names as text
+        return say(json.dumps({"picture": named_file(convo.input["input"])}))
+
+    looper = Agent(id="looper", model=taking_images([naming]), output="json", loop=Loop(2))
+    bread = make_bread(agents=[looper])
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+
+    stolen = bread.run("looper", alices["uri"], may_read_file=lambda meta: meta["owner"] is None, mode="sync")
+
+    assert stolen.status == "failed" and stolen.error.code == FILE_NOT_FOUND

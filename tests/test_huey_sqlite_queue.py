@@ -6,7 +6,11 @@ processes: tests/integration/test_queued_runs.py."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -95,7 +99,7 @@ def test_the_queue_commits_without_waiting_for_fsync_as_the_store_does(tmp_path)
 
 def test_popping_an_absent_flag_takes_no_write_lock(tmp_path):
     # Huey pops each task's revoke flag after the task: with another worker holding the file's
-    # write lock, Huey's own pop waited in SQLite's busy handler (5 s, then "database is locked").
+    # write lock, Huey's own pop waited for it (up to 5 s, then "database is locked").
     storage = _storage(tmp_path)
     storage.put_data(b"flag", b"set")
     holder = sqlite3.connect(storage.filename, isolation_level=None)
@@ -103,9 +107,45 @@ def test_popping_an_absent_flag_takes_no_write_lock(tmp_path):
     try:
         began = time.monotonic()
         assert storage.pop_data(b"absent") is EmptyData
-        assert time.monotonic() - began < storage._timeout / 2
+        assert time.monotonic() - began < storage.conn.busy_seconds / 2
     finally:
         holder.execute("COMMIT")
         holder.close()
     assert bytes(storage.pop_data(b"flag")) == b"set"  # a flag that is there is still popped
     assert storage.pop_data(b"flag") is EmptyData
+
+
+GEVENT_SCRIPT = textwrap.dedent(
+    """
+    from gevent import monkey; monkey.patch_all()
+    import json, sqlite3, sys, time
+    import gevent
+    from bread_sync.executors.huey import executor
+
+    storage = executor(path=sys.argv[1]).huey.storage
+    storage.enqueue(b"first")
+    holder = sqlite3.connect(sys.argv[1], isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    taker, enqueuer = gevent.spawn(storage.take, 1), gevent.spawn(storage.enqueue, b"second")
+    ticks, began = 0, time.monotonic()
+    while time.monotonic() - began < 0.5:  # the hub keeps turning while the take and enqueue wait
+        gevent.sleep(0.01)
+        ticks += 1
+    waiting = not taker.ready() and not enqueuer.ready()
+    holder.execute("COMMIT")  # the holder's greenlet can run at all: nothing blocks the hub
+    taken = [bytes(task).decode() for task in taker.get(timeout=5)]
+    enqueuer.get(timeout=5)
+    print(json.dumps({"ticks": ticks, "waiting": waiting, "taken": taken, "left": len(storage.take(5))}))
+    """
+)
+
+
+def test_under_gevent_a_take_or_enqueue_waiting_for_the_lock_stalls_no_other_greenlet(tmp_path):
+    # SQLite's own busy handler waits in C: the whole worker stood still while another process
+    # held the queue file's lock, and the lock's holder in this process never got to release it.
+    out = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT, str(tmp_path / "queue.db")],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["waiting"] and report["taken"] == ["first"] and report["left"] == 1
+    assert report["ticks"] >= 20, report

@@ -10,6 +10,7 @@ import gc
 import re
 import time
 import weakref
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -321,3 +322,24 @@ def test_a_bridges_request_traceparent_is_the_parent_of_its_run(traced, exporter
 
     (run,) = ended_span(exporter, "invoke_agent echo")
     assert (f"{run.context.trace_id:032x}", f"{run.parent.span_id:016x}") == ("e5" * 16, "f6" * 8)
+
+
+def test_a_run_id_another_process_created_first_exports_no_span_here(traced, exporter, monkeypatch):
+    # Every worker's tick opens the schedule's run under one id: the one whose record is made
+    # first runs it; the others never had the run and must not export a span for it.
+    from bread_sync.schedules import Schedule
+
+    bread = traced()
+    create_run = bread.store.create_run
+
+    def created_meanwhile(record):
+        create_run({**record, "owner": "another:1:process"})  # between the check and the create
+        return create_run(record)
+
+    monkeypatch.setattr(bread.store, "create_run", created_meanwhile)
+    assert bread.run_scheduled(Schedule("echo", "hi"), datetime(2026, 12, 4, 22, 0, tzinfo=UTC)) is None
+
+    assert exporter.get_finished_spans() == ()
+    monkeypatch.undo()
+    bread.run("echo", "hi", mode="sync")  # the tracer goes on tracing the runs it has
+    assert [span.name for span in exporter.get_finished_spans()] == ["chat echo", "invoke_agent echo"]

@@ -52,7 +52,8 @@ SCENARIOS = {
         report = {"ticks": len(ticks), "off_loop": seen[0] != LOOP, "log": len(store.get_crumbs("r1"))}
     """,
     "in_the_loop": """
-        store.writes_in_thread = False  # as bread-sync worker has it
+        store.close()
+        store = sqlite.store(sys.argv[1], pool_size=4, checkpoint_seconds=None, writes_in_thread=False)  # a worker's
         seen = []
         store.write_batch([lambda: store.append_crumbs("r1", [crumb(1)]), slow_write(seen)])
         report = {"in_loop": seen[0] == LOOP, "log": len(store.get_crumbs("r1"))}
@@ -170,16 +171,21 @@ def test_under_gevent_a_store_told_so_commits_the_batch_in_the_callers_greenlet(
 
 
 def test_a_worker_has_its_sqlite_store_commit_in_the_loop(tmp_path):
-    from bread_sync.server.worker import _commit_in_the_loop
-    from bread_sync.stores import memory
+    from bread_sync.config import Config
+    from bread_sync.server.worker import _with_store_committing_in_the_loop
+    from bread_sync.stores.memory import MemoryStore
 
-    store = sqlite.store(tmp_path / "bread.db", checkpoint_seconds=None)
+    config = _with_store_committing_in_the_loop(Config(instance_path=tmp_path))
     try:
-        _commit_in_the_loop(store)
-        assert store.writes_in_thread is False
+        assert isinstance(config.store, sqlite.SQLiteStore) and config.store.writes_in_thread is False
+        assert config.store.path.parent == tmp_path
     finally:
-        store.close()
-    _commit_in_the_loop(memory.store())  # a store without the choice is left as it is
+        config.store.close()
+    memory = _with_store_committing_in_the_loop(Config(instance_path=tmp_path, store="memory"))
+    assert isinstance(memory.store, MemoryStore)  # any other store is opened as it is
+    web = sqlite.store(tmp_path / "web.db", checkpoint_seconds=None)
+    assert web.writes_in_thread is True  # a web server's
+    web.close()
 
 
 def test_under_gevent_a_failed_batch_is_rolled_back_raises_in_its_greenlet_and_returns_its_connection(tmp_path):

@@ -20,7 +20,7 @@ from .. import crumbs as c
 from ..agents import Agent, Tool, ToolContext, ToolProgress
 from ..clock import now_iso
 from ..errors import INTERNAL, TOOL_DENIED, TOOL_FAILED, TOOL_OUTCOME_UNKNOWN, BreadError
-from ..files import for_model_call, user_message
+from ..files import check_handed_down, for_model_call, message_files, user_message
 from ..models import (
     FileOutput,
     ModelRequest,
@@ -450,7 +450,10 @@ class AgentRun(AgentActivity):
         return crumb
 
     def _delegate(self, tool: Tool, call: dict[str, Any]) -> Steps:
-        """A subagent or a task called as a tool: its crumbs join this stream, framed."""
+        """A subagent or a task called as a tool: its crumbs join this stream, framed. The files
+        its input names are checked against this conversation's (a remote agent reads its own)."""
+        if tool.delegate not in self.ctx.runtime.remote_agents:
+            check_handed_down(call["input"], self.ctx.runtime.blob_store, message_files(self.messages))
         if tool.kind == "task":
             self.child = TaskRun(self.ctx, self.ctx.runtime.task(tool.delegate), call["input"], self.agent.id)
             return (yield from self.child.run())

@@ -10,6 +10,7 @@ from .. import crumbs as c
 from ..agents import Agent
 from ..clock import now_iso
 from ..errors import BreadError
+from ..files import check_handed_down, input_files
 from ..loops import Loop
 from ..stores import Store
 from . import RUN_ENDING, Steps
@@ -92,6 +93,8 @@ class LoopRun(AgentActivity):
     def _start_iteration(self) -> Steps:
         """The next iteration: its agent's run is made before its start crumb, so a
         continuation after that crumb carries the iteration on rather than starting another."""
+        # The previous iteration's output is its model's: it may name only the loop's files.
+        check_handed_down(self.output, self.ctx.runtime.blob_store, input_files(self.input))
         self.iteration += 1
         self.iteration_started_at = now_iso()
         self._save("running")  # the record counts the iteration under way

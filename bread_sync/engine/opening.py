@@ -78,8 +78,8 @@ def open_run(
         record["notBefore"] = after
     _trace_new_run(ctx, definition_id, record)
     if not runtime.store.create_run(record):
-        if ctx.trace is not None:  # another request opened this run id meanwhile: its span ends unused
-            list(ctx.trace.follow(iter(()), lambda: None))
+        if ctx.trace is not None:  # another request opened this run id meanwhile: not this process's run
+            ctx.trace.abandon()
         return None
     queue = _queues(runtime, root, after)
     opening = root.open(tags, None if queue else _session_wait(runtime, ctx, claimed))

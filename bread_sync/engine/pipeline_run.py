@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .. import crumbs as c
+from ..files import check_handed_down, input_files
 from ..pipelines import Pipeline
 from . import Activity, Steps
 from .context import RunContext
@@ -72,6 +73,8 @@ class PipelineRun(Activity):
         """What runs the step: its task, or its agent (its loop if it has one)."""
         step = self.pipeline.steps[self.index]
         step_input = self.outputs[-1] if self.outputs else self.input
+        # A step's input is the model's output before it: it may name only the pipeline's files.
+        check_handed_down(step_input, self.ctx.runtime.blob_store, input_files(self.input))
         if step.task is not None:
             return TaskRun(self.ctx, self.ctx.runtime.task(step.definition), step_input, agent_id=None)
         agent = self.ctx.runtime.agent(step.definition)

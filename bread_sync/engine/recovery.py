@@ -16,6 +16,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .. import crumbs as c
@@ -133,14 +135,16 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
 
 def cancel_paused(runtime: Runtime, record: dict[str, Any]) -> bool:
     """Cancel a run waiting for a human: its checkpoint voided (one process wins), the remote
-    run of a relay cancelled, the run ended with ``RUN_CANCELLED``."""
+    run of a relay cancelled, the run ended with ``RUN_CANCELLED``, its record marked in the
+    transaction of that crumb: a tail of the paused run learns of its end from its log (on
+    Postgres it hears appends only), so no record may say it ended before its log does."""
     checkpoint_id = record["checkpointId"]
     if not checkpoint_id or not runtime.store.claim_checkpoint(checkpoint_id, status="void"):
         return False
-    runtime.store.update_run(record["id"], status="cancelled", checkpointId=None)
     _cancel_remote(runtime, record)
     error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
-    end_undriven(runtime, record["id"], "cancelled", error)
+    recorded = partial(runtime.store.update_run, record["id"], status="cancelled", checkpointId=None)
+    end_undriven(runtime, record["id"], "cancelled", error, recorded)
     return True
 
 
@@ -149,9 +153,12 @@ def _cancel_remote(runtime: Runtime, record: dict[str, Any]) -> None:
         quietly(runtime.remote_agents[record["agentId"]].cancel, record["remoteRunId"])
 
 
-def end_undriven(runtime: Runtime, run_id: str, status: str, error: BreadError) -> None:
-    """The terminal crumb of a run no process drives, and its unfinished loops' end."""
-    _append_final(runtime, run_id, c.error_crumb(run_id, error))
+def end_undriven(
+    runtime: Runtime, run_id: str, status: str, error: BreadError, recorded: Callable[[], Any] | None = None
+) -> None:
+    """The terminal crumb of a run no process drives (with ``recorded``, the write of its end
+    in its record, in that crumb's transaction), and its unfinished loops' end."""
+    _append_final(runtime, run_id, c.error_crumb(run_id, error), recorded)
     close_loops(runtime.store, run_id, status)
 
 
@@ -184,11 +191,19 @@ def _relay_of_the_dead(runtime: Runtime, record: dict[str, Any]) -> bool:
     )
 
 
-def _append_final(runtime: Runtime, run_id: str, crumb: dict[str, Any]) -> None:
-    """The terminal crumb of a run no process drives, through a choke point of its own."""
+def _append_final(
+    runtime: Runtime, run_id: str, crumb: dict[str, Any], recorded: Callable[[], Any] | None = None
+) -> None:
+    """The terminal crumb of a run no process drives, through a choke point of its own, with
+    ``recorded`` (a store write) in its transaction, or alone when a late writer took its seq."""
+    emitter = Emitter(run_id, runtime.store, runtime.publish, next_seq=runtime.store.last_seq(run_id) + 1)
+    if recorded is not None:
+        emitter.defer(recorded)
     try:
-        Emitter(run_id, runtime.store, runtime.publish, next_seq=runtime.store.last_seq(run_id) + 1).emit(crumb)
+        emitter.emit(crumb)
     except BreadError as exc:
         if exc.code != SEQ_CONFLICT:
             raise
         log.warning("run %s: a late writer took the final seq; its log ends as that writer left it", run_id)
+        if recorded is not None:  # its log ended all the same: the record says so
+            recorded()

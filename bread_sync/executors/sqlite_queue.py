@@ -23,6 +23,8 @@ from huey import SqliteHuey
 from huey.constants import EmptyData
 from huey.storage import SqliteStorage
 
+from ..stores.sqlite.busy import PatientConnection
+
 #: The poller's pauses between reads of an empty queue: doubling from the first to the longest.
 POLL_SECONDS = (0.01, 0.1)
 #: How long a worker waits for a task before it returns to Huey's loop (which checks its stop
@@ -86,12 +88,15 @@ class Handout:
 
 class HandoutSqliteStorage(SqliteStorage):
     """Huey's SQLite storage whose ``dequeue`` goes through one :class:`Handout` per process, and
-    whose commits wait for no fsync, as the store's do."""
+    whose statements wait for a locked file and whose commits wait for no fsync, as the store's
+    do."""
 
     blocking = True  # Huey's worker calls dequeue again at once: the wait is in the handout
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+        # No busy timeout: SQLite's handler sleeps in C, stalling every greenlet of the worker
+        # while another process holds the file; the store's connection waits in Python instead.
+        super().__init__(*args, **{**kwargs, "timeout": 0, "factory": PatientConnection})
         self.handout = Handout(self.take)
 
     def _create_connection(self):
@@ -122,8 +127,7 @@ class HandoutSqliteStorage(SqliteStorage):
         """The value at ``key``, removed; ``EmptyData`` when there is none, read without the
         write lock. Huey pops each task's revoke flag once the task has run, and bread_sync
         revokes none (a cancel goes through the run's record): Huey's own pop took the queue
-        file's write lock for every run, and a worker refused it by another waited in SQLite's
-        busy handler, in C, its event loop stalled."""
+        file's write lock for every run, and waited for it when another worker held it."""
         found = "select 1 from kv where queue = ? and key = ? limit 1"
         if not self.sql(found, (self.name, key), results=True):
             return EmptyData

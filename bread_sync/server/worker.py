@@ -79,14 +79,13 @@ def work(config: Any, workers: int) -> None:
     from .runner import Runner
 
     logs.configure()
-    bread = Bread(_sweeping_every_half_lease(config))
+    bread = Bread(_with_store_committing_in_the_loop(_sweeping_every_half_lease(config)))
     if not bread.executor.queues:
         bread.close()
         raise ValueError("bread-sync worker drives queued runs: set BREAD_EXECUTOR=huey (or Config.executor)")
     for note in (live_text_note(config), metrics_note(config)):
         if note:
             print(note, file=sys.stderr)
-    _commit_in_the_loop(bread.store)
     consumer = bread.executor.consumer(bread, workers)
     life = Lifecycle(bread, Runner(0, None, bread.cancels), STOP_SECONDS)
     bread.start()
@@ -108,15 +107,17 @@ def work(config: Any, workers: int) -> None:
     _leave_metrics(bread)
 
 
-def _commit_in_the_loop(store: Any) -> None:
-    """A SQLite store's run-end batches committed in the driving greenlet, not handed to the
-    store's thread of the OS: a worker's event loop is busy with runs, so that thread waited for
-    the GIL between statements while holding the file's write lock, which the other workers'
-    commits then waited for; and the hand-over cost CPU. Measured on the drain of 500 queued runs
-    (bench/queued_runs.py): 1.1 ms of a worker's CPU a run instead of 1.3, two workers 1.56x to
-    1.66x one instead of 1.02x to 1.33x (docs/performance.md, "Queued runs")."""
-    if hasattr(store, "writes_in_thread"):
-        store.writes_in_thread = False
+def _with_store_committing_in_the_loop(config: Any) -> Any:
+    """The config with its store opened, a default SQLite store committing a run's end in the
+    driving greenlet, not handed to the store's thread of the OS: a worker's event loop is busy
+    with runs, so that thread waited for the GIL between statements while holding the file's
+    write lock, which the other workers' commits then waited for; and the hand-over cost CPU.
+    Measured on the drain of 500 queued runs (bench/queued_runs.py): 1.1 ms of a worker's CPU a
+    run instead of 1.3, two workers 1.56x to 1.66x one instead of 1.02x to 1.33x
+    (docs/performance.md, "Queued runs")."""
+    from ..config import make_store
+
+    return config.model_copy(update={"store": make_store(config, writes_in_thread=False)})
 
 
 def _leave_metrics(bread: Any) -> None:

@@ -27,6 +27,10 @@ class RunTrace(Protocol):
         """The run's crumbs unchanged, looked at by nothing; the run's span ends with them, with
         ``status()`` (the driver's final word)."""
 
+    def abandon(self) -> None:
+        """Drop the run's span unended, so it is never exported: the run was never this
+        process's (another opened its id first, after the span was started for its record)."""
+
     def committed(self, crumb: dict[str, Any]) -> None:
         """A durable crumb the run's choke point logged: the spans its frame opens or closes.
         Told by the choke point, which never tells it of a delta: tracing costs nothing per delta."""

@@ -152,6 +152,11 @@ class OtelRunTrace:
                 close()  # the driver settles the run (interrupted, when its caller stopped early)
             self._end(status())
 
+    def abandon(self) -> None:
+        # An SDK span reaches its exporter only when it ends: the run's, never ended, goes with
+        # this trace (the run logged nothing, so no span was started inside it).
+        self._open.clear()
+
     def committed(self, crumb: dict[str, Any]) -> None:
         handler = HANDLERS.get(crumb["type"]) if self._recording else None
         if handler is not None:

@@ -1,7 +1,8 @@
 """Waiting for a SQLite file another process locked, without stalling a gevent worker.
 
 SQLite's busy handler sleeps in C, which under gevent blocks every greenlet of the worker, so
-the store connects with no busy timeout and a statement refused with SQLITE_BUSY is tried again
+the store (and Huey's SQLite queue, executors/sqlite_queue.py) connects with no busy timeout
+and a statement refused with SQLITE_BUSY is tried again
 here, between sleeps gevent can switch around. Past ``busy_seconds`` it fails with
 ``STORE_BUSY`` (503): the lock was held by another process (a write, a ``BEGIN EXCLUSIVE``, a
 backup) for longer than a request should wait.
@@ -13,7 +14,8 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from functools import partial
+from typing import Any, Self, TypeVar
 
 from ... import greenlets
 from ...errors import STORE_BUSY, BreadError
@@ -25,10 +27,12 @@ BUSY_TIMEOUT_SECONDS = 5.0
 #: draining short runs waited about half as long for each other's locks with these.
 BUSY_PAUSES = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.025, 0.025, 0.05, 0.05, 0.1)
 SQLITE_BUSY = 5
+T = TypeVar("T")
 
 
 class PatientConnection(sqlite3.Connection):
-    """A connection whose statements wait for a locked file in Python (see the module's doc).
+    """A connection whose statements, its cursors' included, wait for a locked file in Python
+    (see the module's doc).
 
     A statement refused with SQLITE_BUSY changed nothing, so trying it again is safe: writes
     take the lock with their first statement (``BEGIN IMMEDIATE``, or an autocommit write)."""
@@ -37,25 +41,25 @@ class PatientConnection(sqlite3.Connection):
     #: The sleep between attempts; None: ``time.sleep``, gevent's where it patched it.
     os_sleep: Callable[[float], None] | None = None
 
+    def cursor(self, factory: Any = None) -> sqlite3.Cursor:  # type: ignore[override]
+        # Huey's storage runs its statements on cursors.
+        return sqlite3.Connection.cursor(self, factory or PatientCursor)
+
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        try:  # the first attempt costs no more than a plain connection's
-            return sqlite3.Connection.execute(self, sql, parameters)
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc):
-                raise
-        return self._patiently(lambda: sqlite3.Connection.execute(self, sql, parameters))
+        return self.patiently(partial(sqlite3.Connection.execute, self, sql, parameters))
 
     def executemany(self, sql: str, seq_of_parameters: Any, /) -> sqlite3.Cursor:
-        # A list, so that a refused attempt does not spend an iterator.
-        rows = seq_of_parameters if isinstance(seq_of_parameters, list | tuple) else list(seq_of_parameters)
-        try:
-            return sqlite3.Connection.executemany(self, sql, rows)
+        rows = _replayable(seq_of_parameters)
+        return self.patiently(partial(sqlite3.Connection.executemany, self, sql, rows))
+
+    def patiently(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, tried again between pauses while the file is locked, for up to
+        ``busy_seconds``; then ``STORE_BUSY``."""
+        try:  # the first attempt costs no more than a plain connection's
+            return attempt()
         except sqlite3.OperationalError as exc:
             if not _is_busy(exc):
                 raise
-        return self._patiently(lambda: sqlite3.Connection.executemany(self, sql, rows))
-
-    def _patiently(self, attempt: Callable[[], sqlite3.Cursor]) -> sqlite3.Cursor:
         deadline = time.monotonic() + self.busy_seconds
         for pause in _pauses():
             if time.monotonic() + pause > deadline:
@@ -67,6 +71,24 @@ class PatientConnection(sqlite3.Connection):
                 if not _is_busy(exc):
                     raise
         raise AssertionError("unreachable")
+
+
+class PatientCursor(sqlite3.Cursor):
+    """A cursor of a :class:`PatientConnection`, whose statements wait as the connection's do."""
+
+    connection: PatientConnection
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Self:
+        return self.connection.patiently(partial(sqlite3.Cursor.execute, self, sql, parameters))
+
+    def executemany(self, sql: str, seq_of_parameters: Any, /) -> Self:
+        rows = _replayable(seq_of_parameters)
+        return self.connection.patiently(partial(sqlite3.Cursor.executemany, self, sql, rows))
+
+
+def _replayable(seq_of_parameters: Any) -> Any:
+    # A list, so that a refused attempt does not spend an iterator.
+    return seq_of_parameters if isinstance(seq_of_parameters, list | tuple) else list(seq_of_parameters)
 
 
 @contextmanager

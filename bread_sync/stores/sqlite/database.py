@@ -73,10 +73,6 @@ class SQLiteStore(SQLStore):
     """A :class:`~bread_sync.stores.Store` in one SQLite file, migrated on open."""
 
     dialect = SQLITE
-    #: Whether, under gevent, :meth:`write_batch` commits in the store's thread of the OS (a web
-    #: server: its other streams go on meanwhile) or in the caller's greenlet (``bread-sync
-    #: worker`` sets it False: see server/worker.py).
-    writes_in_thread = True
 
     def __init__(
         self,
@@ -84,11 +80,16 @@ class SQLiteStore(SQLStore):
         pool_size: int = POOL_SIZE,
         busy_seconds: float = BUSY_TIMEOUT_SECONDS,
         checkpoint_seconds: float | None = wal.SECONDS,
+        writes_in_thread: bool = True,
     ):
         if str(path) == ":memory:":
             raise ValueError("an in-memory SQLite database is private to one connection: use the memory store")
         self.path = Path(path)
         self.busy_seconds = busy_seconds
+        #: Whether, under gevent, :meth:`write_batch` commits in the store's thread of the OS (a
+        #: web server: its other streams go on meanwhile) or in the caller's greenlet
+        #: (``bread-sync worker``'s store: see server/worker.py).
+        self.writes_in_thread = writes_in_thread
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._checkpointer = wal.Checkpointer(self.path, checkpoint_seconds) if checkpoint_seconds else None
         with self._open() as db:
@@ -349,9 +350,11 @@ def store(
     pool_size: int = POOL_SIZE,
     busy_seconds: float = BUSY_TIMEOUT_SECONDS,
     checkpoint_seconds: float | None = wal.SECONDS,
+    writes_in_thread: bool = True,
 ) -> SQLiteStore:
     """A SQLite store in the file ``path`` (its folder is created if missing). A statement waits
     up to ``busy_seconds`` for a file another process locked, then fails with ``STORE_BUSY``.
     The write-ahead log is checkpointed every ``checkpoint_seconds`` off the path of commits;
-    ``None`` (or 0) leaves that to SQLite's commits (see wal.py)."""
-    return SQLiteStore(path, pool_size, busy_seconds, checkpoint_seconds)
+    ``None`` (or 0) leaves that to SQLite's commits (see wal.py). Under gevent a run's end is
+    committed in a thread of the OS of the store's own unless ``writes_in_thread`` is False."""
+    return SQLiteStore(path, pool_size, busy_seconds, checkpoint_seconds, writes_in_thread)

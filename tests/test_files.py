@@ -268,6 +268,21 @@ def test_an_a2a_file_part_is_a_reference_to_this_servers_files(make_bread, provi
     assert len(provider_server.requests) == 1
 
 
+def test_an_a2a_inline_file_is_its_senders_as_an_upload_is(make_bread, provider_server):
+    bread, client = server(make_bread, provider_server, plugins=[a2a_server("looker")])
+    provider_server.play(Stream(text("A cat.")))
+    inline = {"kind": "file", "file": {"bytes": b64(PNG), "mimeType": "image/png"}}
+
+    task = a2a_send(client, inline)["result"]
+
+    assert task["status"]["state"] == "completed"
+    (asked, _) = bread.store.get_session(task["contextId"])["messages"]
+    uri = asked["files"][0]["uri"]
+    assert client.get(uri, headers=AS_ALICE).data == PNG
+    assert error_of(client.get(uri, headers=AS_BOB)) == (404, FILE_NOT_FOUND)
+    assert a2a_send(client, {"kind": "file", "file": {"uri": uri}}, AS_BOB)["error"]["code"] == -32602
+
+
 class Picture(BaseModel):
     picture: dict
 

@@ -36,15 +36,16 @@ def decoded_size(text: str) -> int:
     return len(text) * 3 // 4 - text[-2:].count("=")
 
 
-def run_input(parts: list[dict[str, Any]], blob_store: Any) -> Any:
+def run_input(parts: list[dict[str, Any]], blob_store: Any, owner: str | None = None) -> Any:
     """The run's input: text parts joined by newlines; one data part, its value; one file part,
     a file reference ``{type: "file", uri, mimeType?, name?}`` (bread_sync/files.py); any other
     mix, the tagged parts in order, each file part as its reference. Inline bytes are stored in
-    ``blob_store`` first, and named by the url it gives; a uri is the run's to check (only this
-    server's files are references a model receives)."""
+    ``blob_store`` first, as ``owner``'s (the caller's, as an upload is), and named by the url it
+    gives; a uri is the run's to check (only this server's files are references a model
+    receives)."""
     if not parts:
         raise BadParams("the message has no parts")
-    resolved = [_file(part["file"], blob_store) if "file" in part else part for part in parts]
+    resolved = [_file(part["file"], blob_store, owner) if "file" in part else part for part in parts]
     if all("text" in part for part in resolved):
         return "\n".join(part["text"] for part in resolved)
     if len(resolved) == 1:
@@ -52,7 +53,7 @@ def run_input(parts: list[dict[str, Any]], blob_store: Any) -> Any:
     return resolved
 
 
-def _file(file: dict[str, Any], blob_store: Any) -> dict[str, Any]:
+def _file(file: dict[str, Any], blob_store: Any, owner: str | None) -> dict[str, Any]:
     mime_type, name = file.get("mimeType"), file.get("name")
     if mime_type and not is_media_type(mime_type):  # "" is none given, as ProtoJSON reads it
         raise BadParams(f"a file part's mimeType must be a media type such as image/png, not {mime_type!r}")
@@ -61,7 +62,7 @@ def _file(file: dict[str, Any], blob_store: Any) -> dict[str, Any]:
     else:
         if blob_store is None:
             raise BadParams("an inline file part needs a blob store, and none is configured: pass it by uri")
-        uri = blob_store.put(_decoded(file["bytes"]), mime_type or OPAQUE, name)["url"]
+        uri = blob_store.put(_decoded(file["bytes"]), mime_type or OPAQUE, name, owner)["url"]
     typed = {"mimeType": mime_type} if mime_type else {}
     return {"type": FILE, "uri": uri, **typed, **({"name": name} if name else {})}
 

@@ -25,7 +25,7 @@ from ...server import (
     stream_body,
     stream_response,
 )
-from ...server.guard import NotJson, json_value, may_reach_run, may_read_file
+from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file
 from ...stores import page_runs, read_log
 from . import rpc, v03, v10
 from .card import card_facts
@@ -259,7 +259,7 @@ class A2AServer:
         if context_id is not None:
             self._check_context(context_id)
         session_id = context_id or new_id("ses")
-        value = run_input(parts, bread.blob_store)
+        value = run_input(parts, bread.blob_store, caller_key())
         return (
             lambda token: bread.run(
                 self.agent_id,

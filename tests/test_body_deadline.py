@@ -48,9 +48,9 @@ def test_the_body_timeout_is_a_setting_of_the_app_that_a_stalled_body_meets(make
     app = Flask(__name__)
     app.config["BREAD_SYNC_BODY_TIMEOUT_SECONDS"] = 0.05
     BreadSync(app, make_bread(transport="http-sse"))
-    body = server.makefile("rb")  # the client promises 20 bytes and sends none
-    handed_over = {"wsgi.input": body, "CONTENT_LENGTH": "20", "gunicorn.socket": server}
-    stalled = app.test_client().post("/agents/echo/run", environ_overrides=handed_over)
+    with server.makefile("rb") as body:  # the client promises 20 bytes and sends none
+        handed_over = {"wsgi.input": body, "CONTENT_LENGTH": "20", "gunicorn.socket": server}
+        stalled = app.test_client().post("/agents/echo/run", environ_overrides=handed_over)
     assert stalled.status_code == 408 and stalled.get_json()["error"]["code"] == "REQUEST_TIMEOUT"
     assert "0.05 s" in stalled.get_json()["error"]["message"]
 

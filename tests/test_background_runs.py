@@ -57,6 +57,14 @@ def test_a_background_run_answers_202_and_its_wait_answers_its_output(make_bread
     assert client.get(f"/runs/{run_id}").get_json()["status"] == "completed"  # the Location
 
 
+def test_respond_async_is_heard_in_any_of_several_prefer_headers(make_bread):
+    # The WSGI server joins repeated headers into one, as the test client does.
+    _, client = serve(make_bread)
+    started(client, "/agents/echo/run", {"input": "hi"}, [("Prefer", "wait=5"), ("Prefer", "respond-async; x=1")])
+    streamed = client.post("/agents/echo/run", json={"input": "hi"}, headers=[("Prefer", "wait=5"), ("Prefer", "x")])
+    assert streamed.status_code == 200 and streamed.mimetype == "text/event-stream"
+
+
 def test_a_wait_answers_a_pause_with_its_checkpoint_and_a_background_resume_goes_on(make_bread):
     _, client = serve(make_bread)
     run_id = started(client, "/agents/writer/run", {"input": {"topic": "bread"}})

@@ -105,6 +105,16 @@ def test_a_foreign_host_is_403_before_any_404_or_405(make_bread, method, path, h
     assert answer.status_code == 403 and answer.get_json() == {"error": "Forbidden"}
 
 
+def test_hooks_that_would_do_nothing_are_not_added(make_bread):
+    """Flask calls every hook of every request: without auth, the grant; without CORS origins,
+    the CORS headers."""
+    app = create_server(make_bread(transport="http-sse"))
+    assert [f.__name__ for f in app.before_request_funcs["bread_sync"]] == ["_guard"]
+    assert "bread_sync" not in app.after_request_funcs
+    app = create_server(make_bread(transport="http-sse", server={"cors_origins": ["https://app.example"]}))
+    assert [f.__name__ for f in app.after_request_funcs["bread_sync"]] == ["_cors_headers"]
+
+
 def test_the_body_limit_counts_raw_bytes(make_bread):
     app = create_server(make_bread(transport="http-sse", server={"max_body_bytes": 100}))
     client = app.test_client()

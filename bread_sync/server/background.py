@@ -24,12 +24,14 @@ PREFERENCE = "respond-async"
 
 def prefers_async() -> bool:
     """Whether the request's ``Prefer`` headers ask for ``respond-async`` (RFC 7240: a list of
-    ``token[=value][; param]``, tokens compared without case)."""
-    for header in request.headers.getlist("Prefer"):
-        for preference in header.split(","):
-            if preference.split(";")[0].split("=")[0].strip().lower() == PREFERENCE:
-                return True
-    return False
+    ``token[=value][; param]``, tokens compared without case).
+
+    A WSGI server joins repeated headers with commas into one environ key: one ``get``, where
+    ``getlist`` walked the whole environ on every run request."""
+    header = request.headers.get("Prefer")
+    if header is None:
+        return False
+    return any(preference.split(";")[0].split("=")[0].strip().lower() == PREFERENCE for preference in header.split(","))
 
 
 def check_webhook(webhook: WebhookRef | None) -> None:

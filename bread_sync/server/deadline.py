@@ -11,37 +11,41 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from .. import greenlets
 
 
-@contextmanager
-def body_deadline(environ: dict[str, Any], seconds: float | None) -> Iterator[Callable[[], bool]]:
-    """Within the block, the body has ``seconds`` to arrive; yields "did the deadline pass?".
+class BodyDeadline:
+    """``with BodyDeadline(environ, seconds) as deadline:`` the body has ``seconds`` to arrive;
+    ``deadline.passed`` says whether it was cut off.
 
     Only a server that hands the socket over (gunicorn's ``gunicorn.socket``) can be cut off;
-    elsewhere (the development server, a test client) there is no deadline."""
-    sock = environ.get("gunicorn.socket")
-    if sock is None or not seconds:
-        yield lambda: False
-        return
-    passed = threading.Event()
+    elsewhere (the development server, a test client) there is no deadline. Armed on every
+    request with a body, so it is a plain flag and one timer of the event loop: no event, no
+    closure, no generator of its own."""
 
-    def cut_off() -> None:
-        passed.set()
+    __slots__ = ("_cancel", "_sock", "passed")
+
+    def __init__(self, environ: dict[str, Any], seconds: float | None):
+        self.passed = False
+        self._sock = environ.get("gunicorn.socket")
+        self._cancel = _call_later(seconds, self._cut_off) if self._sock is not None and seconds else None
+
+    def __enter__(self) -> BodyDeadline:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._cancel is not None:
+            self._cancel()
+
+    def _cut_off(self) -> None:
+        self.passed = True  # before the shutdown: the read it ends sees the flag set
         try:
-            sock.shutdown(socket.SHUT_RD)
+            self._sock.shutdown(socket.SHUT_RD)
         except OSError:
             pass  # the client is gone already
-
-    cancel = _call_later(seconds, cut_off)
-    try:
-        yield passed.is_set
-    finally:
-        cancel()
 
 
 def _call_later(seconds: float, callback: Callable[[], None]) -> Callable[[], None]:

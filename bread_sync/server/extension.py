@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Blueprint, Flask, current_app, g, jsonify, request
+from flask import Blueprint, Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import RequestRedirect
 
@@ -38,9 +38,9 @@ class BreadSync:
 
     Settings, read from ``app.config`` with the bread config's values as defaults:
     ``BREAD_SYNC_MAX_BODY_BYTES``, ``BREAD_SYNC_MAX_FILE_BYTES``, ``BREAD_SYNC_MAX_CONCURRENT_RUNS``,
-    ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``, ``BREAD_SYNC_CORS_ORIGINS``, ``BREAD_SYNC_PLAYGROUND``.
-    The body limit, the loopback rule, auth and CORS apply to the bread routes only; the app's
-    other routes are untouched.
+    ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``, ``BREAD_SYNC_BODY_TIMEOUT_SECONDS``, ``BREAD_SYNC_CORS_ORIGINS``,
+    ``BREAD_SYNC_PLAYGROUND``. The body limit, the loopback rule, auth and CORS apply to the bread
+    routes only; the app's other routes are untouched.
     """
 
     def __init__(self, app: Flask | None = None, bread: Bread | None = None, url_prefix: str | None = None):
@@ -58,6 +58,7 @@ class BreadSync:
         app.config.setdefault("BREAD_SYNC_MAX_FILE_BYTES", server.max_file_bytes)
         app.config.setdefault("BREAD_SYNC_MAX_CONCURRENT_RUNS", server.max_concurrent_runs)
         app.config.setdefault("BREAD_SYNC_RUN_TIMEOUT_SECONDS", server.run_timeout_seconds)
+        app.config.setdefault("BREAD_SYNC_BODY_TIMEOUT_SECONDS", server.body_timeout_seconds)
         app.config.setdefault("BREAD_SYNC_CORS_ORIGINS", server.cors_origins)
         app.config.setdefault("BREAD_SYNC_PLAYGROUND", server.playground)
         mount = _mounter(bread.transport)
@@ -71,6 +72,8 @@ class BreadSync:
             ),
             blueprint=blueprint,
             max_body_bytes=app.config["BREAD_SYNC_MAX_BODY_BYTES"],
+            body_limits=body_limits_of(app),
+            body_timeout_seconds=app.config["BREAD_SYNC_BODY_TIMEOUT_SECONDS"],
             auth=has_auth(bread.config.plugins),
             cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"]),
             url_prefix=(self.url_prefix or "").rstrip("/"),
@@ -83,18 +86,23 @@ class BreadSync:
             blueprint.before_request(_trace_context_in)
             blueprint.teardown_request(_trace_context_out)
         # In this order: the guard, every plugin's middleware (the auth plugin stores the
-        # caller's identity there), then the grant of the route's action.
+        # caller's identity there), then the grant of the route's action. A hook that would do
+        # nothing on this app (the grant without auth, CORS without origins) is not added: Flask
+        # calls each hook of every request.
+        current = app.extensions["bread_sync"]
         blueprint.before_request(_guard)
         for middleware in hooks(bread.config.plugins, "middleware"):
             middleware(blueprint, bread)
-        blueprint.before_request(_grant)
-        blueprint.after_request(_cors_headers)
+        if current.auth:
+            blueprint.before_request(_grant)
+        if current.cors_origins:
+            blueprint.after_request(_cors_headers)
         blueprint.register_error_handler(Exception, _error_response)
         records.register(blueprint)
         files.register(blueprint, app.config["BREAD_SYNC_MAX_FILE_BYTES"])
         if bread.metrics is not None:
             metrics.register(blueprint)
-        if app.extensions["bread_sync"].playground:
+        if current.playground:
             playground.register(blueprint)
         mount(blueprint, bread)
         for add_routes in hooks(bread.config.plugins, "routes"):
@@ -134,20 +142,21 @@ def _trace_context_out(exc: BaseException | None) -> None:
 
 
 def _guard() -> Any:
-    if request.endpoint == HEALTH_ENDPOINT:
+    endpoint = request.endpoint
+    if endpoint == HEALTH_ENDPOINT:
         return records.health()  # answered here, so no middleware (auth included) ever sees it
     current = state()
     if not current.auth:
         check_local()
     if cross_site.is_cross_site(current.cors_origins):
         raise Forbidden()  # before the body is read: a hostile page's bytes are never parsed
-    if playground.is_page_request():
+    if current.playground and playground.is_page_request():
         return playground.serve_request()  # before the auth plugin: the page loads without a credential
     answer = cors.preflight(current.cors_origins)
     if answer is not None:
         return answer
     if request.method in _BODY_METHODS:
-        limit = body_limits_of(current_app).get(request.endpoint or "", current.max_body_bytes)
+        limit = current.body_limits.get(endpoint or "", current.max_body_bytes)
         # A route's own larger limit is for callers auth has let in (see _grant).
         read_body(limit, before_auth=current.max_body_bytes if current.auth else None)
     return None
@@ -184,10 +193,8 @@ def _authenticate_unrouted() -> Any:
 
 
 def _grant() -> None:
-    current = state()
-    if current.auth:
-        read_rest_of_body()
-        authorize_request(current.bread.config.server.authorize)
+    read_rest_of_body()
+    authorize_request(state().bread.config.server.authorize)
 
 
 def _cors_headers(response: Any) -> Any:

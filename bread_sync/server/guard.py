@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from ..errors import BODY_TOO_LARGE, INVALID_REQUEST, REQUEST_TIMEOUT, BreadError
 from ..plugins import named
 from .actions import HTTP_ACTIONS, actions_of, authorize_args_of
-from .deadline import body_deadline
+from .deadline import BodyDeadline
 from .schemas import validated
 
 # localhost, 127.0.0.1, ::1 and [::1], each with an optional port; nothing else is loopback
@@ -114,27 +114,23 @@ def _too_large(limit: int) -> BreadError:
 
 
 def _read_in_time(size: int) -> bytes:
-    seconds = current_app.config.get("BREAD_SYNC_BODY_TIMEOUT_SECONDS", _body_timeout_default())
-    with body_deadline(request.environ, seconds) as passed:
+    seconds = current_app.extensions["bread_sync"].body_timeout_seconds
+    with BodyDeadline(request.environ, seconds) as deadline:
         try:
             data = request.stream.read(size)
         except Exception as exc:  # the client went away, or the deadline cut a chunk short
-            if passed():
+            if deadline.passed:
                 raise _too_slow(seconds) from exc
             # A chunk size that is not hex, a broken chunk extension, a body cut short: the
             # server's parser raises; the client gets its 400, and the connection closes.
             raise BreadError(INVALID_REQUEST, "the request body could not be read: malformed HTTP framing") from None
-        if passed():
+        if deadline.passed:
             raise _too_slow(seconds)
     return data
 
 
 def _too_slow(seconds: float) -> BreadError:
     return BreadError(REQUEST_TIMEOUT, f"the request body did not arrive within {seconds:g} s")
-
-
-def _body_timeout_default() -> float | None:
-    return current_app.extensions["bread_sync"].bread.config.server.body_timeout_seconds
 
 
 class NotJson(BreadError):

@@ -19,6 +19,10 @@ class State:
     blueprint: Blueprint
     max_body_bytes: int
     auth: bool
+    #: The endpoint -> body limit table of the routes with a limit of their own (actions.py).
+    body_limits: dict[str, int] = field(default_factory=dict)
+    #: Seconds a request body has to arrive (``BREAD_SYNC_BODY_TIMEOUT_SECONDS``; None: no limit).
+    body_timeout_seconds: float | None = None
     cors_origins: list[str] = field(default_factory=list)
     #: Where the blueprint is mounted in its app ("" at the root).
     url_prefix: str = ""

@@ -225,6 +225,31 @@ def test_usage_and_content_on_the_model_call_span(traced, exporter, monkeypatch)
     assert run.attributes["gen_ai.usage.input_tokens"] == 12
 
 
+def test_a_run_span_is_given_its_usage_and_status_in_one_call_as_it_ends(traced, exporter, monkeypatch):
+    """Each attribute set on its own takes the span's lock and checks its value once more (the
+    SDK's cost, per run): the run's end sets its usage and status at once."""
+    from opentelemetry.sdk.trace import Span
+
+    from bread_sync import Agent, Config
+
+    calls = []
+    for name in ("set_attribute", "set_attributes"):
+        method = getattr(Span, name)
+        monkeypatch.setattr(
+            Span,
+            name,
+            lambda self, *args, _name=name, _method=method: calls.append((self.name, _name)) or _method(self, *args),
+        )
+    agent = Agent(id="u", model=provider([say("Hi."), usage(12, 3)]))
+    bread = traced(config=Config(agents=[agent]))
+    bread.run("u", "hello", mode="sync")
+
+    run = named(exporter.get_finished_spans(), "invoke_agent u")
+    assert run.attributes["bread.run.status"] == "completed"
+    assert run.attributes["gen_ai.usage.output_tokens"] == 3
+    assert [call for call in calls if call[0] == "invoke_agent u"] == [("invoke_agent u", "set_attributes")]
+
+
 def test_a_run_opened_in_a_context_is_its_child():
     exporter = InMemorySpanExporter()
     spans = TracerProvider()

@@ -79,7 +79,7 @@ def open_run(
     _trace_new_run(ctx, definition_id, record)
     if not runtime.store.create_run(record):
         if ctx.trace is not None:  # another request opened this run id meanwhile: its span ends unused
-            list(ctx.trace.follow(iter(()), lambda: None))
+            ctx.trace.end(None)
         return None
     queue = _queues(runtime, root, after)
     opening = root.open(tags, None if queue else _session_wait(runtime, ctx, claimed))
@@ -239,7 +239,7 @@ def observed(
             # POSTs about the run carry it, from whichever process sends them (stores.TRACE_FIELD).
             ctx.emitter.defer(partial(runtime.store.update_run, ctx.run_id, trace=ctx.trace.link()))
         ctx.emitter.watch(ctx.trace.committed)
-        crumbs = ctx.trace.follow(crumbs, lambda: execution.status)
+        execution.when_ended(ctx.trace.end)
     if runtime.metrics is not None:
         metrics = runtime.metrics
         crumbs = metrics.follow(agent_id, crumbs, lambda: execution.status, ctx.usage, new, ctx.emitter.tally)

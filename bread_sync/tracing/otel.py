@@ -146,15 +146,6 @@ class OtelRunTrace:
 
     # -- the contract ------------------------------------------------------------------------
 
-    def follow(self, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None]) -> Iterator[dict[str, Any]]:
-        try:
-            yield from crumbs  # the frames' spans follow the commits (committed): nothing here per crumb
-        finally:
-            close = getattr(crumbs, "close", None)
-            if close is not None:
-                close()  # the driver settles the run (interrupted, when its caller stopped early)
-            self._end(status())
-
     def committed(self, crumb: dict[str, Any]) -> None:
         handler = HANDLERS.get(crumb["type"]) if self._recording else None
         if handler is not None:
@@ -340,7 +331,7 @@ class OtelRunTrace:
     def _run_error(self, crumb: dict[str, Any]) -> None:
         _fail(self.run, crumb["error"])
 
-    def _end(self, status: str | None) -> None:
+    def end(self, status: str | None) -> None:
         """End the spans left open (a pause inside them, a run cut short), then the run's."""
         for _, span, _ in reversed(self._open[1:]):
             span.end()

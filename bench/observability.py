@@ -185,8 +185,9 @@ def span_cost(stage: str, endpoint: str, deltas: int) -> float:
             yield {"type": c.TOOL_RESULT, "toolName": "noop", "toolCallId": f"call_{turn}", "output": {}}
 
     cpu = time.process_time()
-    for _ in trace.follow(crumbs(), lambda: "completed"):
-        pass
+    for crumb in crumbs():
+        trace.committed(crumb)
+    trace.end("completed")
     provider.force_flush()
     cpu = time.process_time() - cpu
     provider.shutdown()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import gc
 import re
+import sys
+import threading
 import time
 import weakref
 from datetime import UTC, datetime
@@ -76,6 +78,32 @@ def test_nothing_is_traced_per_text_delta(traced, exporter, monkeypatch):
     assert sum(crumb["type"] == "text:delta" for crumb in result.crumbs) == 50
     assert told == ["agent:run:start", "agent:run:end"]
     assert tree(exporter.get_finished_spans()) == [("invoke_agent slow", [("chat script", [])])]
+
+
+def test_a_run_s_crumbs_pass_through_no_tracer_code_but_its_model_call_s(traced, monkeypatch):
+    """Per delta, tracing runs the chat span's look at the model's events and nothing else: the
+    run's span ends when its driving does (Execution.when_ended), no generator around its crumbs."""
+    calls: dict[str, int] = {}
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == otel.__file__:  # a generator's resume too
+            calls[frame.f_code.co_name] = calls.get(frame.f_code.co_name, 0) + 1
+
+    bread = traced()
+
+    def calls_in_a_run_of(deltas: int) -> dict[str, int]:
+        calls.clear()
+        sys.setprofile(profile)
+        threading.setprofile(profile)
+        try:
+            bread.run("slow", {"count": deltas, "delayMs": 0}, mode="sync")
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+        return {name: count for name, count in calls.items() if name != "_watched"}
+
+    assert calls_in_a_run_of(10) == calls_in_a_run_of(50)
+    assert calls_in_a_run_of(10)["end"] == 1
 
 
 def test_a_traced_run_leaves_no_cycle_for_the_garbage_collector(traced, monkeypatch):
@@ -226,6 +254,31 @@ def test_usage_and_content_on_the_model_call_span(traced, exporter, monkeypatch)
     assert run.attributes["gen_ai.usage.input_tokens"] == 12
 
 
+def test_a_run_span_is_given_its_usage_and_status_in_one_call_as_it_ends(traced, exporter, monkeypatch):
+    """Each attribute set on its own takes the span's lock and checks its value once more (the
+    SDK's cost, per run): the run's end sets its usage and status at once."""
+    from opentelemetry.sdk.trace import Span
+
+    from bread_sync import Agent, Config
+
+    calls = []
+    for name in ("set_attribute", "set_attributes"):
+        method = getattr(Span, name)
+        monkeypatch.setattr(
+            Span,
+            name,
+            lambda self, *args, _name=name, _method=method: calls.append((self.name, _name)) or _method(self, *args),
+        )
+    agent = Agent(id="u", model=provider([say("Hi."), usage(12, 3)]))
+    bread = traced(config=Config(agents=[agent]))
+    bread.run("u", "hello", mode="sync")
+
+    run = named(exporter.get_finished_spans(), "invoke_agent u")
+    assert run.attributes["bread.run.status"] == "completed"
+    assert run.attributes["gen_ai.usage.output_tokens"] == 3
+    assert [call for call in calls if call[0] == "invoke_agent u"] == [("invoke_agent u", "set_attributes")]
+
+
 def test_a_run_opened_in_a_context_is_its_child():
     exporter = InMemorySpanExporter()
     spans = TracerProvider()
@@ -233,7 +286,7 @@ def test_a_run_opened_in_a_context_is_its_child():
     tracer = otel.tracer(spans)
     incoming = tracer.incoming({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
     run = tracer.run_trace("run_1", "ses_1", "echo", None, parent=incoming)
-    list(run.follow(iter([]), lambda: "completed"))
+    run.end("completed")
     (span,) = exporter.get_finished_spans()
     assert format(span.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"
     assert format(span.parent.span_id, "016x") == "b7ad6b7169203331"

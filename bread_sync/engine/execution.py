@@ -12,7 +12,7 @@ import logging
 import marshal
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -60,11 +60,19 @@ class Execution:
         self._final: str | None = None
         #: The run's progress as last saved, packed (:func:`packed`; None: none, or it cannot be gone on from).
         self._progress: bytes | str = packed(None)
+        #: Told how this driving ended, once it has (see :meth:`when_ended`).
+        self._when_ended: list[Callable[[str | None], None]] = []
 
     @property
     def status(self) -> str | None:
         """How this driving of the run ended (``completed``, ``paused``, ``failed``, ...), None until it did."""
         return self._final
+
+    def when_ended(self, ended: Callable[[str | None], None]) -> None:
+        """Call ``ended(status)`` once this driving has ended, however it ended (its status settled,
+        as :attr:`status` says). What only needs the end (a run's span) is told here, not by a
+        generator around the run's crumbs, which would cost a pass per crumb."""
+        self._when_ended.append(ended)
 
     def start(
         self, resume: tuple[dict[str, Any], Any] | None = None, carry_on: bool = False, resumed: bool = False
@@ -123,6 +131,8 @@ class Execution:
             self._unregister()
             if self._final is None:  # the caller stopped pulling: nobody will drive this run
                 self._abandon()
+            for ended in self._when_ended:
+                ended(self._final)
 
     def _hands_over(self, exc: BreadError) -> bool:
         """A run stopped by a shutdown that can be carried on (or a remote agent's run, which

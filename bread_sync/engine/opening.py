@@ -239,7 +239,7 @@ def observed(
             # POSTs about the run carry it, from whichever process sends them (stores.TRACE_FIELD).
             ctx.emitter.defer(partial(runtime.store.update_run, ctx.run_id, trace=ctx.trace.link()))
         ctx.emitter.watch(ctx.trace.committed)
-        crumbs = ctx.trace.follow(crumbs, lambda: execution.status)
+        execution.when_ended(ctx.trace.end)
     if runtime.metrics is not None:
         metrics = runtime.metrics
         crumbs = metrics.follow(agent_id, crumbs, lambda: execution.status, ctx.usage, new, ctx.emitter.tally)

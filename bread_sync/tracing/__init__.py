@@ -23,9 +23,10 @@ log = logging.getLogger("bread_sync")
 class RunTrace(Protocol):
     """The spans of one run, or of one continuation of it (a resume, a run carried on)."""
 
-    def follow(self, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None]) -> Iterator[dict[str, Any]]:
-        """The run's crumbs unchanged, looked at by nothing; the run's span ends with them, with
-        ``status()`` (the driver's final word)."""
+    def end(self, status: str | None) -> None:
+        """The run's driving ended with ``status`` (the driver's final word; None: it never
+        began): the spans left open end, then the run's. Told by the driving's end, not by a
+        generator around the run's crumbs: tracing costs nothing per crumb."""
 
     def abandon(self) -> None:
         """Drop the run's span unended, so it is never exported: the run was never this

@@ -130,6 +130,9 @@ class OtelRunTrace:
         self._chat_attributes: dict[tuple[str, str], dict[str, str]] = {}
         #: The run span's headers, made once: the run's record and a checkpoint keep them.
         self._link = _headers(self.run)
+        #: What the run span keeps of its end (its usage, its status), set in one call as it ends:
+        #: each attribute set on its own takes the span's lock and checks its value once more.
+        self._ended: dict[str, Any] = {}
         #: False when the sampler left the run out (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``):
         #: every span inside it would be non-recording too, so none is made; what goes out carries
         #: the run span's context, which tells the services downstream it was not sampled.
@@ -142,15 +145,6 @@ class OtelRunTrace:
         )
 
     # -- the contract ------------------------------------------------------------------------
-
-    def follow(self, crumbs: Iterator[dict[str, Any]], status: Callable[[], str | None]) -> Iterator[dict[str, Any]]:
-        try:
-            yield from crumbs  # the frames' spans follow the commits (committed): nothing here per crumb
-        finally:
-            close = getattr(crumbs, "close", None)
-            if close is not None:
-                close()  # the driver settles the run (interrupted, when its caller stopped early)
-            self._end(status())
 
     def abandon(self) -> None:
         # An SDK span reaches its exporter only when it ends: the run's, never ended, goes with
@@ -293,7 +287,9 @@ class OtelRunTrace:
 
     def _task_end(self, crumb: dict[str, Any]) -> None:
         def record(span: Span) -> None:
-            _set_usage(span, crumb.get("usage"))
+            usage = _usage_attributes(crumb.get("usage"))
+            if usage:
+                span.set_attributes(usage)
             _fail_if(span, crumb.get("error"))
 
         self._finish(("task", crumb["taskRunId"]), record)
@@ -335,17 +331,18 @@ class OtelRunTrace:
         self.run.add_event("continued", attributes)
 
     def _run_end(self, crumb: dict[str, Any]) -> None:
-        _set_usage(self.run, crumb.get("usage"))
+        self._ended.update(_usage_attributes(crumb.get("usage")))
 
     def _run_error(self, crumb: dict[str, Any]) -> None:
         _fail(self.run, crumb["error"])
 
-    def _end(self, status: str | None) -> None:
+    def end(self, status: str | None) -> None:
         """End the spans left open (a pause inside them, a run cut short), then the run's."""
         for _, span, _ in reversed(self._open[1:]):
             span.end()
         del self._open[1:]
-        self.run.set_attribute("bread.run.status", status or "interrupted")
+        self._ended["bread.run.status"] = status or "interrupted"
+        self.run.set_attributes(self._ended)
         self.run.end()
 
     def _agent_attributes(self, agent_id: str) -> dict[str, Any]:
@@ -409,11 +406,15 @@ def _fail_if(span: Span, error: Any) -> None:
         _fail(span, error)
 
 
-def _set_usage(span: Span, usage: dict[str, Any] | None) -> None:
-    if usage:
-        span.set_attribute("gen_ai.usage.input_tokens", usage["inputTokens"])
-        span.set_attribute("gen_ai.usage.output_tokens", usage["outputTokens"])
-        span.set_attribute("bread.usage.models", sorted(usage.get("byModel") or ()))  # which answered
+def _usage_attributes(usage: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's or task's usage (a crumb's ``usage``, or None) as its span's attributes."""
+    if not usage:
+        return {}
+    return {
+        "gen_ai.usage.input_tokens": usage["inputTokens"],
+        "gen_ai.usage.output_tokens": usage["outputTokens"],
+        "bread.usage.models": sorted(usage.get("byModel") or ()),  # which answered
+    }
 
 
 def _headers(span: Span) -> dict[str, str]:

@@ -209,23 +209,26 @@ def test_ndjson_failure_before_a_run_is_one_synthetic_frame(make_bread):
     assert frames[0]["seq"] == 0 and frames[0]["crumb"]["error"].code == "AGENT_NOT_FOUND"
 
 
-def test_a_failure_before_a_run_names_a_run_id_in_its_frame_and_header(make_bread):
+@pytest.mark.parametrize("path", ["/agents/nobody/run", "/pipelines/nobody/run"])
+def test_a_failure_before_a_run_names_a_run_id_in_its_frame_and_header(make_bread, path):
     client = create_server(make_bread(transport="http-chunked")).test_client()
-    response = client.post("/agents/nobody/run", json={"input": "x"})
+    response = client.post(path, json={"input": "x"})
     (frame,) = NDJSONDecoder().feed(response.data)
     assert frame["runId"].startswith("run_") and response.headers["Bread-Run-Id"] == frame["runId"]
 
 
-def test_a_run_without_a_run_id_is_started_and_streamed_without_reading_its_record(make_bread):
+@pytest.mark.parametrize("path", ["/agents/echo/run", "/pipelines/draft-then-echo/run"])
+def test_a_run_without_a_run_id_is_started_and_streamed_without_reading_its_record(make_bread, path):
     """Only a client's own runId can name a run to retry; the stream of a run just made is not
     looked up either."""
     bread = make_bread(transport="http-chunked")
     looked_up = []
     get_run = bread.store.get_run
     bread.store.get_run = lambda run_id: looked_up.append(run_id) or get_run(run_id)
-    response = create_server(bread).test_client().post("/agents/echo/run", json={"input": "a b"})
+    response = create_server(bread).test_client().post(path, json={"input": "a b"})
     frames = list(NDJSONDecoder().feed(response.data))
-    assert frames[-1]["crumb"]["type"] == "agent:run:end" and looked_up == []
+    assert frames[0]["seq"] == 1 and frames[-1]["crumb"]["type"] in ("agent:run:end", "human:required")
+    assert looked_up == []
 
 
 def test_the_concurrent_run_cap_answers_too_many_runs(make_bread):

@@ -249,6 +249,49 @@ def test_a_run_over_its_time_limit_ends_with_run_timeout(make_bread):
     }
 
 
+RUN_TIME_LIMITS_UNDER_GEVENT = """
+from gevent import monkey; monkey.patch_all()
+import json, threading
+from bread_sync.server.runner import Runner
+
+timers = []
+original = threading.Timer.__init__
+threading.Timer.__init__ = lambda self, *a, **k: timers.append(1) or original(self, *a, **k)
+
+class Run:
+    attached = False
+
+    def __init__(self, run_id, token, wait):
+        self.run_id, self.token, self.wait = run_id, token, wait
+
+    def drain(self):
+        if self.wait:
+            out["cancelled"] = self.token.wait(30)
+
+runner, out = Runner(max_runs=4, timeout=0.05), {}
+with runner.slot() as over:
+    over.drive(Run("r1", over.token, wait=True))
+with runner.slot() as within:
+    within.drive(Run("r2", within.token, wait=False))
+out["idle"] = runner.wait_idle(30)
+out["code"] = over.token.reason.code
+out["a run that ended was cancelled later"] = within.token.wait(0.2)  # past its limit
+out["timers"] = len(timers)
+print(json.dumps(out))
+"""
+
+
+def test_under_gevent_a_runs_time_limit_is_a_timer_of_the_loop_not_a_thread():
+    # A patched threading.Timer is a greenlet made and started for every run (220 us of CPU).
+    done = subprocess.run([sys.executable, "-c", RUN_TIME_LIMITS_UNDER_GEVENT], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {
+        "cancelled": True, "idle": True, "code": "RUN_TIMEOUT", "a run that ended was cancelled later": False,
+        "timers": 0,
+    }  # fmt: skip
+
+
 class RoutesPlugin:
     name = "extras"
 

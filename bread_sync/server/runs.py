@@ -48,7 +48,7 @@ class _Views:
         req = valid_body(RunBody)
         # Only a client's own runId can be a retry to look for; without one the run gets a new id.
         return self._start(
-            lambda: req.runId or new_id("run"),
+            _reported_id(req),
             req.webhook,
             lambda token: self.bread.run(
                 agent_id,
@@ -67,7 +67,7 @@ class _Views:
     def pipeline(self, pipeline_id: str) -> Response:
         req = valid_body(PipelineRunBody)
         return self._start(
-            lambda: req.runId or new_id("run"),
+            _reported_id(req),
             req.webhook,
             lambda token: self.bread.run_pipeline(
                 pipeline_id,
@@ -180,6 +180,11 @@ def _encode_all(wire: Wire, items: list[Any]) -> list[bytes]:
 
 def _encode(wire: Wire, item: Frame | Gap) -> bytes:
     return wire.gap(item.earliest_seq, "") if item.__class__ is Gap else wire.frame(item)
+
+
+def _reported_id(req: RunBody | PipelineRunBody) -> Callable[[], str]:
+    # A failure to start reports the client's runId, else an id made then: a run that starts has its own.
+    return lambda: req.runId or new_id("run")
 
 
 def _session(req: RunBody | PipelineRunBody) -> dict[str, Any] | None:

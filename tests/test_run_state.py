@@ -55,6 +55,20 @@ def test_a_new_session_has_an_empty_state(bread):
     assert seen_by_the_tool(bread.run("peek", "go", mode="sync")) == {"state": {}, "context": []}
 
 
+def test_a_run_reads_no_session_whose_id_its_opening_made(bread, monkeypatch):
+    # Nothing can be stored under an id made for the run: a read would be a statement for nothing.
+    read, get_session = [], bread.store.get_session
+    monkeypatch.setattr(
+        bread.store, "get_session", lambda session_id: read.append(session_id) or get_session(session_id)
+    )
+    made = bread.run("peek", "go", session={"tags": {"k": "v"}}, mode="sync")
+    assert bread.run("peek", "go", mode="sync").status == made.status == "completed"
+    assert read == []
+    assert seen_by_the_tool(bread.run("peek", "again", session="s1", state={"v": 1}, mode="sync"))["state"] == {"v": 1}
+    assert seen_by_the_tool(bread.run("peek", "later", session="s1", mode="sync"))["state"] == {"v": 1}
+    assert read == ["s1", "s1"]
+
+
 def test_a_continuation_has_the_sessions_state_or_the_one_its_resume_gives(bread):
     first = bread.run("guarded", "go", session="s1", state={"v": 1}, mode="sync")
     resumed = bread.resume(first.checkpoint["checkpointId"], {"approved": True}, mode="sync")

@@ -110,7 +110,7 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
             ("id", "TEXT", 0, 1), ("tags", "TEXT", 0, 0), ("created_at", "TEXT", 0, 0), ("updated_at", "TEXT", 0, 0),
             ("state", "TEXT", 1, 0),
         ],
-        "session_claims": [("session_id", "TEXT", 0, 1), ("run_id", "TEXT", 1, 0)],
+        "session_claims": [("session_id", "TEXT", 1, 1), ("run_id", "TEXT", 1, 0)],
         "loops": [
             ("id", "TEXT", 0, 1), ("agent_id", "TEXT", 0, 0), ("session_id", "TEXT", 0, 0), ("status", "TEXT", 0, 0),
             ("data", "TEXT", 1, 0),
@@ -134,7 +134,6 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
     }  # fmt: skip
     assert indexes == {
         "idx_crumbs_run_seq": ("crumbs", 1, ["run_id", "seq"]),
-        "idx_runs_status": ("runs", 0, ["status"]),
         "idx_session_messages_session": ("session_messages", 0, ["session_id", "position"]),
         "idx_runs_session": ("runs", 0, ["session_id"]),
         "idx_task_runs_created": ("task_runs", 0, ["created_at"]),
@@ -154,8 +153,10 @@ def test_migrating_a_blank_database_pins_the_schema(open_store, path):
         "m001_initial", "m002_claims_loops_task_runs", "m003_retention_indexes", "m004_session_state",
         "m005_mcp_sessions", "m006_push_configs", "m007_relay_position", "m008_mcp_sessions_created",
         "m009_mcp_session_owners", "m010_runs_by_agent_updated", "m011_run_usage",
-        "m012_run_not_before", "m013_run_trace",
+        "m012_run_not_before", "m013_run_trace", "m014_fewer_pages_per_run",
     ]  # fmt: skip
+    # A claim is one b-tree keyed by its session: no rowid table beside its key's index.
+    assert read(path, "SELECT sql LIKE '%WITHOUT ROWID' FROM sqlite_master WHERE name = 'session_claims'") == [(1,)]
 
 
 def test_the_file_is_in_wal_mode_and_waits_for_a_lock_in_python(open_store):
@@ -197,6 +198,20 @@ def test_reopening_applies_only_a_new_migration(open_store, monkeypatch):
     with store.connection() as db:
         assert migrations.applied(db) == [*SHIPPED, "m999_add_note"]
         assert "note" in db["runs"].columns_dict
+
+
+def test_a_claim_held_before_the_claims_were_keyed_by_session_is_still_held(open_store, monkeypatch):
+    with monkeypatch.context() as older:  # a database of the release before m014
+        older.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[: SHIPPED.index("m014_fewer_pages_per_run")])
+        old = open_store()
+        assert old.claim_session("s1", "run-a") is None
+        old.close()
+
+    store = open_store()
+
+    assert store.claim_session("s1", "run-b") == "run-a"
+    store.release_session("s1", "run-a")
+    assert store.claim_session("s1", "run-b") is None
 
 
 def test_a_session_kept_before_the_state_column_has_an_empty_state(open_store, monkeypatch):

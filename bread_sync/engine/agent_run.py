@@ -167,7 +167,10 @@ class AgentRun(AgentActivity):
     def read_session(self) -> None:
         """The session's history is the conversation so far; its state is read with it rather
         than again when first asked for."""
-        history = self.ctx.runtime.store.get_session(self.ctx.session_id) or {"messages": []}
+        ctx = self.ctx
+        # A session the run's opening made has nothing stored yet: a read (a statement) finds nothing.
+        history = None if ctx.new_session else ctx.runtime.store.get_session(ctx.session_id)
+        history = history or {"messages": []}
         self.messages = [for_model(m) for m in history["messages"]]
         self.in_session = True
         if self.ctx.state is None:

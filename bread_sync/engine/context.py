@@ -42,6 +42,9 @@ class RunContext:
     usage: RunUsage = field(default_factory=RunUsage)
     #: Its spans (a :class:`bread_sync.tracing.RunTrace`) when tracing is on, else None.
     trace: Any = None
+    #: Whether the run's opening made its session's id: until its start crumb, nothing is
+    #: stored under it, so there is no history or state to read.
+    new_session: bool = False
 
     def activity_for(self, agent: Agent, input: Any, skill: str | None = None, record: bool = False) -> Any:
         """A new activity running ``agent``: its loop if it has one, else its turn."""

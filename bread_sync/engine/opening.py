@@ -63,11 +63,12 @@ def open_run(
     pipeline the root runs); None when a run ``run_id`` exists already (a retried request: its
     caller follows that run). With ``after`` (epoch seconds) the run is queued, and no worker
     claims it before then."""
-    session_id, tags = session_ref(session)
+    session_id, tags, made = session_ref(session)
     if run_id is not None and runtime.store.get_run(run_id) is not None:
         return None
     run_id = run_id or new_id("run")
     ctx = new_context(runtime, run_id, session_id, signal, state=state, context=context)
+    ctx.new_session = made
     root = make_root(ctx)
     claimed = not root.claims_session or runtime.sessions.claim(
         session_id, run_id, session_policy or root.session_policy, may_interrupt
@@ -292,21 +293,23 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def session_ref(session: Session) -> tuple[str, dict[str, str]]:
-    """The session id (a new one when none is given) and the tags of a ``session`` argument."""
+def session_ref(session: Session) -> tuple[str, dict[str, str], bool]:
+    """The session id (a new one when none is given), the tags of a ``session`` argument, and
+    whether the id is new (nothing can be stored under it yet)."""
     if session is None:
-        return new_id("ses"), {}
+        return new_id("ses"), {}, True
     if isinstance(session, str):
-        return session, {}
+        return session, {}, False
     if not isinstance(session, dict):
         raise BreadError(INVALID_REQUEST, "session must be an object {id?, tags?}")
     tags = session.get("tags") or {}
     if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
         raise BreadError(INVALID_REQUEST, "session tags must be an object of strings")
-    session_id = session.get("id") or new_id("ses")
+    given = session.get("id")
+    session_id = given or new_id("ses")
     if not isinstance(session_id, str):
         raise BreadError(INVALID_REQUEST, "session id must be a string")
-    return session_id, dict(tags)
+    return session_id, dict(tags), not given
 
 
 def check_state(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from functools import partial
 from typing import Any
 
 import gevent
@@ -89,17 +90,15 @@ class Slot:
             raise
 
     def _drive(self, run: Any) -> None:
-        timer = None
+        stop_timer = None
         if self.runner.timeout is not None:
             error = BreadError(RUN_TIMEOUT, f"the run took longer than {self.runner.timeout:g} s")
-            timer = threading.Timer(self.runner.timeout, self.token.cancel, args=[error])
-            timer.daemon = True
-            timer.start()
+            stop_timer = greenlets.call_later(self.runner.timeout, partial(self.token.cancel, error))
         try:
             run.drain()
         except Exception:
             log.exception("run %s: its driver failed", run.run_id, extra={"run_id": run.run_id})
         finally:
-            if timer is not None:
-                timer.cancel()
+            if stop_timer is not None:
+                stop_timer()
             self.runner._release()

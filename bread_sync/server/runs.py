@@ -48,7 +48,7 @@ class _Views:
         req = valid_body(RunBody)
         # Only a client's own runId can be a retry to look for; without one the run gets a new id.
         return self._start(
-            req.runId or new_id("run"),
+            _reported_id(req),
             req.webhook,
             lambda token: self.bread.run(
                 agent_id,
@@ -66,15 +66,14 @@ class _Views:
 
     def pipeline(self, pipeline_id: str) -> Response:
         req = valid_body(PipelineRunBody)
-        run_id = req.runId or new_id("run")
         return self._start(
-            run_id,
+            _reported_id(req),
             req.webhook,
             lambda token: self.bread.run_pipeline(
                 pipeline_id,
                 req.input,
                 session=_session(req),
-                run_id=run_id,
+                run_id=req.runId,
                 signal=token,
                 after=req.after,
                 may_read_file=may_read_file,
@@ -88,15 +87,18 @@ class _Views:
         if run_id is not None:
             authorize_run(run_id)  # before the continuation claims the checkpoint
         return self._start(
-            run_id,
+            lambda: run_id,
             req.webhook,
             lambda token: self.bread.resume(checkpoint_id, req.response, signal=token, may_interrupt=may_reach_run),
         )
 
-    def _start(self, failed_id: str | None, webhook: WebhookRef | None, begin: Callable[[Any], Any]) -> Any:
+    def _start(
+        self, failed_id: Callable[[], str | None], webhook: WebhookRef | None, begin: Callable[[Any], Any]
+    ) -> Any:
         """Start a run with ``begin`` and stream it, or with ``Prefer: respond-async`` answer
-        202 at once; ``failed_id`` is the run id a failure to start reports. A webhook is
-        checked before the run, and subscribed once it exists."""
+        202 at once; ``failed_id()`` is the run id a failure to start reports (made only then:
+        a run that starts has its own). A webhook is checked before the run, and subscribed
+        once it exists."""
         check_webhook(webhook)
         background = prefers_async()
         try:
@@ -105,12 +107,13 @@ class _Views:
             else:
                 run, frames = start_run_stream(begin, heartbeat=self.transport.heartbeat)
         except BreadError as error:
+            run_id = failed_id()
             if error.code == RUN_ID_CONFLICT:  # a run that exists: say so only to its owner
-                authorize_run(failed_id)
+                authorize_run(run_id)
             if background:  # nothing was created: a JSON error, at its status
                 raise
             # Nothing was created: the failure is the whole stream, at HTTP 200.
-            return self._response(iter([self.wire.failure(error, failed_id or "")]), failed_id)
+            return self._response(iter([self.wire.failure(error, run_id or "")]), run_id)
         subscribe_webhook(run.run_id, webhook)
         if background:
             return accepted(run.run_id)
@@ -177,6 +180,11 @@ def _encode_all(wire: Wire, items: list[Any]) -> list[bytes]:
 
 def _encode(wire: Wire, item: Frame | Gap) -> bytes:
     return wire.gap(item.earliest_seq, "") if item.__class__ is Gap else wire.frame(item)
+
+
+def _reported_id(req: RunBody | PipelineRunBody) -> Callable[[], str]:
+    # A failure to start reports the client's runId, else an id made then: a run that starts has its own.
+    return lambda: req.runId or new_id("run")
 
 
 def _session(req: RunBody | PipelineRunBody) -> dict[str, Any] | None:

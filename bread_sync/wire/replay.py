@@ -41,6 +41,9 @@ class Dedup:
     yet shown is delivered.
     """
 
+    # One per open stream (its tail's): slots, not a dict each.
+    __slots__ = ("_live", "_live_kind", "_live_parts", "_logged", "_shown", "durable", "last")
+
     def __init__(self, after: int):
         self.last = self.durable = after
         self._forget()

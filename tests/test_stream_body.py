@@ -5,7 +5,10 @@ closed at the end."""
 from __future__ import annotations
 
 import gc
+import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 
@@ -106,3 +109,53 @@ def replayed_frames(there, run_id: str) -> int:
     """The run's frames alive in this process but those the transport of the Bread that ran it keeps."""
     kept = {id(frame) for frame in there.transport.retained(run_id)}
     return sum(1 for o in gc.get_objects() if isinstance(o, Frame) and o.run_id == run_id and id(o) not in kept)
+
+
+IDLE_STACKS = """
+from gevent import monkey; monkey.patch_all()
+import json, time
+import gevent
+from bread_sync import create_bread
+from bread_sync.demo import config
+from bread_sync.server import stream_body
+from bread_sync.tails.inbox import Inbox
+from bread_sync.transports import stream
+
+bread = create_bread(config().model_copy(update={"store": "memory", "transport": stream.transport()}))
+paused = bread.run("writer", {"topic": "bread"}, mode="sync")
+
+def served(body):  # what gunicorn does with a response body
+    for _ in body:
+        pass
+
+def one_generator():  # the least a stream can be: one generator waiting in an inbox
+    inbox = Inbox()
+    while True:
+        yield inbox.take(60)
+
+lists = bread.tail(paused.run_id, heartbeat=60, batched=True)
+body = stream_body(lists, lambda items: [b"x" for _ in items], heartbeat=b"", failure=lambda error: [])
+streams = [gevent.spawn(served, body), gevent.spawn(served, one_generator())]
+
+def waiting(greenlet):
+    frame = greenlet.gr_frame
+    while frame is not None and frame.f_code.co_name != "take":
+        frame = frame.f_back
+    return frame is not None
+
+deadline = time.monotonic() + 30
+while not all(map(waiting, streams)) and time.monotonic() < deadline:
+    gevent.sleep(0.005)
+print(json.dumps([g._stack_saved if waiting(g) else None for g in streams]))
+"""
+
+
+def test_an_idle_stream_waits_in_its_body_frame_with_no_generator_of_its_tail_between():
+    """Each generator between gunicorn's loop over the body and the wait is a C-level frame of
+    the interpreter that gevent saves with the greenlet's stack (0.4 kB) on every switch: an
+    idle stream's greenlet saves no more than one waiting in a single generator."""
+    done = subprocess.run([sys.executable, "-c", IDLE_STACKS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    body, least = json.loads(done.stdout)
+    assert body is not None and least is not None, "the streams never waited in their inboxes"
+    assert body <= least + 128, f"an idle stream saves {body} bytes of stack, one generator {least}"

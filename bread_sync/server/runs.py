@@ -152,19 +152,14 @@ class _Views:
 
 class _Writing:
     """How a stream is written in one wire, made once per wire: each of thousands of idle
-    streams holds two bound methods of it, not closures and a prelude of its own."""
+    streams holds its two callables, not closures, bound methods and a prelude of its own."""
 
-    __slots__ = ("prelude", "wire")
+    __slots__ = ("encode", "failure", "prelude")
 
     def __init__(self, wire: Wire):
-        self.wire = wire
+        self.encode: Callable[[list[Any]], list[bytes]] = functools.partial(_encode_all, wire)
+        self.failure: Callable[[BreadError], list[bytes]] = functools.partial(_failure, wire)
         self.prelude = (wire.passive_prelude,) if wire.passive_prelude else ()
-
-    def encode(self, items: list[Any]) -> list[bytes]:
-        return _encode_all(self.wire, items)
-
-    def failure(self, error: BreadError) -> list[bytes]:
-        return [self.wire.failure(error, "")]
 
 
 @functools.cache
@@ -176,6 +171,10 @@ def _encode_all(wire: Wire, items: list[Any]) -> list[bytes]:
     # Most items are deltas, which the wire encodes alone (no error sidecar).
     crumb = wire.crumb
     return [crumb(item) if is_delta_frame(item) else _encode(wire, item) for item in items]
+
+
+def _failure(wire: Wire, error: BreadError) -> list[bytes]:
+    return [wire.failure(error, "")]
 
 
 def _encode(wire: Wire, item: Frame | Gap) -> bytes:

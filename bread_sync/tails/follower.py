@@ -33,10 +33,16 @@ class FromLog(NamedTuple):
     frame: Any
 
 
-class _Watch(NamedTuple):
-    inbox: Inbox
-    position: list[int]  # the last seq the follower gave this tail
-    local: bool  # the tail of the response that started the run here
+class _Watch:
+    """One tail the follower reads a run's log for: one per open stream, so one small object
+    with slots (a tuple with a list for its position was two)."""
+
+    __slots__ = ("inbox", "local", "position")
+
+    def __init__(self, inbox: Inbox, position: int, local: bool):
+        self.inbox = inbox
+        self.position = position  # the last seq the follower gave this tail
+        self.local = local  # the tail of the response that started the run here
 
 
 class LogFollower:
@@ -66,7 +72,7 @@ class LogFollower:
         self._paused: set[str] = set()
 
     def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
-        entry = _Watch(inbox, [after], local)
+        entry = _Watch(inbox, after, local)
         with self._lock:
             self._watching.setdefault(run_id, []).append(entry)
             self._fresh.add(run_id)
@@ -155,7 +161,7 @@ class LogFollower:
         last = last_seqs(self.bread.store, due)
         for run_id in due:
             entries = watched[run_id]
-            if last.get(run_id, 0) > min(entry.position[0] for entry in entries):
+            if last.get(run_id, 0) > min(entry.position for entry in entries):
                 self._paused.discard(run_id)
                 self._poll(run_id, entries)
             elif look_at_records and run_id not in self._paused and self._finished(run_id):
@@ -171,15 +177,15 @@ class LogFollower:
         return net or not all(entry.local for entry in entries)
 
     def _poll(self, run_id: str, entries: list[_Watch]) -> None:
-        after = min(entry.position[0] for entry in entries)
+        after = min(entry.position for entry in entries)
         frames = self.bread.store.get_crumbs(run_id, after=after)
         if not frames:
             return
         for entry in entries:
             for frame in frames:
-                if frame.seq > entry.position[0]:
+                if frame.seq > entry.position:
                     entry.inbox.put(FromLog(frame))
-            entry.position[0] = frames[-1].seq
+            entry.position = frames[-1].seq
 
     def _finished(self, run_id: str) -> bool:
         """Whether the run has ended; a run whose owner is gone is recovered first."""

@@ -53,14 +53,25 @@ def tail(
     subscription = None
     if can_subscribe(bread.transport):
         subscription = bread.transport.subscribe(run_id, after, inbox.put)
-    follow = _Follow(bread, run_id, after, inbox, subscription, heartbeat, through_pause)
-    return follow.frames(replay and has_crumb_log(bread.store), batched)
+    follow = _Follow(bread, run_id, after, inbox, subscription, heartbeat, through_pause, replay)
+    return follow.frames(batched)
 
 
 class _Follow:
+    """One open tail: an iterator of lists (the replay's pages, then each take of the inbox),
+    not a generator, so that a body calling its ``__next__`` (``stream_body``) waits in the
+    body's own frame: an idle stream's greenlet then saves one C-level frame of the interpreter
+    less with its stack on each switch (about 0.4 kB a stream), and holds no generator of it."""
+
     # One per open stream: slots, not a dict each.
     __slots__ = (
         "_check_gap",
+        "_done",
+        "_following",
+        "_left",
+        "_local",
+        "_replaying",
+        "_watch",
         "after",
         "bread",
         "dedup",
@@ -72,7 +83,7 @@ class _Follow:
         "subscription",
     )
 
-    def __init__(self, bread, run_id, after, inbox, subscription, heartbeat, through_pause):
+    def __init__(self, bread, run_id, after, inbox, subscription, heartbeat, through_pause, replay):
         self.bread, self.run_id, self.after = bread, run_id, after
         self.inbox, self.subscription, self.heartbeat = inbox, subscription, heartbeat
         self.ends = TERMINAL if through_pause else STREAM_END
@@ -80,56 +91,102 @@ class _Follow:
         self.has_log = has_crumb_log(bread.store)
         # Without a log, a tail past the run's start says so once if the transport no longer has it.
         self._check_gap = not self.has_log and after > 0
+        self._replaying = self._replay() if replay and self.has_log else None
+        self._local = not replay  # the tail of the response that started the run here
+        self._following = self._done = False
+        self._watch = None
+        self._left: list[Any] | None = None  # what a take brought past a full list, for the next
 
-    def frames(self, replay: bool, batched: bool) -> Iterator[Any]:
-        lists = self._lists(replay)
-        # Batched, the lists themselves: one generator less on an idle stream's greenlet stack.
-        return lists if batched else self._one_by_one(lists)
+    def frames(self, batched: bool) -> Iterator[Any]:
+        return self if batched else self._one_by_one()
 
-    def _one_by_one(self, lists: Generator[Sequence[Frame | Gap] | None, None, None]) -> Iterator[Any]:
+    def __iter__(self) -> _Follow:
+        return self
+
+    def __next__(self) -> Sequence[Frame | Gap] | None:
+        """The replay's next page, then what the next take of the inbox brings, deduplicated (at
+        most BATCH), or None after ``heartbeat`` idle seconds."""
+        if self._done:
+            self.close()
+            raise StopIteration
         try:
-            for items in lists:
+            replaying = self._replaying
+            if replaying is not None and (page := self._next_page(replaying)) is not None:
+                return page
+            return self._live()
+        except BaseException:  # the tail's end (StopIteration), a failure, or its greenlet killed
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Unsubscribe and unwatch now, not when the tail is collected; nothing comes after."""
+        self._done = True
+        replaying, self._replaying = self._replaying, None
+        if replaying is not None:
+            replaying.close()
+        subscription, self.subscription = self.subscription, None
+        if subscription is not None:
+            subscription.close()
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            self.bread.follower.unwatch(self.run_id, watch)
+
+    __del__ = close  # a tail dropped unclosed lets go of its subscription and watch all the same
+
+    def _one_by_one(self) -> Iterator[Any]:
+        try:
+            for items in self:
                 if items is None:
                     yield None
                 else:
                     yield from items
         finally:
-            lists.close()  # unsubscribes and unwatches now, not when the generator is collected
+            self.close()
 
-    def _lists(self, replay: bool) -> Generator[Sequence[Frame | Gap] | None, None, None]:
-        """The replay, then what each take of the inbox brings, deduplicated, as lists of at most
-        BATCH. The live loop is written out here, not a generator of its own: an idle stream's
-        greenlet waits with one generator less on its stack (each is saved with it, 0.4 kB)."""
-        watch = None
+    def _next_page(self, replaying: Generator[list[Frame], None, bool]) -> list[Frame] | None:
+        """The replay's next page; None once it is over and the stream goes on live."""
         try:
-            if replay and (yield from self._replay()):
-                return
-            if self.has_log:  # also for a run of this process: the transport may go down
-                watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last, local=not replay)
-            live_text = self.dedup.live_text
-            while True:
-                batch = self.inbox.take(self.heartbeat, BATCH)
-                if not batch:
-                    yield None
-                    continue
-                out: list[Frame | Gap] = []
-                for item in batch:
-                    if len(out) >= BATCH:  # a take brings at most BATCH, but a hole filled from the log more
-                        yield out
-                        out = []
-                    if is_delta_frame(item):
-                        # Most items: a live delta, which neither ends a stream nor shows a hole.
-                        if live_text(item) is not None:
-                            out.append(item)
-                    elif self._add(item, out):
-                        yield out
-                        return
-                yield out
-        finally:
-            if self.subscription is not None:
-                self.subscription.close()
-            if watch is not None:
-                self.bread.follower.unwatch(self.run_id, watch)
+            return next(replaying)
+        except StopIteration as over:
+            self._replaying = None
+            if over.value:  # the stream ends with its replay
+                raise StopIteration from None
+            return None
+
+    def _live(self) -> list[Frame | Gap] | None:
+        """What the next take of the inbox brings (or what the last one left), as a list of at
+        most BATCH; None when it brought nothing within ``heartbeat`` seconds."""
+        if not self._following:
+            self._follow_log()
+        batch = self._left
+        if batch is None:
+            batch = self.inbox.take(self.heartbeat, BATCH)
+            if not batch:
+                return None
+        else:
+            self._left = None
+        live_text = self.dedup.live_text
+        out: list[Frame | Gap] = []
+        items = iter(batch)
+        for item in items:
+            if len(out) >= BATCH:  # a take brings at most BATCH, but a hole filled from the log more
+                self._left = [item, *items]
+                return out
+            if is_delta_frame(item):
+                # Most items: a live delta, which neither ends a stream nor shows a hole.
+                if live_text(item) is not None:
+                    out.append(item)
+            elif self._add(item, out):
+                self._done = True  # the next call ends the tail (and closes it)
+                return out
+        return out
+
+    def _follow_log(self) -> None:
+        """Also follow the run's log from here on, where there is one: also for a run of this
+        process, as the transport may go down."""
+        self._following = True
+        if self.has_log:
+            self._watch = self.bread.follower.watch(self.run_id, self.inbox, self.dedup.last, local=self._local)
 
     def _replay(self) -> Generator[list[Frame], None, bool]:
         """The log past ``after``, a page at a time; True when the stream ends with it. Its own

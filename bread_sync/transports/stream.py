@@ -34,6 +34,8 @@ class _RunBuffer:
 
 
 class _Subscription:
+    __slots__ = ("_handler", "_run_id", "_transport")  # one per open stream: no dict each
+
     def __init__(self, transport: StreamTransport, run_id: str, handler: Handler):
         self._transport, self._run_id, self._handler = transport, run_id, handler
 

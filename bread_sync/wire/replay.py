@@ -28,6 +28,9 @@ class Gap:
     earliest_seq: int
 
 
+_NO_PARTS: list[str] = []
+
+
 class Dedup:
     """Decides which frames of a run a tail delivers, given where it starts.
 
@@ -41,16 +44,23 @@ class Dedup:
     yet shown is delivered.
     """
 
+    # One per open stream (its tail's): slots, not a dict each.
+    __slots__ = ("_live", "_live_kind", "_live_parts", "_logged", "_shown", "durable", "last")
+
     def __init__(self, after: int):
         self.last = self.durable = after
         self._forget()
 
     def _forget(self) -> None:
+        # Made at the first live segment, not at each durable frame: most durable frames have
+        # none after them, and an idle tail holds neither.
         #: segment number (1, 2, ...) -> [its delta type, the parts of it shown live]
-        self._shown: dict[int, tuple[str, list[str]]] = {}
+        self._shown: dict[int, tuple[str, list[str]]] | None = None
         self._live = 0  # the live segment under way, by number
         self._live_kind = ""
-        self._live_parts: list[str] = []  # the parts of the segment under way, as in _shown
+        #: the parts of the segment under way, as in _shown; a segment's first delta makes its
+        #: own list (no kind is ""), so the shared empty one is never appended to
+        self._live_parts: list[str] = _NO_PARTS
         self._logged = 0  # the segments delivered from the log
 
     @property
@@ -65,9 +75,8 @@ class Dedup:
 
     def segment_text(self, kind: str = TEXT_DELTA) -> str:
         """The deltas of ``kind`` delivered live and not yet from the log."""
-        return "".join(
-            part for n, (k, parts) in self._shown.items() if k == kind and n > self._logged for part in parts
-        )
+        shown = self._shown or {}
+        return "".join(part for n, (k, parts) in shown.items() if k == kind and n > self._logged for part in parts)
 
     def accept(self, frame: Frame, source: str) -> Frame | None:
         if frame.type in NOT_DURABLE:
@@ -89,6 +98,8 @@ class Dedup:
             # Its parts' list made once per segment, not looked up (and a default made) per delta.
             self._live_parts = []
             if self._live > self._logged:
+                if self._shown is None:
+                    self._shown = {}
                 self._shown[self._live] = (kind, self._live_parts)
         if self._live <= self._logged:
             return None  # its segment was already delivered from the log
@@ -100,7 +111,7 @@ class Dedup:
             return None
         self.last = frame.seq
         self._logged = frame.seq - self.durable
-        shown = self._shown.pop(self._logged, None)
+        shown = self._shown.pop(self._logged, None) if self._shown else None
         text = frame.crumb["delta"]
         if shown is None:
             return frame

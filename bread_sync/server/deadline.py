@@ -10,8 +10,6 @@ held up meanwhile: under gevent a waiting read only parks its own greenlet.
 from __future__ import annotations
 
 import socket
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from .. import greenlets
@@ -31,7 +29,8 @@ class BodyDeadline:
     def __init__(self, environ: dict[str, Any], seconds: float | None):
         self.passed = False
         self._sock = environ.get("gunicorn.socket")
-        self._cancel = _call_later(seconds, self._cut_off) if self._sock is not None and seconds else None
+        armed = self._sock is not None and seconds
+        self._cancel = greenlets.call_later(seconds, self._cut_off, spawn=False) if armed else None
 
     def __enter__(self) -> BodyDeadline:
         return self
@@ -46,20 +45,3 @@ class BodyDeadline:
             self._sock.shutdown(socket.SHUT_RD)
         except OSError:
             pass  # the client is gone already
-
-
-def _call_later(seconds: float, callback: Callable[[], None]) -> Callable[[], None]:
-    """Call ``callback`` in ``seconds`` unless the returned cancel is called first.
-
-    Under gevent a timer on the hub's event loop: a ``threading.Timer`` there is a greenlet
-    and an event of its own, on every request with a body."""
-    if greenlets.patched():
-        from gevent import get_hub
-
-        watcher = get_hub().loop.timer(seconds)
-        watcher.start(callback)
-        return watcher.close
-    timer = threading.Timer(seconds, callback)
-    timer.daemon = True
-    timer.start()
-    return timer.cancel

@@ -39,8 +39,8 @@ class BreadSync:
     Settings, read from ``app.config`` with the bread config's values as defaults:
     ``BREAD_SYNC_MAX_BODY_BYTES``, ``BREAD_SYNC_MAX_FILE_BYTES``, ``BREAD_SYNC_MAX_CONCURRENT_RUNS``,
     ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``, ``BREAD_SYNC_BODY_TIMEOUT_SECONDS``, ``BREAD_SYNC_CORS_ORIGINS``,
-    ``BREAD_SYNC_PLAYGROUND``. The body limit, the loopback rule, auth and CORS apply to the bread
-    routes only; the app's other routes are untouched.
+    ``BREAD_SYNC_PLAYGROUND``, read once, by :meth:`init_app`. The body limit, the loopback rule,
+    auth and CORS apply to the bread routes only; the app's other routes are untouched.
     """
 
     def __init__(self, app: Flask | None = None, bread: Bread | None = None, url_prefix: str | None = None):

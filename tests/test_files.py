@@ -393,3 +393,7 @@ def test_a_loop_iteration_cannot_name_a_file_its_input_did_not_hold(make_bread):
     stolen = bread.run("looper", alices["uri"], may_read_file=lambda meta: meta["owner"] is None, mode="sync")
 
     assert stolen.status == "failed" and stolen.error.code == FILE_NOT_FOUND
+    (loop,) = bread.store.list_loops()
+    first, handed = bread.store.get_loop(loop["id"])["iterations"]
+    assert (first["index"], first["status"], first["output"]) == (1, "completed", {"picture": alices})
+    assert (handed["index"], handed["status"]) == (2, "failed")

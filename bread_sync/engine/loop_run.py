@@ -93,12 +93,13 @@ class LoopRun(AgentActivity):
     def _start_iteration(self) -> Steps:
         """The next iteration: its agent's run is made before its start crumb, so a
         continuation after that crumb carries the iteration on rather than starting another."""
-        # The previous iteration's output is its model's: it may name only the loop's files.
-        check_handed_down(self.output, self.ctx.runtime.blob_store, input_files(self.input))
         self.iteration += 1
         self.iteration_started_at = now_iso()
         self._save("running")  # the record counts the iteration under way
         self._save_iteration("running", None)
+        # The previous iteration's output is its model's: it may name only the loop's files. A
+        # refusal fails this iteration, the one it was handed to; the one before keeps its output.
+        check_handed_down(self.output, self.ctx.runtime.blob_store, input_files(self.input))
         body = {"input": self.input, "iteration": self.iteration, "previous": self.output}
         self.child = AgentRun(self.ctx, self.agent, body, self.skill, self.record)
         yield self._crumb(c.LOOP_ITERATION_START, "iteration:start")

@@ -58,8 +58,12 @@ def check_handed_down(value: Any, blob_store: Any, held: Collection[str]) -> Non
 
     A model may write any file id, and only its caller's rule, applied where the run's input
     entered, says which files the run may read: what a model hands on is one of those, or one
-    no one owns (a model's)."""
-    not_given = [ref for ref in file_refs(value) if not (isinstance(ref.get("uri"), str) and ref["uri"] in held)]
+    no one owns (a model's). A reference to no file of this server's (a URL, or any file where
+    no blob store is configured) reaches no one's bytes: the next model call names it as not
+    stored, as it did before this check."""
+    if blob_store is None:
+        return
+    not_given = [ref for ref in file_refs(value) if names_ours(ref.get("uri")) and ref["uri"] not in held]
     check_files(not_given, blob_store, lambda meta: meta.get("owner") is None)
 
 
@@ -76,7 +80,7 @@ def message_files(messages: list[dict[str, Any]]) -> set[str]:
 def stored_meta(ref: dict[str, Any], blob_store: Any) -> dict[str, Any] | None:
     """The stored metadata of the file ``ref`` names, None when there is none."""
     uri = ref.get("uri")
-    if not isinstance(uri, str) or not uri.startswith(URL_PREFIX) or blob_id(uri) is None:
+    if not names_ours(uri):
         raise BreadError(
             INPUT_INVALID,
             f"a file reference's uri must be {URL_PREFIX}<id> as POST /files answers it, not {str(uri)[:100]!r}: "
@@ -84,6 +88,11 @@ def stored_meta(ref: dict[str, Any], blob_store: Any) -> dict[str, Any] | None:
         )
     found = configured(blob_store, "a file is referenced and no blob store is configured").get(uri)
     return None if found is None else found[1]
+
+
+def names_ours(uri: Any) -> bool:
+    """Whether ``uri`` names a file of this server's, ``/files/<id>`` as ``POST /files`` answers."""
+    return isinstance(uri, str) and uri.startswith(URL_PREFIX) and blob_id(uri) is not None
 
 
 def check_accepted(provider: Any, media_type: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from bread_sync import tracing
+from bread_sync.errors import STORE_BUSY, BreadError
 from bread_sync.models.script import provider, say, usage
 
 otel = pytest.importorskip("bread_sync.tracing.otel")
@@ -396,3 +397,19 @@ def test_a_run_id_another_process_created_first_exports_no_span_here(traced, exp
     monkeypatch.undo()
     bread.run("echo", "hi", mode="sync")  # the tracer goes on tracing the runs it has
     assert [span.name for span in exporter.get_finished_spans()] == ["chat echo", "invoke_agent echo"]
+
+
+def test_a_runs_span_ends_even_when_its_abandon_fails(traced, exporter, monkeypatch):
+    # The caller stops pulling and the store refuses the abandon's writes: the span still ends.
+    bread = traced()
+    run = bread.run("slow", {"count": 3, "delayMs": 0})
+    next(run)
+
+    def busy(*args, **kwargs):
+        raise BreadError(STORE_BUSY, "the store is busy")
+
+    monkeypatch.setattr(bread.store, "update_run", busy)
+    with pytest.raises(BreadError):
+        run.close()
+
+    assert named(exporter.get_finished_spans(), "invoke_agent slow").attributes["bread.run.status"] == "interrupted"

@@ -127,12 +127,14 @@ class Execution:
             log.exception("run %s failed", run_id)
             yield self._fail(internal_error(exc))
         finally:
-            steps.close()
-            self._unregister()
-            if self._final is None:  # the caller stopped pulling: nobody will drive this run
-                self._abandon()
-            for ended in self._when_ended:
-                ended(self._final)
+            try:
+                steps.close()
+                self._unregister()
+                if self._final is None:  # the caller stopped pulling: nobody will drive this run
+                    self._abandon()
+            finally:  # told even when the clean-up failed (a store refusing the abandon's writes)
+                for ended in self._when_ended:
+                    ended(self._final)
 
     def _hands_over(self, exc: BreadError) -> bool:
         """A run stopped by a shutdown that can be carried on (or a remote agent's run, which

@@ -14,8 +14,10 @@ import textwrap
 import threading
 import time
 
+import pytest
 from huey.constants import EmptyData
 
+from bread_sync.errors import STORE_BUSY, BreadError
 from bread_sync.executors.huey import executor
 from bread_sync.executors.sqlite_queue import Handout, HandoutSqliteStorage
 
@@ -149,3 +151,18 @@ def test_under_gevent_a_take_or_enqueue_waiting_for_the_lock_stalls_no_other_gre
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["waiting"] and report["taken"] == ["first"] and report["left"] == 1
     assert report["ticks"] >= 20, report
+
+
+def test_hueys_timeout_is_how_long_a_statement_waits_for_a_locked_file(tmp_path):
+    storage = HandoutSqliteStorage("t", filename=str(tmp_path / "q.db"), timeout=0.2)
+    holder = sqlite3.connect(storage.filename, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        began = time.monotonic()
+        with pytest.raises(BreadError) as busy:
+            storage.enqueue(b"task")
+        assert busy.value.code == STORE_BUSY and time.monotonic() - began < 4  # not the default 5 s
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert storage.conn.busy_seconds == 0.2

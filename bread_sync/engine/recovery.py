@@ -137,7 +137,7 @@ def cancel_paused(runtime: Runtime, record: dict[str, Any]) -> bool:
     """Cancel a run waiting for a human: its checkpoint voided (one process wins), the remote
     run of a relay cancelled, the run ended with ``RUN_CANCELLED``, its record marked in the
     transaction of that crumb: a tail of the paused run learns of its end from its log (on
-    Postgres it hears appends only), so no record may say it ended before its log does."""
+    Postgres it hears appends only), so its record may not say it ended before its log does."""
     checkpoint_id = record["checkpointId"]
     if not checkpoint_id or not runtime.store.claim_checkpoint(checkpoint_id, status="void"):
         return False

@@ -93,9 +93,11 @@ class HandoutSqliteStorage(SqliteStorage):
 
     blocking = True  # Huey's worker calls dequeue again at once: the wait is in the handout
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, timeout: float = 5, **kwargs):
         # No busy timeout: SQLite's handler sleeps in C, stalling every greenlet of the worker
-        # while another process holds the file; the store's connection waits in Python instead.
+        # while another process holds the file; the store's connection waits in Python instead,
+        # for Huey's ``timeout`` seconds.
+        self.busy_seconds = timeout  # before Huey's init, which connects
         super().__init__(*args, **{**kwargs, "timeout": 0, "factory": PatientConnection})
         self.handout = Handout(self.take)
 
@@ -105,6 +107,7 @@ class HandoutSqliteStorage(SqliteStorage):
         # FULL (Huey's default) syncs every enqueue, inside the web tier's request, whose other
         # greenlets it holds up.
         conn = super()._create_connection()
+        conn.busy_seconds = self.busy_seconds
         conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 

@@ -11,6 +11,7 @@ import pytest
 from bread_sync import Agent, BreadError, CancelToken, Config, tool
 from bread_sync.cancel import CancelRegistry
 from bread_sync.crumbs import TERMINAL
+from bread_sync.engine import recovery
 from bread_sync.loading import resolve
 from bread_sync.models import script
 from bread_sync.models.script import call, say
@@ -229,3 +230,37 @@ def test_a_paused_run_is_never_recorded_cancelled_without_its_terminal_crumb(mak
 
     assert bread.store.get_crumbs(paused.run_id)[-1].type == "human:required"  # the crumb died with it
     assert bread.store.get_run(paused.run_id)["status"] == "paused"  # so no record says the run ended
+    # Its checkpoint is void (no resume can take it): a cancel again finishes what that one began.
+    assert bread.cancel(paused.run_id) is True
+    assert_ended_cancelled_once(bread, paused.run_id)
+
+
+def assert_ended_cancelled_once(bread, run_id: str) -> None:
+    log = bread.store.get_crumbs(run_id)
+    assert [frame.type for frame in log].count("agent:error") == 1 and log[-1].type == "agent:error"
+    assert log[-1].crumb["error"]["code"] == "RUN_CANCELLED"
+    assert [frame.seq for frame in log] == list(range(1, len(log) + 1))
+    assert bread.store.get_run(run_id)["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("store_name", ["memory", "sqlite"])
+def test_two_cancels_finishing_an_unfinished_one_end_the_run_once(make_bread, store_name, tmp_path, monkeypatch):
+    opts = {"sqlite": {"path": tmp_path / "bread.db"}}.get(store_name, {})
+    bread = make_bread(store=resolve(store_name, STORES, "store", **opts))
+    paused = bread.run("writer", {"topic": "bread"}, mode="sync")
+    store = bread.store
+    store.claim_checkpoint(store.get_run(paused.run_id)["checkpointId"], status="void")  # a cancel that died
+    cancel_remote, raced = recovery._cancel_remote, []
+
+    def another_cancel_ends_it_meanwhile(runtime, record):
+        if not raced:  # this cancel has checked the record; the other commits the run's end now
+            raced.append("under way")
+            raced.append(bread.cancel(record["id"]))
+        cancel_remote(runtime, record)
+
+    monkeypatch.setattr(recovery, "_cancel_remote", another_cancel_ends_it_meanwhile)
+    assert bread.cancel(paused.run_id) is True  # it finds the seq taken: the end is the other's
+    monkeypatch.undo()
+
+    assert raced == ["under way", True]
+    assert_ended_cancelled_once(bread, paused.run_id)

@@ -139,13 +139,32 @@ def cancel_paused(runtime: Runtime, record: dict[str, Any]) -> bool:
     transaction of that crumb: a tail of the paused run learns of its end from its log (on
     Postgres it hears appends only), so its record may not say it ended before its log does."""
     checkpoint_id = record["checkpointId"]
-    if not checkpoint_id or not runtime.store.claim_checkpoint(checkpoint_id, status="void"):
+    if not checkpoint_id:
+        return False
+    # Read before anything else: a paused run's log does not grow, so its end's seq is this + 1,
+    # and a cancel racing this one for that seq loses it (see _left_unfinished).
+    last_seq = runtime.store.last_seq(record["id"])
+    store = runtime.store
+    if not store.claim_checkpoint(checkpoint_id, status="void") and not _left_unfinished(store, record, checkpoint_id):
         return False
     _cancel_remote(runtime, record)
     error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
     recorded = partial(runtime.store.update_run, record["id"], status="cancelled", checkpointId=None)
-    end_undriven(runtime, record["id"], "cancelled", error, recorded)
+    end_undriven(runtime, record["id"], "cancelled", error, recorded, last_seq)
     return True
+
+
+def _left_unfinished(store: Any, record: dict[str, Any], checkpoint_id: str) -> bool:
+    """Whether an earlier cancel voided the run's checkpoint and stopped before its end was
+    committed (its process died, its store refused): the record still paused on that checkpoint,
+    which nothing else could end. A cancel still under way looks the same; the end's seq, read
+    before this, settles it: that cancel's commit (the crumb and the record in one transaction)
+    came after the read, and takes the seq first or refuses this one's."""
+    checkpoint = store.get_checkpoint(checkpoint_id)
+    if checkpoint is None or checkpoint["status"] != "void":
+        return False
+    current = store.get_run(record["id"])
+    return current is not None and current["status"] == "paused" and current["checkpointId"] == checkpoint_id
 
 
 def _cancel_remote(runtime: Runtime, record: dict[str, Any]) -> None:
@@ -154,11 +173,17 @@ def _cancel_remote(runtime: Runtime, record: dict[str, Any]) -> None:
 
 
 def end_undriven(
-    runtime: Runtime, run_id: str, status: str, error: BreadError, recorded: Callable[[], Any] | None = None
+    runtime: Runtime,
+    run_id: str,
+    status: str,
+    error: BreadError,
+    recorded: Callable[[], Any] | None = None,
+    last_seq: int | None = None,
 ) -> None:
     """The terminal crumb of a run no process drives (with ``recorded``, the write of its end
-    in its record, in that crumb's transaction), and its unfinished loops' end."""
-    _append_final(runtime, run_id, c.error_crumb(run_id, error), recorded)
+    in its record, in that crumb's transaction; after ``last_seq``, else after its log's last),
+    and its unfinished loops' end."""
+    _append_final(runtime, run_id, c.error_crumb(run_id, error), recorded, last_seq)
     close_loops(runtime.store, run_id, status)
 
 
@@ -192,11 +217,16 @@ def _relay_of_the_dead(runtime: Runtime, record: dict[str, Any]) -> bool:
 
 
 def _append_final(
-    runtime: Runtime, run_id: str, crumb: dict[str, Any], recorded: Callable[[], Any] | None = None
+    runtime: Runtime,
+    run_id: str,
+    crumb: dict[str, Any],
+    recorded: Callable[[], Any] | None = None,
+    last_seq: int | None = None,
 ) -> None:
     """The terminal crumb of a run no process drives, through a choke point of its own, with
     ``recorded`` (a store write) in its transaction, or alone when a late writer took its seq."""
-    emitter = Emitter(run_id, runtime.store, runtime.publish, next_seq=runtime.store.last_seq(run_id) + 1)
+    after = runtime.store.last_seq(run_id) if last_seq is None else last_seq
+    emitter = Emitter(run_id, runtime.store, runtime.publish, next_seq=after + 1)
     if recorded is not None:
         emitter.defer(recorded)
     try:

@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from bread_sync import Agent
-from bread_sync.agents import subagent
+from bread_sync.agents import subagent, task_tool
 from bread_sync.errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
 from bread_sync.files import check_handed_down, for_model_call, user_message
 from bread_sync.models import openai as openai_provider
@@ -344,6 +344,35 @@ def test_a_model_cannot_hand_a_subagent_another_callers_upload(make_bread, provi
     client.post("/agents/passer/run", json={"input": own}, headers=AS_ALICE).get_data()
     (sent,) = provider_server.requests
     assert sent["body"]["messages"][0]["content"][0]["image_url"]["url"] == "data:image/png;base64," + b64(PNG)
+
+
+class Pictured(BaseModel):
+    picture: dict
+
+
+class Described(BaseModel):
+    text: str
+
+
+def test_a_model_cannot_hand_a_task_another_callers_upload(make_bread):
+    from bread_sync.tasks import Task
+
+    described: list[dict] = []
+
+    def describe(convo):
+        described.append(convo.input)
+        return say(json.dumps({"text": "a cat"}))
+
+    task = Task(id="describe", input_schema=Pictured, output_schema=Described, model=script.provider([describe]))
+    steps = [lambda convo: call("describe", {"picture": named_file(convo.input)}), say("done")]
+    tasker = Agent(id="tasker", model=taking_images(steps), tools=[task_tool("describe")])
+    bread = make_bread(agents=[tasker], tasks=[task])
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+
+    stolen = bread.run("tasker", alices["uri"], may_read_file=lambda meta: meta["owner"] is None, mode="sync")
+
+    errors = [f.crumb for f in bread.store.get_crumbs(stolen.run_id) if f.type == "tool:error"]
+    assert [error["error"]["code"] for error in errors] == [FILE_NOT_FOUND] and described == []
 
 
 def test_what_a_model_hands_on_is_checked_as_a_callers_input(make_bread):

@@ -138,18 +138,17 @@ def cancel_paused(runtime: Runtime, record: dict[str, Any]) -> bool:
     run of a relay cancelled, the run ended with ``RUN_CANCELLED``, its record marked in the
     transaction of that crumb: a tail of the paused run learns of its end from its log (on
     Postgres it hears appends only), so its record may not say it ended before its log does."""
-    checkpoint_id = record["checkpointId"]
+    checkpoint_id, store = record["checkpointId"], runtime.store
     if not checkpoint_id:
         return False
     # Read before anything else: a paused run's log does not grow, so its end's seq is this + 1,
     # and a cancel racing this one for that seq loses it (see _left_unfinished).
-    last_seq = runtime.store.last_seq(record["id"])
-    store = runtime.store
+    last_seq = store.last_seq(record["id"])
     if not store.claim_checkpoint(checkpoint_id, status="void") and not _left_unfinished(store, record, checkpoint_id):
         return False
     _cancel_remote(runtime, record)
     error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
-    recorded = partial(runtime.store.update_run, record["id"], status="cancelled", checkpointId=None)
+    recorded = partial(store.update_run, record["id"], status="cancelled", checkpointId=None)
     end_undriven(runtime, record["id"], "cancelled", error, recorded, last_seq)
     return True
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from bread_sync import Agent
 from bread_sync.agents import subagent, task_tool
+from bread_sync.blobs.memory import MemoryBlobStore
 from bread_sync.errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
 from bread_sync.files import check_handed_down, for_model_call, user_message
 from bread_sync.models import openai as openai_provider
@@ -21,6 +22,7 @@ from bread_sync.models.script import call, say
 from bread_sync.protocols.a2a import a2a_server
 from bread_sync.server import auth_plugin, create_server
 
+from .contract.test_blob_store import PutGetOnly
 from .fake_provider import Stream
 from .files_input import PNG, b64, file_ref, picture_input
 from .test_openai_provider import text
@@ -204,6 +206,46 @@ def test_a_pipelines_input_holds_only_files_the_caller_may_read(make_bread):
     with pytest.raises(BreadError) as refused:
         bread.run_pipeline("p", [theirs], may_read_file=lambda meta: meta["owner"] is None)
     assert refused.value.code == FILE_NOT_FOUND
+
+
+# -- what the file check reads ------------------------------------------------------------------
+
+
+class CountingReads(MemoryBlobStore):
+    """The memory blob store, recording the url of every file whose bytes are read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[str] = []
+
+    def get(self, url):
+        self.read.append(url)
+        return super().get(url)
+
+
+def test_a_runs_file_check_reads_the_metadata_not_the_bytes(make_bread, provider_server):
+    bread = make_bread(agents=[looking(provider_server)], blob_store=CountingReads())
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+
+    with pytest.raises(BreadError) as refused:
+        bread.run("looker", [alices], may_read_file=lambda meta: meta["owner"] == "bob")
+    assert refused.value.code == FILE_NOT_FOUND and bread.blob_store.read == []
+
+    provider_server.play(Stream(text("A cat.")))
+    assert bread.run("looker", [alices], may_read_file=lambda meta: True, mode="sync").status == "completed"
+    assert bread.blob_store.read == [alices["uri"]]  # once, for the model call
+
+
+def test_a_users_blob_store_without_meta_is_checked_through_get(make_bread, provider_server):
+    bread = make_bread(agents=[looking(provider_server)], blob_store=PutGetOnly(MemoryBlobStore()))
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+
+    with pytest.raises(BreadError) as refused:
+        bread.run("looker", [alices], may_read_file=lambda meta: meta["owner"] == "bob")
+    assert refused.value.code == FILE_NOT_FOUND
+
+    provider_server.play(Stream(text("A cat.")))
+    assert bread.run("looker", [alices], may_read_file=lambda meta: True, mode="sync").status == "completed"
 
 
 # -- the user message ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from bread_sync.models import script
 from bread_sync.models.script import call, say
 from bread_sync.protocols.a2a import a2a_server
 from bread_sync.server import auth_plugin, create_server
+from bread_sync.transports import http_chunked
 
 from .contract.test_blob_store import PutGetOnly
 from .fake_provider import Stream
@@ -415,6 +416,30 @@ def test_a_model_cannot_hand_a_task_another_callers_upload(make_bread):
 
     errors = [f.crumb for f in bread.store.get_crumbs(stolen.run_id) if f.type == "tool:error"]
     assert [error["error"]["code"] for error in errors] == [FILE_NOT_FOUND] and described == []
+
+
+def test_a_remote_subagents_input_is_left_to_the_remote_to_check(make_bread, serve_in_thread, provider_server):
+    """A remote agent's input names files of its own server, which checks them against its
+    caller (this server): checked here, a file of the remote's would be one this server lacks.
+    Each has a blob store of its own, as two hosts do."""
+    remote = make_bread(agents=[looking(provider_server)], plugins=[], transport="http-sse", blob_store="memory")
+    theirs = file_ref(remote, PNG, "image/png")  # the remote's, anyone's there; not stored here
+    far = http_chunked.remote_agent(url=serve_in_thread(remote), agent_id="looker")
+    steps = [lambda convo: call("far", {"input": named_file(convo.input)}), say("done")]
+    passer = Agent(id="passer", model=taking_images(steps), tools=[subagent("far")])
+    bread = make_bread(agents=[passer], remote_agents={"far": far}, blob_store="memory")
+    provider_server.play(Stream(text("A cat.")))
+
+    passed = bread.run("passer", theirs["uri"], mode="sync")
+
+    results = [f.crumb for f in bread.store.get_crumbs(passed.run_id) if f.type in ("tool:result", "tool:error")]
+    assert [(result["type"], result.get("output")) for result in results] == [("tool:result", "A cat.")]
+    (sent,) = provider_server.requests  # the remote's model was handed the remote's file
+    assert sent["body"]["messages"][0]["content"][0]["image_url"]["url"] == "data:image/png;base64," + b64(PNG)
+    alices_there = file_ref(remote, PNG, "image/png", owner="alice")  # not this server's to read there
+    refused = bread.run("passer", alices_there["uri"], mode="sync")
+    errors = [f.crumb["error"] for f in bread.store.get_crumbs(refused.run_id) if f.type == "tool:error"]
+    assert [error["code"] for error in errors] == [FILE_NOT_FOUND] and len(provider_server.requests) == 1
 
 
 def test_what_a_model_hands_on_is_checked_as_a_callers_input(make_bread):

@@ -26,6 +26,7 @@ from bread_sync.transports import http_chunked
 from .contract.test_blob_store import PutGetOnly
 from .fake_provider import Stream
 from .files_input import PNG, b64, file_ref, picture_input
+from .integration.servers import free_port
 from .test_openai_provider import text
 
 pytest.importorskip("openai")
@@ -440,6 +441,29 @@ def test_a_remote_subagents_input_is_left_to_the_remote_to_check(make_bread, ser
     refused = bread.run("passer", alices_there["uri"], mode="sync")
     errors = [f.crumb["error"] for f in bread.store.get_crumbs(refused.run_id) if f.type == "tool:error"]
     assert [error["code"] for error in errors] == [FILE_NOT_FOUND] and len(provider_server.requests) == 1
+
+
+def test_a_task_named_as_a_remote_agent_is_still_checked_here(make_bread):
+    """Only a remote agent's input is left to its server: a task of the same id runs here."""
+    from bread_sync.tasks import Task
+
+    described: list[dict] = []
+
+    def describe(convo):
+        described.append(convo.input)
+        return say(json.dumps({"text": "a cat"}))
+
+    task = Task(id="look", input_schema=Pictured, output_schema=Described, model=script.provider([describe]))
+    steps = [lambda convo: call("look", {"picture": named_file(convo.input)}), say("done")]
+    tasker = Agent(id="tasker", model=taking_images(steps), tools=[task_tool("look")])
+    far = http_chunked.remote_agent(url=f"http://127.0.0.1:{free_port()}", agent_id="looker")  # never called
+    bread = make_bread(agents=[tasker], tasks=[task], remote_agents={"look": far})
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+
+    stolen = bread.run("tasker", alices["uri"], may_read_file=lambda meta: meta["owner"] is None, mode="sync")
+
+    errors = [f.crumb for f in bread.store.get_crumbs(stolen.run_id) if f.type == "tool:error"]
+    assert [error["error"]["code"] for error in errors] == [FILE_NOT_FOUND] and described == []
 
 
 def test_what_a_model_hands_on_is_checked_as_a_callers_input(make_bread):

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Collection
 from typing import Any
 
-from .blobs import URL_PREFIX, base_type, blob_id, configured
+from .blobs import URL_PREFIX, base_type, blob_id, configured, meta_of
 from .errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
 from .models import FileInput
 
@@ -86,8 +86,7 @@ def stored_meta(ref: dict[str, Any], blob_store: Any) -> dict[str, Any] | None:
             f"a file reference's uri must be {URL_PREFIX}<id> as POST /files answers it, not {str(uri)[:100]!r}: "
             "upload the file first (a URL is never fetched)",
         )
-    found = configured(blob_store, "a file is referenced and no blob store is configured").get(uri)
-    return None if found is None else found[1]
+    return meta_of(configured(blob_store, "a file is referenced and no blob store is configured"), uri)
 
 
 def names_ours(uri: Any) -> bool:

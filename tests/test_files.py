@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from bread_sync import Agent
 from bread_sync.agents import subagent, task_tool
+from bread_sync.blobs.memory import MemoryBlobStore
 from bread_sync.errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
 from bread_sync.files import check_handed_down, for_model_call, user_message
 from bread_sync.models import openai as openai_provider
@@ -20,9 +21,12 @@ from bread_sync.models import script
 from bread_sync.models.script import call, say
 from bread_sync.protocols.a2a import a2a_server
 from bread_sync.server import auth_plugin, create_server
+from bread_sync.transports import http_chunked
 
+from .contract.test_blob_store import PutGetOnly
 from .fake_provider import Stream
 from .files_input import PNG, b64, file_ref, picture_input
+from .integration.servers import free_port
 from .test_openai_provider import text
 
 pytest.importorskip("openai")
@@ -206,6 +210,46 @@ def test_a_pipelines_input_holds_only_files_the_caller_may_read(make_bread):
     assert refused.value.code == FILE_NOT_FOUND
 
 
+# -- what the file check reads ------------------------------------------------------------------
+
+
+class CountingReads(MemoryBlobStore):
+    """The memory blob store, recording the url of every file whose bytes are read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[str] = []
+
+    def get(self, url):
+        self.read.append(url)
+        return super().get(url)
+
+
+def test_a_runs_file_check_reads_the_metadata_not_the_bytes(make_bread, provider_server):
+    bread = make_bread(agents=[looking(provider_server)], blob_store=CountingReads())
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+
+    with pytest.raises(BreadError) as refused:
+        bread.run("looker", [alices], may_read_file=lambda meta: meta["owner"] == "bob")
+    assert refused.value.code == FILE_NOT_FOUND and bread.blob_store.read == []
+
+    provider_server.play(Stream(text("A cat.")))
+    assert bread.run("looker", [alices], may_read_file=lambda meta: True, mode="sync").status == "completed"
+    assert bread.blob_store.read == [alices["uri"]]  # once, for the model call
+
+
+def test_a_users_blob_store_without_meta_is_checked_through_get(make_bread, provider_server):
+    bread = make_bread(agents=[looking(provider_server)], blob_store=PutGetOnly(MemoryBlobStore()))
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+
+    with pytest.raises(BreadError) as refused:
+        bread.run("looker", [alices], may_read_file=lambda meta: meta["owner"] == "bob")
+    assert refused.value.code == FILE_NOT_FOUND
+
+    provider_server.play(Stream(text("A cat.")))
+    assert bread.run("looker", [alices], may_read_file=lambda meta: True, mode="sync").status == "completed"
+
+
 # -- the user message ----------------------------------------------------------------------------
 
 
@@ -367,6 +411,53 @@ def test_a_model_cannot_hand_a_task_another_callers_upload(make_bread):
     steps = [lambda convo: call("describe", {"picture": named_file(convo.input)}), say("done")]
     tasker = Agent(id="tasker", model=taking_images(steps), tools=[task_tool("describe")])
     bread = make_bread(agents=[tasker], tasks=[task])
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+
+    stolen = bread.run("tasker", alices["uri"], may_read_file=lambda meta: meta["owner"] is None, mode="sync")
+
+    errors = [f.crumb for f in bread.store.get_crumbs(stolen.run_id) if f.type == "tool:error"]
+    assert [error["error"]["code"] for error in errors] == [FILE_NOT_FOUND] and described == []
+
+
+def test_a_remote_subagents_input_is_left_to_the_remote_to_check(make_bread, serve_in_thread, provider_server):
+    """A remote agent's input names files of its own server, which checks them against its
+    caller (this server): checked here, a file of the remote's would be one this server lacks.
+    Each has a blob store of its own, as two hosts do."""
+    remote = make_bread(agents=[looking(provider_server)], plugins=[], transport="http-sse", blob_store="memory")
+    theirs = file_ref(remote, PNG, "image/png")  # the remote's, anyone's there; not stored here
+    far = http_chunked.remote_agent(url=serve_in_thread(remote), agent_id="looker")
+    steps = [lambda convo: call("far", {"input": named_file(convo.input)}), say("done")]
+    passer = Agent(id="passer", model=taking_images(steps), tools=[subagent("far")])
+    bread = make_bread(agents=[passer], remote_agents={"far": far}, blob_store="memory")
+    provider_server.play(Stream(text("A cat.")))
+
+    passed = bread.run("passer", theirs["uri"], mode="sync")
+
+    results = [f.crumb for f in bread.store.get_crumbs(passed.run_id) if f.type in ("tool:result", "tool:error")]
+    assert [(result["type"], result.get("output")) for result in results] == [("tool:result", "A cat.")]
+    (sent,) = provider_server.requests  # the remote's model was handed the remote's file
+    assert sent["body"]["messages"][0]["content"][0]["image_url"]["url"] == "data:image/png;base64," + b64(PNG)
+    alices_there = file_ref(remote, PNG, "image/png", owner="alice")  # not this server's to read there
+    refused = bread.run("passer", alices_there["uri"], mode="sync")
+    errors = [f.crumb["error"] for f in bread.store.get_crumbs(refused.run_id) if f.type == "tool:error"]
+    assert [error["code"] for error in errors] == [FILE_NOT_FOUND] and len(provider_server.requests) == 1
+
+
+def test_a_task_named_as_a_remote_agent_is_still_checked_here(make_bread):
+    """Only a remote agent's input is left to its server: a task of the same id runs here."""
+    from bread_sync.tasks import Task
+
+    described: list[dict] = []
+
+    def describe(convo):
+        described.append(convo.input)
+        return say(json.dumps({"text": "a cat"}))
+
+    task = Task(id="look", input_schema=Pictured, output_schema=Described, model=script.provider([describe]))
+    steps = [lambda convo: call("look", {"picture": named_file(convo.input)}), say("done")]
+    tasker = Agent(id="tasker", model=taking_images(steps), tools=[task_tool("look")])
+    far = http_chunked.remote_agent(url=f"http://127.0.0.1:{free_port()}", agent_id="looker")  # never called
+    bread = make_bread(agents=[tasker], tasks=[task], remote_agents={"look": far})
     alices = file_ref(bread, PNG, "image/png", owner="alice")
 
     stolen = bread.run("tasker", alices["uri"], may_read_file=lambda meta: meta["owner"] is None, mode="sync")

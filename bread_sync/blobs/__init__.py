@@ -31,6 +31,11 @@ class BlobStore(Protocol):
     def get(self, url: str) -> tuple[bytes, dict[str, Any]] | None:
         """The file's bytes and its metadata, or None when there is no such file."""
 
+    def meta(self, url: str) -> dict[str, Any] | None:
+        """The file's metadata alone, as ``get`` gives it, without reading its bytes; None when
+        there is no such file. A store of the older ``put``/``get`` contract, without it, is
+        asked through :func:`meta_of`, which reads the whole file there."""
+
     # Optional, for retention (``bread-sync gc``), found with ``getattr``:
     # ``purge(before: float, keep: Collection[str] = (), dry_run: bool = False) -> int`` deletes
     # the files stored before ``before`` (epoch seconds) whose url is not in ``keep``.
@@ -57,6 +62,16 @@ def configured(blob_store: Any, message: str = "no blob store is configured") ->
     if blob_store is None:
         raise BreadError(BLOB_STORE_NOT_CONFIGURED, message)
     return blob_store
+
+
+def meta_of(blob_store: Any, url: str) -> dict[str, Any] | None:
+    """The metadata of the file ``url`` names, None when there is none: ``blob_store.meta``, or
+    ``get``'s for a store without it (a user's store of the ``put``/``get`` contract)."""
+    meta = getattr(blob_store, "meta", None)
+    if callable(meta):
+        return meta(url)
+    found = blob_store.get(url)
+    return None if found is None else found[1]
 
 
 def blob_id(url: str) -> str | None:

@@ -27,10 +27,15 @@ class FilesystemBlobStore:
 
     def get(self, url: str) -> tuple[bytes, dict[str, Any]] | None:
         key = blob_id(url)  # only our own ids: no path reaches the file system
-        if key is None or not (self.root / f"{key}.json").is_file():
+        if key is None:
             return None
-        meta = json.loads((self.root / f"{key}.json").read_bytes())
-        return (self.root / key).read_bytes(), meta
+        meta = self._meta(key)
+        return None if meta is None else ((self.root / key).read_bytes(), meta)
+
+    def meta(self, url: str) -> dict[str, Any] | None:
+        """The metadata file alone: the data file is never opened."""
+        key = blob_id(url)
+        return None if key is None else self._meta(key)
 
     def purge(self, before: float, keep: Collection[str] = (), dry_run: bool = False) -> int:
         """Delete the files stored before ``before`` (epoch seconds) whose url is not in
@@ -46,6 +51,10 @@ class FilesystemBlobStore:
             if not dry_run:
                 path.unlink(missing_ok=True)
         return len(purged)
+
+    def _meta(self, key: str) -> dict[str, Any] | None:
+        path = self.root / f"{key}.json"
+        return json.loads(path.read_bytes()) if path.is_file() else None
 
 
 def _mtime(path: Path) -> float:

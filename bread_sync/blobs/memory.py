@@ -26,10 +26,12 @@ class MemoryBlobStore:
         return dict(meta)
 
     def get(self, url: str) -> tuple[bytes, dict[str, Any]] | None:
-        key = blob_id(url)
-        with self._lock:
-            found = self._blobs.get(key) if key else None
+        found = self._found(url)
         return (found[0], dict(found[1])) if found else None
+
+    def meta(self, url: str) -> dict[str, Any] | None:
+        found = self._found(url)
+        return dict(found[1]) if found else None
 
     def purge(self, before: float, keep: Collection[str] = (), dry_run: bool = False) -> int:
         """Delete the files stored before ``before`` (epoch seconds) whose url is not in ``keep``."""
@@ -39,6 +41,11 @@ class MemoryBlobStore:
                 for key in doomed:
                     del self._blobs[key], self._stored_at[key]
         return len(doomed)
+
+    def _found(self, url: str) -> tuple[bytes, dict[str, Any]] | None:
+        key = blob_id(url)
+        with self._lock:
+            return self._blobs.get(key) if key else None
 
 
 def store() -> MemoryBlobStore:

@@ -454,13 +454,16 @@ class AgentRun(AgentActivity):
 
     def _delegate(self, tool: Tool, call: dict[str, Any]) -> Steps:
         """A subagent or a task called as a tool: its crumbs join this stream, framed. The files
-        its input names are checked against this conversation's (a remote agent reads its own)."""
-        if tool.delegate not in self.ctx.runtime.remote_agents:
+        its input names are checked against this conversation's; a remote agent's name files of
+        its server, which checks them against its caller (this server). A task runs here, even
+        one whose id a remote agent also has."""
+        remote = tool.kind == "subagent" and tool.delegate in self.ctx.runtime.remote_agents
+        if not remote:
             check_handed_down(call["input"], self.ctx.runtime.blob_store, message_files(self.messages))
         if tool.kind == "task":
             self.child = TaskRun(self.ctx, self.ctx.runtime.task(tool.delegate), call["input"], self.agent.id)
             return (yield from self.child.run())
-        if tool.delegate in self.ctx.runtime.remote_agents:
+        if remote:
             self.child = Relay.nested_in(self.ctx, tool.delegate, call["input"])
             return (yield from self._framed(self.child.run()))
         child_agent = self.ctx.runtime.agent(tool.delegate)

@@ -80,13 +80,20 @@ class Side:
 
     def conn(self, kind: str, body: dict[str, Any], **options: Any) -> rawhttp.Conn:
         port = self.server.port
+        return rawhttp.Conn(port, rawhttp.request("POST", port, self.path(kind, body), self.payload(body)), **options)
+
+    def path(self, kind: str, body: dict[str, Any]) -> str:
         if not self.replay:
             agent = {"single": "slow", "concurrent": "slow", "echo": "echo", "beat": "metronome"}[kind]
-            return rawhttp.Conn(port, rawhttp.request("POST", port, f"/agents/{agent}/run", {"input": body}), **options)
+            return f"/agents/{agent}/run"
         query = ""
         if kind == "beat":
             query = f"?start={body['start']!r}&period={body['period']!r}&first=1&count={body['count']}"
-        return rawhttp.Conn(port, rawhttp.request("POST", port, f"/replay/{self.wire}-{kind}{query}", b""), **options)
+        return f"/replay/{self.wire}-{kind}{query}"
+
+    def payload(self, body: Any) -> Any:
+        """What a request sends: to bread_sync the run's input, to the minimal app nothing."""
+        return b"" if self.replay else {"input": body}
 
 
 def record(bread: Side, folder: Path, kind: str, body: dict[str, Any], deltas: int) -> int:

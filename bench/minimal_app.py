@@ -33,7 +33,7 @@ def save(folder: Path, name: str, chunks: list[bytes], content_type: str, heartb
     (folder / f"{name}.json").write_text(json.dumps(record), encoding="utf-8")
 
 
-def _body(name: str) -> dict:
+def recorded(name: str) -> dict:
     body = _bodies.get(name)
     if body is None:
         record = json.loads((Path(os.environ["BENCH_BODIES"]) / f"{name}.json").read_text(encoding="utf-8"))
@@ -47,7 +47,7 @@ def _body(name: str) -> dict:
     return body
 
 
-def _replay(chunks: list[bytes], query: dict[str, list[str]]):
+def replayed(chunks: list[bytes], query: dict[str, list[str]]):
     if "start" not in query:
         yield from chunks
         return
@@ -80,8 +80,8 @@ def app(environ, start_response):
     if kind not in ("replay", "idle") or not name or "/" in name or name.startswith("."):
         start_response("404 Not Found", [("Content-Type", "text/plain"), ("Content-Length", "0")])
         return []
-    body = _body(name)
+    body = recorded(name)
     start_response("200 OK", body["headers"])
     if kind == "idle":
         return _idle(body["chunks"], body["heartbeat"], body["every"])
-    return _replay(body["chunks"], parse_qs(environ.get("QUERY_STRING", "")))
+    return replayed(body["chunks"], parse_qs(environ.get("QUERY_STRING", "")))

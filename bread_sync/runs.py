@@ -9,7 +9,7 @@ from typing import Any
 from . import crumbs as c
 from .engine.execution import drain
 from .errors import RUN_CANCELLED, BreadError, internal_error
-from .logs import BoundRun, RunLabels
+from .logs import BoundRun, RunLabels, run_context
 
 
 @dataclass
@@ -40,6 +40,7 @@ class Run:
         agent_id: str | None = None,
         trace: Any = None,
         rest: Callable[[int], Iterator[dict[str, Any]]] | None = None,
+        ready: bool = False,
     ):
         self.run_id = run_id
         #: True when this follows a run another request started (same ``run_id``).
@@ -51,6 +52,8 @@ class Run:
         #: True when a worker drives the run (executors/): its crumbs here end with its opening,
         #: and ``rest(after)`` follows the rest from the log.
         self.queued = rest is not None
+        #: Whether its first crumb comes without a wait for another run: see :meth:`open`.
+        self.ready = ready
         seen = crumbs if rest is None else _then_follow(crumbs, rest, first_seq)
         self._crumbs = BoundRun(self._labels, seen)  # its log records carry its labels
 
@@ -64,6 +67,14 @@ class Run:
         close = getattr(self._crumbs, "close", None)
         if close is not None:
             close()
+
+    def open(self) -> None:
+        """Drive a run that is :attr:`ready` to its first crumb here, logged and published (a
+        caller subscribed to it gets it at once), and leave the rest to :meth:`drain`: the
+        server's start answers without handing the run to its driver's thread and back first."""
+        if self.ready:
+            with run_context(self._labels):
+                next(self._steps, None)
 
     def drain(self) -> None:
         """Drive the run to its end or pause, for a caller that only needs it to happen (the

@@ -304,6 +304,7 @@ class Bread:
             agent_id=agent_id,
             trace=trace,
             rest=rest,
+            ready=opened.ready,
         )
 
     def _attach(self, run_id: str, agent_id: str) -> Run:

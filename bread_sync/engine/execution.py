@@ -47,13 +47,19 @@ class Execution:
     """Drives one run (or one continuation of it) through the choke point. With ``queue`` it
     drives only the run's opening (its start crumb, or a resume's ``human:resumed``), then
     writes the run ``queued`` and submits it to the runtime's executor, whose worker drives the
-    rest (engine/queued.py): what can fail before a run exists fails here, as inline."""
+    rest (engine/queued.py): what can fail before a run exists fails here, as inline.
+    ``unrecorded``: the run's record is written with its first crumb (engine/opening.py's
+    ``opening_at_once``), so until that commits there is no run to end: a failure then is raised
+    to its opener, as any failure to open a run is, and nothing of it is left."""
 
-    def __init__(self, ctx: RunContext, root: Any, opening: Steps | None = None, queue: bool = False):
+    def __init__(
+        self, ctx: RunContext, root: Any, opening: Steps | None = None, queue: bool = False, unrecorded: bool = False
+    ):
         self.ctx = ctx
         self.root = root
         self.opening = opening
         self.queue = queue
+        self.unrecorded = unrecorded
         self.runtime = ctx.runtime
         self.store = ctx.runtime.store
         self.emitter = ctx.emitter
@@ -122,8 +128,12 @@ class Execution:
                 return
             if self._hands_over(exc):
                 return
+            if self._not_opened():
+                raise
             yield self._fail(exc)
         except Exception as exc:
+            if self._not_opened():
+                raise
             log.exception("run %s failed", run_id)
             yield self._fail(internal_error(exc))
         finally:
@@ -135,6 +145,14 @@ class Execution:
             finally:  # told even when the clean-up failed (a store refusing the abandon's writes)
                 for ended in self._when_ended:
                     ended(self._final)
+
+    def _not_opened(self) -> bool:
+        """Whether the run failed before it existed: its record was to come with its first
+        crumb, which was not logged (so none of its writes was committed)."""
+        if not (self.unrecorded and self.emitter.last_seq == 0):
+            return False
+        self._final = "failed"
+        return True
 
     def _hands_over(self, exc: BreadError) -> bool:
         """A run stopped by a shutdown that can be carried on (or a remote agent's run, which

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -33,6 +35,8 @@ from .lease import lease_end
 from .relay import Relay
 
 Session = dict[str, Any] | str | None
+#: Set while a caller opens runs it drives to their first crumb at once (opening_at_once).
+_AT_ONCE: ContextVar[bool] = ContextVar("bread_opening_at_once", default=False)
 
 
 class Opened(NamedTuple):
@@ -44,6 +48,24 @@ class Opened(NamedTuple):
     first_seq: int = 1
     #: Whether its crumbs end with its opening, the run then queued for the executor's worker.
     queued: bool = False
+    #: Whether its first crumb comes without a wait for another run (a new run holding its
+    #: session, not queued): what :meth:`~bread_sync.runs.Run.open` may drive at once.
+    ready: bool = False
+
+
+@contextmanager
+def opening_at_once() -> Iterator[None]:
+    """Inside, a new run opened under an id of its own making (no ``run_id`` given) that is
+    :attr:`~Opened.ready` is one its caller drives to its first crumb at once
+    (:meth:`~bread_sync.runs.Run.open`), before it hands out the run's id (the server's start
+    of a run): the run's record, and the claim of a session made for it, are written in that
+    crumb's transaction, not each in one of its own before it (two commits fewer before a
+    run's first byte). Outside, a run's record exists once it is opened."""
+    token = _AT_ONCE.set(True)
+    try:
+        yield
+    finally:
+        _AT_ONCE.reset(token)
 
 
 def open_run(
@@ -66,27 +88,32 @@ def open_run(
     session_id, tags, made = session_ref(session)
     if run_id is not None and runtime.store.get_run(run_id) is not None:
         return None
+    # Opened at once (opening_at_once) under an id of its own making, which no one else knows yet.
+    at_once = _AT_ONCE.get() and run_id is None
     run_id = run_id or new_id("run")
     ctx = new_context(runtime, run_id, session_id, signal, state=state, context=context)
     ctx.new_session = made
     root = make_root(ctx)
-    claimed = not root.claims_session or runtime.sessions.claim(
-        session_id, run_id, session_policy or root.session_policy, may_interrupt
-    )
+    queue = _queues(runtime, root, after)
+    at_once = at_once and not queue
+    claimed = _claim_session(runtime, ctx, root, session_policy, may_interrupt, at_once and made)
     definition_id = root.definition_id
     record = {**run_record(runtime, run_id, definition_id, session_id), **root.record_fields()}
     if after is not None:
         record["notBefore"] = after
     _trace_new_run(ctx, definition_id, record)
-    if not runtime.store.create_run(record):
+    unrecorded = at_once and claimed
+    if unrecorded:
+        ctx.emitter.defer(partial(runtime.store.create_run, record))
+    elif not runtime.store.create_run(record):
         if ctx.trace is not None:  # another request opened this run id meanwhile: not this process's run
             ctx.trace.abandon()
         return None
-    queue = _queues(runtime, root, after)
     opening = root.open(tags, None if queue else _session_wait(runtime, ctx, claimed))
-    execution = Execution(ctx, root, opening, queue=queue)
+    execution = Execution(ctx, root, opening, queue=queue, unrecorded=unrecorded)
     crumbs = observed(ctx, definition_id, execution, lambda e: e.start(), new=True)
-    return Opened(RunLabels(run_id, session_id, definition_id, ctx.trace), crumbs, queued=queue)
+    labels = RunLabels(run_id, session_id, definition_id, ctx.trace)
+    return Opened(labels, crumbs, queued=queue, ready=claimed and not queue)
 
 
 def open_continuation(
@@ -128,6 +155,25 @@ def open_continuation(
     crumbs = observed(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
     labels = RunLabels(run_id, session_id, root.definition_id, ctx.trace)
     return Opened(labels, crumbs, next_seq, queued=queue)
+
+
+def _claim_session(
+    runtime: Runtime,
+    ctx: RunContext,
+    root: Any,
+    policy: str | None,
+    may_interrupt: Callable[[str], bool] | None,
+    with_first_crumb: bool,
+) -> bool:
+    """Whether the run holds its session now, else it waits for it (engine/sessions.py). With
+    ``with_first_crumb`` (a session made for a run opened at once: no one else knows it yet) the
+    claim is written in the run's first crumb's transaction."""
+    if not root.claims_session:
+        return True
+    if with_first_crumb:
+        ctx.emitter.defer(partial(runtime.store.claim_session, ctx.session_id, ctx.run_id))
+        return True
+    return runtime.sessions.claim(ctx.session_id, ctx.run_id, policy or root.session_policy, may_interrupt)
 
 
 def _queues(runtime: Runtime, root: Any, after: float | None = None) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import Response, request
 
+from ..engine.opening import opening_at_once
 from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
 from ..greenlets import Pacer
 from ..runtime import Run
@@ -63,10 +64,12 @@ def start_run_detached(begin: Callable[[Any], Run]) -> Run:
 
 def _start_in_slot(begin: Callable[[Any], Run], subscribe: Callable[[Run], Any]) -> tuple[Run, Any]:
     with state().runner.slot() as slot:
-        run = begin(slot.token)
+        with opening_at_once():
+            run = begin(slot.token)
         if run.attached:  # another request's run: its caller must own it
             authorize_run(run.run_id)
         subscribed = subscribe(run)
+        run.open()  # its first crumb here, subscribed: the driver's thread takes it from there
         slot.drive(run)
     return run, subscribed
 

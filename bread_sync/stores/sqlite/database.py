@@ -113,19 +113,10 @@ class SQLiteStore(SQLStore):
         """Close the pooled connections."""
         self._finalizer()
 
-    @contextmanager
-    def connection(self) -> Iterator[Database]:
+    def connection(self) -> _Borrowed:
         """Borrow a pooled connection for one short piece of work; waits while all are in use.
         Inside a :meth:`batch`, the batch's connection."""
-        held = self._batch.get()
-        if held is not None:
-            yield held
-            return
-        db = self._take()
-        try:
-            yield db
-        finally:
-            self._pool.put(db)
+        return _Borrowed(self)
 
     def _take(self) -> Database:
         db = self._pool.get()
@@ -313,6 +304,28 @@ class SQLiteStore(SQLStore):
 
     def purge(self, before: str, dry_run: bool = False) -> dict[str, int]:
         return purge(self.connection, before, dry_run)
+
+
+class _Borrowed:
+    """``with store.connection() as db``: a class, not a generator, as every store call opens
+    one (a durable crumb's commit, several)."""
+
+    __slots__ = ("store", "db")
+
+    def __init__(self, store: SQLiteStore):
+        self.store = store
+        self.db: Database | None = None
+
+    def __enter__(self) -> Database:
+        held = self.store._batch.get()
+        if held is not None:
+            return held
+        self.db = self.store._take()
+        return self.db
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.db is not None:
+            self.store._pool.put(self.db)
 
 
 @contextmanager

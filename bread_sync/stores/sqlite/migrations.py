@@ -6,8 +6,8 @@ edit or reorder one that has shipped, since databases in the field recorded it a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from typing import Any
 
 from sqlite_utils import Database
 
@@ -47,22 +47,40 @@ def _pending(db: Database) -> list[Callable[[Database], None]]:
     return [fn for fn in MIGRATIONS if fn.__name__ not in done]
 
 
-@contextmanager
-def immediate(db: Database) -> Iterator[Database]:
+class immediate:  # noqa: N801 - used as a function: ``with immediate(db):``
     """A write transaction that takes the write lock up front: a deferred one that read first
-    could fail midway with SQLITE_BUSY, without waiting, when another process wrote meanwhile."""
-    if db.conn.in_transaction:  # inside a store batch, which commits (or rolls back) for all
-        yield db
-        return
-    # Straight to the connection: sqlite-utils' execute re-parses each statement, per commit.
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-        db.conn.execute("COMMIT")
-    except BaseException:
-        if db.conn.in_transaction:
-            db.conn.execute("ROLLBACK")
-        raise
+    could fail midway with SQLITE_BUSY, without waiting, when another process wrote meanwhile.
+    (A class, not a generator: it wraps every write of the store, a few times per commit.)"""
+
+    __slots__ = ("db", "owned")
+
+    def __init__(self, db: Database):
+        self.db = db
+        self.owned = False
+
+    def __enter__(self) -> Database:
+        conn = self.db.conn
+        if not conn.in_transaction:  # else inside a store batch, which commits (or rolls back) for all
+            # Straight to the connection: sqlite-utils' execute re-parses each statement, per commit.
+            conn.execute("BEGIN IMMEDIATE")
+            self.owned = True
+        return self.db
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        if not self.owned:
+            return
+        if kind is not None:
+            self._roll_back()
+            return
+        try:
+            self.db.conn.execute("COMMIT")
+        except BaseException:  # the file stayed locked past the wait: nothing of it is kept
+            self._roll_back()
+            raise
+
+    def _roll_back(self) -> None:
+        if self.db.conn.in_transaction:
+            self.db.conn.execute("ROLLBACK")
 
 
 @migration

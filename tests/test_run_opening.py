@@ -1,0 +1,101 @@
+"""A run started over HTTP is opened in its request (server/streams.py): its first crumb is
+logged and published there, before the stream or the 202 hands out its id, and a new run's
+record (and the claim of a session made for it) is written in that crumb's transaction; the
+runner's thread drives the rest."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import replace
+
+import pytest
+
+from bread_sync import demo
+from bread_sync.errors import STORE_BUSY, BreadError
+from bread_sync.server import create_server
+from bread_sync.stores.sqlite import store as sqlite_store
+from bread_sync.wire import NDJSONDecoder
+
+ASYNC = {"Prefer": "respond-async"}
+TABLES = ("runs", "crumbs", "session_claims", "sessions")
+
+
+def serve(make_bread, path, config=None):
+    bread = make_bread(config, store=sqlite_store(path), transport="http-chunked")
+    return bread, create_server(bread).test_client()
+
+
+def rows(path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in TABLES}
+
+
+def refusing(store, name: str):
+    """``store.<name>`` that does its write, then fails as a busy store would: the write must
+    not outlive its transaction."""
+    real = getattr(store, name)
+
+    def write(*args, **kwargs):
+        real(*args, **kwargs)
+        raise BreadError(STORE_BUSY, "the store is busy")
+
+    return write
+
+
+@pytest.mark.parametrize("write", ["append_crumbs", "claim_session", "create_run"])
+def test_a_run_whose_opening_cannot_be_committed_leaves_nothing_behind(make_bread, tmp_path, write, monkeypatch):
+    """The start crumb, the record and the new session's claim commit together or not at all:
+    the failed start is the whole stream, and no run is left recorded, running, with no crumb."""
+    path = tmp_path / "bread.db"
+    bread, client = serve(make_bread, path)
+    monkeypatch.setattr(bread.store, write, refusing(bread.store, write))
+    (frame,) = NDJSONDecoder().feed(client.post("/agents/echo/run", json={"input": "a b"}).data)
+    assert frame["seq"] == 0 and frame["crumb"]["error"].code == STORE_BUSY
+    assert rows(path) == dict.fromkeys(TABLES, 0)
+    answer = client.post("/agents/echo/run", json={"input": "a b"}, headers=ASYNC)
+    assert answer.status_code == 503 and answer.get_json()["error"]["code"] == STORE_BUSY
+    assert rows(path) == dict.fromkeys(TABLES, 0)
+    monkeypatch.undo()  # the server kept serving
+    frames = list(NDJSONDecoder().feed(client.post("/agents/echo/run", json={"input": "a b"}).data))
+    assert (frames[0]["seq"], frames[-1]["seq"], frames[-1]["crumb"]["output"]) == (1, 3, "a b")
+    assert rows(path) == {"runs": 1, "crumbs": 3, "session_claims": 0, "sessions": 1}
+
+
+def test_a_run_is_opened_in_its_request_and_driven_after_it(make_bread, tmp_path):
+    """``before_run`` (and the start crumb after it) runs in the request's thread, here the test's."""
+    threads = {}
+
+    def before_run(value, ctx):
+        threads["opening"] = threading.get_ident()
+
+    echo = replace(demo.echo, before_run=before_run)
+    config = demo.config()
+    config = config.model_copy(update={"agents": [echo if a.id == "echo" else a for a in config.agents]})
+    _, client = serve(make_bread, tmp_path / "bread.db", config)
+    answer = client.post("/agents/echo/run", json={"input": "a b"})
+    assert answer.get_data(as_text=True).count("agent:run:end") == 1
+    assert threads["opening"] == threading.get_ident()
+
+
+def test_a_background_run_has_its_record_and_start_crumb_when_its_202_answers(make_bread, tmp_path):
+    bread, client = serve(make_bread, tmp_path / "bread.db")
+    answer = client.post("/agents/echo/run", json={"input": "a b"}, headers=ASYNC)
+    run_id = answer.get_json()["runId"]
+    assert bread.store.get_run(run_id)["agentId"] == "echo"
+    assert bread.store.get_crumbs(run_id, after=0, limit=1)[0].crumb["type"] == "agent:run:start"
+
+
+def test_a_new_session_is_claimed_with_the_start_crumb_and_held_while_the_run_runs(make_bread, tmp_path):
+    path = tmp_path / "bread.db"
+    bread, client = serve(make_bread, path)
+    response = client.post("/agents/slow/run", json={"input": {"count": 50, "delayMs": 20}}, buffered=False)
+    body, decoder = iter(response.response), NDJSONDecoder()
+    start = list(decoder.feed(next(body)))[0]
+    session_id = start["crumb"]["sessionId"]
+    assert bread.store.claim_session(session_id, "run_other") == start["runId"]
+    assert bread.store.get_run(start["runId"])["status"] == "running"
+    bread.cancel(start["runId"])
+    ends = [f for chunk in body for f in decoder.feed(chunk)]
+    assert ends[-1]["crumb"]["error"].code == "RUN_CANCELLED"
+    response.close()

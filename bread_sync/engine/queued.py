@@ -29,7 +29,7 @@ from . import Runtime
 from .execution import Execution, drain
 from .lease import lease_end
 from .opening import Opened, cap_of, new_context, observed, root_from_start
-from .recovery import end_undriven
+from .recovery import end_claimed, end_undriven
 
 log = logging.getLogger("bread_sync")
 
@@ -121,8 +121,7 @@ def _later(runtime: Runtime, record: dict[str, Any]) -> None:
 
 def _fail(runtime: Runtime, run_id: str, error: BreadError) -> None:
     log.warning("queued run %s cannot be driven here (%s); it fails", run_id, error.message)
-    if runtime.store.update_run(run_id, expect={"owner": runtime.owner}, status="failed", owner=None):
-        end_undriven(runtime, run_id, "failed", error)
+    end_claimed(runtime, run_id, "failed", error)  # claimed by claim_queued, as a recovery claims
 
 
 def cancel_queued(runtime: Runtime, record: dict[str, Any]) -> bool:

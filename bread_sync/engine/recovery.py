@@ -11,7 +11,7 @@ a kind that cannot, or continued ``max_continuations`` times with no durable cru
 ends with ``agent:error`` ``RUN_INTERRUPTED`` (:func:`interrupt`); one whose cancel was recorded
 ends ``RUN_CANCELLED`` (:func:`cancel_orphaned`). A process ends a run it does not drive only
 after claiming it, and writes the record's end in its terminal crumb's transaction
-(:func:`_end_claimed`).
+(:func:`end_claimed`).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def recover(runtime: Runtime, record: dict[str, Any]) -> bool:
         log.warning("run %s cannot be carried on here (%s); interrupting it", run_id, exc.message)
         opened = None
     if opened is None:
-        return _end_claimed(runtime, run_id, "interrupted", _INTERRUPTED)
+        return end_claimed(runtime, run_id, "interrupted", _INTERRUPTED)
     _drive(opened, "continued")
     log.warning("run %s: its owner is gone (%s); this process carries it on", run_id, reason)
     return True
@@ -101,11 +101,11 @@ def can_carry_on(runtime: Runtime, record: dict[str, Any]) -> bool:
 def interrupt(runtime: Runtime, record: dict[str, Any]) -> bool:
     """End a run whose owner died (or this process, shutting down) with ``agent:error``
     ``RUN_INTERRUPTED``: claimed first (one process wins), its record marked in the transaction
-    of that crumb (see :func:`_end_claimed`). False when the record changed since it was read
+    of that crumb (see :func:`end_claimed`). False when the record changed since it was read
     (another process marked or claimed it, or its owner renewed), or the claim was lost before
     the end was logged."""
     claimed = _claim(runtime, record)
-    return claimed is not None and _end_claimed(runtime, record["id"], "interrupted", _INTERRUPTED)
+    return claimed is not None and end_claimed(runtime, record["id"], "interrupted", _INTERRUPTED)
 
 
 def cancel_orphaned(runtime: Runtime, record: dict[str, Any]) -> bool:
@@ -117,7 +117,7 @@ def cancel_orphaned(runtime: Runtime, record: dict[str, Any]) -> bool:
         return False
     _cancel_remote(runtime, record)
     error = BreadError(RUN_CANCELLED, "the run was cancelled after its owner stopped")
-    _end_claimed(runtime, record["id"], "cancelled", error)
+    end_claimed(runtime, record["id"], "cancelled", error)
     return True  # recorded: whoever ends the run if this process could not ends it cancelled
 
 
@@ -134,7 +134,7 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
     except BreadError:
         gone = False  # not answering now: the relay keeps trying for a while
     if gone:
-        _end_claimed(runtime, record["id"], "interrupted", _INTERRUPTED)
+        end_claimed(runtime, record["id"], "interrupted", _INTERRUPTED)
         return True
     _drive(open_taken_over(runtime, record), "relay")
     log.warning("run %s: its owner is gone; this process took over its relay", record["id"])
@@ -194,13 +194,14 @@ def end_undriven(
     close_loops(runtime.store, run_id, status)
 
 
-def _end_claimed(runtime: Runtime, run_id: str, status: str, error: BreadError) -> bool:
-    """End a run this process claimed (:func:`_claim`): its terminal crumb, with the record's
-    ``status`` written in that crumb's transaction while the claim holds, so no record says the
-    run ended before its log does (a process dying in between leaves it running, claimed by
-    a dead owner: the next sweep ends it). A writer that took the seq meanwhile (its owner was
-    not gone after all) is followed: the end goes after its crumb. False when the claim was lost
-    (another process claimed or ended the run), or that writer kept taking the seq."""
+def end_claimed(runtime: Runtime, run_id: str, status: str, error: BreadError) -> bool:
+    """End a run this process claimed (:func:`_claim`, or a worker's claim of a queued run) and
+    does not drive: its terminal crumb, with the record's ``status`` written in that crumb's
+    transaction while the claim holds, so no record says the run ended before its log does (a
+    process dying in between leaves it running, claimed by a dead owner: the next sweep ends
+    it). A writer that took the seq meanwhile (its owner was not gone after all) is followed:
+    the end goes after its crumb. False when the claim was lost (another process claimed or
+    ended the run), or that writer kept taking the seq."""
     store, claim = runtime.store, {"status": "running", "owner": runtime.owner}
     recorded = partial(_record_end, store, run_id, claim, status)
     crumb = c.error_crumb(run_id, error)

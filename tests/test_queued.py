@@ -1,9 +1,10 @@
 """Queued runs in-process (the huey executor on Huey's memory storage, never consumed unless a
 test says so): a cancel ends a queued run before it starts, a queued run holds its session, a
-lost enqueue is submitted again by the sweep, a run a worker cannot drive fails with its record
-marked in its end's transaction, a queued run is traced and counted where a worker
-drives it, ``start``/``worker`` say when text waits for the next durable crumb and ``worker`` when
-its metrics reach no scrape. Across real processes: tests/integration/test_queued_runs.py."""
+lost enqueue is submitted again by the sweep, a queued run cancelled and a run a worker cannot
+drive end with their record marked in their end's transaction, a queued run is traced and
+counted where a worker drives it, ``start``/``worker`` say when text waits for the next durable
+crumb and ``worker`` when its metrics reach no scrape. Across real processes:
+tests/integration/test_queued_runs.py."""
 
 from __future__ import annotations
 
@@ -51,6 +52,34 @@ def test_a_queued_run_cancelled_never_starts_and_ends_once_after_its_start(bread
     queue.huey.execute(queue.huey.dequeue())  # the message comes too late: nothing is driven
     assert len(bread.store.get_crumbs(run_id)) == 2
     assert not bread.cancel(run_id)
+
+
+def test_a_queued_runs_cancel_is_never_recorded_without_its_end_and_a_sweep_finishes_it(make_bread, queue, monkeypatch):
+    bread = make_bread(executor=queue, lease_seconds=0.3)
+    run_id = _queued(bread)
+    append_crumbs = bread.store.append_crumbs
+
+    def dying_at_the_end(run_id, frames):
+        if any(frame.type in c.TERMINAL for frame in frames):
+            raise Died()
+        return append_crumbs(run_id, frames)
+
+    monkeypatch.setattr(bread.store, "append_crumbs", dying_at_the_end)
+    with pytest.raises(Died):
+        bread.cancel(run_id)
+    monkeypatch.undo()
+    record = bread.store.get_run(run_id)
+    assert (record["status"], record["cancelRequested"]) == ("running", True)  # claimed, its cancel recorded
+    assert not drive_queued(bread, run_id)  # no worker takes it any more
+
+    queue.consumer(bread, workers=1, worker_type="thread")  # a worker, whose sweeps end such runs
+    deadline = time.monotonic() + DEADLINE
+    while bread.sweep_interrupted() == 0:  # once the claim's lease lapses
+        assert time.monotonic() < deadline, "no sweep ended the run"
+        time.sleep(0.02)
+    assert [frame.type for frame in bread.store.get_crumbs(run_id)] == [c.AGENT_RUN_START, c.AGENT_ERROR]
+    assert bread.store.get_crumbs(run_id)[-1].crumb["error"]["code"] == RUN_CANCELLED
+    assert bread.store.get_run(run_id)["status"] == "cancelled"
 
 
 def test_a_queued_run_holds_its_session(bread):

@@ -157,7 +157,7 @@ def cancel_paused(runtime: Runtime, record: dict[str, Any]) -> bool:
     _cancel_remote(runtime, record)
     error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
     recorded = partial(store.update_run, record["id"], status="cancelled", checkpointId=None)
-    end_undriven(runtime, record["id"], "cancelled", error, recorded, last_seq)
+    _end_paused(runtime, record["id"], error, recorded, last_seq)
     return True
 
 
@@ -179,24 +179,9 @@ def _cancel_remote(runtime: Runtime, record: dict[str, Any]) -> None:
         quietly(runtime.remote_agents[record["agentId"]].cancel, record["remoteRunId"])
 
 
-def end_undriven(
-    runtime: Runtime,
-    run_id: str,
-    status: str,
-    error: BreadError,
-    recorded: Callable[[], Any] | None = None,
-    last_seq: int | None = None,
-) -> None:
-    """The terminal crumb of a run no process drives (with ``recorded``, the write of its end
-    in its record, in that crumb's transaction; after ``last_seq``, else after its log's last),
-    and its unfinished loops' end."""
-    _append_final(runtime, run_id, c.error_crumb(run_id, error), recorded, last_seq)
-    close_loops(runtime.store, run_id, status)
-
-
 def end_claimed(runtime: Runtime, run_id: str, status: str, error: BreadError) -> bool:
-    """End a run this process claimed (:func:`_claim`, or a worker's claim of a queued run) and
-    does not drive: its terminal crumb, with the record's ``status`` written in that crumb's
+    """End a run this process claimed (:func:`_claim`, or engine/queued.py's claims of a queued
+    run) and does not drive: its terminal crumb, with the record's ``status`` written in that crumb's
     transaction while the claim holds, so no record says the run ended before its log does (a
     process dying in between leaves it running, claimed by a dead owner: the next sweep ends
     it). A writer that took the seq meanwhile (its owner was not gone after all) is followed:
@@ -255,31 +240,21 @@ def _relay_of_the_dead(runtime: Runtime, record: dict[str, Any]) -> bool:
     )
 
 
-def _append_final(
-    runtime: Runtime,
-    run_id: str,
-    crumb: dict[str, Any],
-    recorded: Callable[[], Any] | None = None,
-    last_seq: int | None = None,
-) -> None:
-    """The terminal crumb of a run no process drives, through a choke point of its own, with
-    ``recorded`` (a store write) in its transaction, or alone when a late writer took its seq."""
-    after = runtime.store.last_seq(run_id) if last_seq is None else last_seq
-    if _committed(runtime, run_id, crumb, recorded, after):
-        return
-    log.warning("run %s: a late writer took the final seq; its log ends as that writer left it", run_id)
-    if recorded is not None:  # its log ended all the same: the record says so
-        recorded()
+def _end_paused(runtime: Runtime, run_id: str, error: BreadError, recorded: Callable[[], Any], last_seq: int) -> None:
+    """The terminal crumb of a cancelled paused run at ``last_seq + 1``, through a choke point of
+    its own, with ``recorded`` (its record's end) in its transaction, or ``recorded`` alone when
+    another cancel took that seq; and its unfinished loops' end."""
+    if not _committed(runtime, run_id, c.error_crumb(run_id, error), recorded, last_seq):
+        log.warning("run %s: a late writer took the final seq; its log ends as that writer left it", run_id)
+        recorded()  # its log ended all the same: the record says so
+    close_loops(runtime.store, run_id, "cancelled")
 
 
-def _committed(
-    runtime: Runtime, run_id: str, crumb: dict[str, Any], recorded: Callable[[], Any] | None, after: int
-) -> bool:
+def _committed(runtime: Runtime, run_id: str, crumb: dict[str, Any], recorded: Callable[[], Any], after: int) -> bool:
     """Whether ``crumb`` was logged at seq ``after + 1``, with ``recorded`` in its transaction;
     False (nothing published) when another writer took the seq or ``recorded`` refused."""
     emitter = Emitter(run_id, runtime.store, runtime.publish, next_seq=after + 1)
-    if recorded is not None:
-        emitter.defer(recorded)
+    emitter.defer(recorded)
     try:
         emitter.emit(crumb)
     except BreadError as exc:

@@ -14,6 +14,7 @@ import pytest
 
 from bread_sync.clock import now_iso
 from bread_sync.crumbs import TERMINAL, Frame
+from bread_sync.errors import STORE_BUSY, BreadError
 from bread_sync.loading import resolve
 from bread_sync.stores import STORES
 
@@ -63,18 +64,22 @@ def ending(make_bread, store, **config):
     return make_bread(store=store, max_continuations=0, **config)
 
 
-def died_ending(make_bread, store, end: str, monkeypatch):
-    """A process that claimed the orphan to end it and died writing its terminal crumb."""
+#: What stops a process writing a terminal crumb: its death, or its store refusing the write.
+FAILURES = {"died": Died, "refused": lambda: BreadError(STORE_BUSY, "the store is busy")}
+
+
+def failed_ending(make_bread, store, end: str, monkeypatch, failure: str = "died"):
+    """A process that claimed the orphan to end it and failed writing its terminal crumb."""
     claimer = ending(make_bread, store, lease_seconds=CLAIM_LEASE_SECONDS)
     append_crumbs = store.append_crumbs
 
-    def dying_at_the_end(run_id, frames):
+    def failing_at_the_end(run_id, frames):
         if any(frame.type in TERMINAL for frame in frames):
-            raise Died()
+            raise FAILURES[failure]()
         return append_crumbs(run_id, frames)
 
-    monkeypatch.setattr(store, "append_crumbs", dying_at_the_end)
-    with pytest.raises(Died):
+    monkeypatch.setattr(store, "append_crumbs", failing_at_the_end)
+    with pytest.raises((Died, BreadError)):
         ENDS[end][0](claimer, "orphan")
     monkeypatch.undo()
     return claimer
@@ -92,15 +97,16 @@ def assert_ended_once(store, end: str, run_id: str = "orphan") -> list[str]:
     return types
 
 
+@pytest.mark.parametrize("failure", FAILURES)
 @pytest.mark.parametrize("end", ENDS)
 def test_a_run_ended_by_another_process_is_never_recorded_ended_without_its_terminal_crumb(
-    make_bread, store, end, monkeypatch
+    make_bread, store, end, failure, monkeypatch
 ):
     # A tail learns of a run's end from its log (Postgres' listener hears appends only): a record
     # marked ended before the process died writing the crumb left it waiting, its log unended.
     orphan(store)
 
-    claimer = died_ending(make_bread, store, end, monkeypatch)
+    claimer = failed_ending(make_bread, store, end, monkeypatch, failure)
 
     assert [frame.type for frame in store.get_crumbs("orphan")] == ["agent:run:start"]  # the crumb died with it
     record = store.get_run("orphan")
@@ -110,7 +116,7 @@ def test_a_run_ended_by_another_process_is_never_recorded_ended_without_its_term
 @pytest.mark.parametrize("end", ENDS)
 def test_a_claim_whose_process_died_before_the_crumb_is_ended_by_the_next_sweep(make_bread, store, end, monkeypatch):
     orphan(store)
-    died_ending(make_bread, store, end, monkeypatch)
+    failed_ending(make_bread, store, end, monkeypatch)
     survivor = ending(make_bread, store)
 
     assert survivor.sweep_interrupted() == 0  # the claim's lease runs: nobody ends it twice meanwhile

@@ -62,9 +62,8 @@ def orphaned(runtime: Runtime, record: dict[str, Any]) -> bool:
 def recover(runtime: Runtime, record: dict[str, Any]) -> bool:
     """Claim a run whose owner is gone and carry it on here, take its relay over, or end it
     ``RUN_INTERRUPTED`` (``RUN_CANCELLED`` when a cancel of it was recorded; see the module's
-    doc); False when the record changed since it was
-    read (another process claimed it, or its owner renewed), or when this process is shutting
-    down (it hands runs over; it takes none)."""
+    doc); False when the record changed since it was read (another process claimed it, or its
+    owner renewed), or when this process is shutting down (it hands runs over; it takes none)."""
     if not runtime.carries_on:
         return False
     if record["cancelRequested"]:  # its owner went before it honoured the cancel (or its canceller died)

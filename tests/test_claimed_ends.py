@@ -149,7 +149,6 @@ def test_a_writer_taking_the_final_seq_meanwhile_is_followed_by_the_end(make_bre
 
 
 @pytest.mark.parametrize("end", ["interrupt", "cancel"])
-@pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)  # stores with transactions
 def test_a_claim_lost_before_the_end_commits_undoes_the_terminal_crumb(make_bread, store, end, monkeypatch):
     # This process was slow: its claim's lease lapsed and another process claimed the run, which
     # that one now ends or carries on. Its record write fails, and the crumb goes with it.

@@ -152,6 +152,25 @@ def test_an_abandoned_run_ends_interrupted_not_running_forever(bread):
     assert bread.store.get_crumbs(run.run_id)[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"
 
 
+def test_an_abandoned_run_is_never_recorded_interrupted_without_its_terminal_crumb(bread, monkeypatch):
+    run = bread.run("slow", {"count": 3, "delayMs": 0})
+    next(run)
+    append_crumbs = bread.store.append_crumbs
+
+    def dying_at_the_end(run_id, frames):
+        if any(frame.type in TERMINAL for frame in frames):
+            raise Died()
+        return append_crumbs(run_id, frames)
+
+    monkeypatch.setattr(bread.store, "append_crumbs", dying_at_the_end)
+    with pytest.raises(Died):
+        run.close()
+    monkeypatch.undo()
+
+    assert [frame.type for frame in bread.store.get_crumbs(run.run_id)] == ["agent:run:start"]
+    assert bread.store.get_run(run.run_id)["status"] == "running"  # left for a sweep once its lease lapses
+
+
 def test_a_zombie_owner_stops_once_its_run_was_carried_on_elsewhere(make_bread):
     store = memory.store()
     zombie = make_bread(store=store)

@@ -1,8 +1,10 @@
 """Queued runs in-process (the huey executor on Huey's memory storage, never consumed unless a
 test says so): a cancel ends a queued run before it starts, a queued run holds its session, a
-lost enqueue is submitted again by the sweep, a queued run is traced and counted where a worker
-drives it, ``start``/``worker`` say when text waits for the next durable crumb and ``worker`` when
-its metrics reach no scrape. Across real processes: tests/integration/test_queued_runs.py."""
+lost enqueue is submitted again by the sweep, a queued run cancelled and a run a worker cannot
+drive end with their record marked in their end's transaction, a queued run is traced and
+counted where a worker drives it, ``start``/``worker`` say when text waits for the next durable
+crumb and ``worker`` when its metrics reach no scrape. Across real processes:
+tests/integration/test_queued_runs.py."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import pytest
 
 from bread_sync import crumbs as c
 from bread_sync.config import Config, apply_environment
+from bread_sync.demo import config as demo_config
+from bread_sync.engine.queued import drive_queued
 from bread_sync.errors import RUN_CANCELLED, SESSION_BUSY, BreadError
 from bread_sync.executors import huey as huey_executor
 from bread_sync.protocols.a2a.translator import RUN_STATES
@@ -50,6 +54,34 @@ def test_a_queued_run_cancelled_never_starts_and_ends_once_after_its_start(bread
     assert not bread.cancel(run_id)
 
 
+def test_a_queued_runs_cancel_is_never_recorded_without_its_end_and_a_sweep_finishes_it(make_bread, queue, monkeypatch):
+    bread = make_bread(executor=queue, lease_seconds=0.3)
+    run_id = _queued(bread)
+    append_crumbs = bread.store.append_crumbs
+
+    def dying_at_the_end(run_id, frames):
+        if any(frame.type in c.TERMINAL for frame in frames):
+            raise Died()
+        return append_crumbs(run_id, frames)
+
+    monkeypatch.setattr(bread.store, "append_crumbs", dying_at_the_end)
+    with pytest.raises(Died):
+        bread.cancel(run_id)
+    monkeypatch.undo()
+    record = bread.store.get_run(run_id)
+    assert (record["status"], record["cancelRequested"]) == ("running", True)  # claimed, its cancel recorded
+    assert not drive_queued(bread, run_id)  # no worker takes it any more
+
+    queue.consumer(bread, workers=1, worker_type="thread")  # a worker, whose sweeps end such runs
+    deadline = time.monotonic() + DEADLINE
+    while bread.sweep_interrupted() == 0:  # once the claim's lease lapses
+        assert time.monotonic() < deadline, "no sweep ended the run"
+        time.sleep(0.02)
+    assert [frame.type for frame in bread.store.get_crumbs(run_id)] == [c.AGENT_RUN_START, c.AGENT_ERROR]
+    assert bread.store.get_crumbs(run_id)[-1].crumb["error"]["code"] == RUN_CANCELLED
+    assert bread.store.get_run(run_id)["status"] == "cancelled"
+
+
 def test_a_queued_run_holds_its_session(bread):
     _queued(bread, session="ses_1")
     with pytest.raises(BreadError) as caught:
@@ -69,6 +101,37 @@ def test_a_run_queued_past_a_lease_is_submitted_again_by_the_sweep(make_bread, q
     queue.huey.execute(queue.huey.dequeue())
     assert bread.store.get_run(run_id)["status"] == "completed"
     assert [frame.type for frame in bread.store.get_crumbs(run_id)][-1] == c.AGENT_RUN_END
+
+
+class Died(BaseException):
+    """The process stopping dead at one statement (what a SIGKILL leaves of a call)."""
+
+
+def test_a_queued_run_a_worker_cannot_drive_fails_with_its_record_marked_in_its_end(make_bread, queue, monkeypatch):
+    web = make_bread(executor=queue)
+    run_id = _queued(web)
+    without_echo = [agent for agent in demo_config().agents if agent.id != "echo"]
+    worker = make_bread(demo_config().model_copy(update={"agents": without_echo}), store=web.store, executor=queue)
+    append_crumbs = web.store.append_crumbs
+
+    def dying_at_the_end(run_id, frames):
+        if any(frame.type in c.TERMINAL for frame in frames):
+            raise Died()
+        return append_crumbs(run_id, frames)
+
+    monkeypatch.setattr(web.store, "append_crumbs", dying_at_the_end)
+    with pytest.raises(Died):
+        drive_queued(worker, run_id)  # its agent is not configured there: it fails the run
+    monkeypatch.undo()
+    record = web.store.get_run(run_id)
+    assert (record["status"], record["owner"]) == ("running", worker.owner)  # claimed, not recorded failed
+
+    assert [frame.type for frame in web.store.get_crumbs(run_id)] == [c.AGENT_RUN_START]
+
+    another = _queued(web)
+    assert not drive_queued(worker, another)  # a worker that lives fails it: its end and record together
+    assert [frame.type for frame in web.store.get_crumbs(another)] == [c.AGENT_RUN_START, c.AGENT_ERROR]
+    assert (web.store.get_run(another)["status"], web.store.get_run(another)["owner"]) == ("failed", None)
 
 
 def test_a2a_shows_a_queued_run_as_submitted():

@@ -317,16 +317,15 @@ class Execution:
         self.emitter.defer(lambda: self.runtime.sessions.release(session_id, run_id))
 
     def _abandon(self) -> None:
-        # Only while this process still owns the run: another may have ended it meanwhile.
+        # Its record and session written with the crumb, as any end's: only while this process
+        # still owns the run (another may have ended or carried it on meanwhile).
         self._final = "interrupted"
-        self.runtime.sessions.release(self.ctx.session_id, self.ctx.run_id)
-        owned = {"status": "running", "owner": self.runtime.owner}
-        if self.store.update_run(self.ctx.run_id, expect=owned, status="interrupted", owner=None):
-            error = BreadError(RUN_INTERRUPTED, "the run was abandoned before it ended")
-            try:
-                self.emitter.emit(c.error_crumb(self.ctx.run_id, error))
-            except BreadError as exc:
-                log.warning("run %s: could not log its interruption (%s)", self.ctx.run_id, exc.code)
+        try:
+            self._fail(BreadError(RUN_INTERRUPTED, "the run was abandoned before it ended"))
+        except BreadError as exc:
+            if exc.code != SEQ_CONFLICT:
+                raise
+            log.warning("run %s: abandoned, and no longer this process's to end", self.ctx.run_id)
 
 
 def packed(stack: dict[str, Any] | None) -> bytes | str:

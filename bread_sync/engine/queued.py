@@ -29,7 +29,7 @@ from . import Runtime
 from .execution import Execution, drain
 from .lease import lease_end
 from .opening import Opened, cap_of, new_context, observed, root_from_start
-from .recovery import end_undriven
+from .recovery import end_claimed
 
 log = logging.getLogger("bread_sync")
 
@@ -121,18 +121,21 @@ def _later(runtime: Runtime, record: dict[str, Any]) -> None:
 
 def _fail(runtime: Runtime, run_id: str, error: BreadError) -> None:
     log.warning("queued run %s cannot be driven here (%s); it fails", run_id, error.message)
-    if runtime.store.update_run(run_id, expect={"owner": runtime.owner}, status="failed", owner=None):
-        end_undriven(runtime, run_id, "failed", error)
+    end_claimed(runtime, run_id, "failed", error)  # claimed by claim_queued, as a recovery claims
 
 
 def cancel_queued(runtime: Runtime, record: dict[str, Any]) -> bool:
-    """Cancel a run no worker has claimed yet: it never starts, and ends with ``RUN_CANCELLED``
-    after its opening (one process wins against the workers' claim)."""
-    run_id = record["id"]
-    if not runtime.store.update_run(run_id, expect={"status": "queued"}, status="cancelled"):
+    """Cancel a run no worker has claimed yet: it never starts. This process claims it as a
+    worker would (one process wins against the workers' claim), with its cancel recorded, then
+    ends it with ``RUN_CANCELLED`` after its opening, its record marked in that crumb's
+    transaction (recovery.end_claimed): a process dying in between leaves it to a sweep, which
+    ends it cancelled."""
+    run_id, lease = record["id"], lease_end(runtime.config)
+    claim = {"status": "running", "owner": runtime.owner, "leaseUntil": lease, "cancelRequested": True}
+    if not runtime.store.update_run(run_id, expect={"status": "queued"}, **claim):
         return False
+    end_claimed(runtime, run_id, "cancelled", BreadError(RUN_CANCELLED, "the run was cancelled before it started"))
     runtime.sessions.release(record["sessionId"], run_id)
-    end_undriven(runtime, run_id, "cancelled", BreadError(RUN_CANCELLED, "the run was cancelled before it started"))
     return True
 
 

@@ -8,7 +8,10 @@ s it: the run goes on in this process, under its id, from its last durable crumb
 see execution.py), after an ``agent:run:continued`` crumb; a remote agent's relay goes on
 relaying the remote run (:func:`adopt`). A run that cannot be carried on (its agent opts out,
 a kind that cannot, or continued ``max_continuations`` times with no durable crumb between)
-ends with ``agent:error`` ``RUN_INTERRUPTED`` (:func:`interrupt`).
+ends with ``agent:error`` ``RUN_INTERRUPTED`` (:func:`interrupt`); one whose cancel was recorded
+ends ``RUN_CANCELLED`` (:func:`cancel_orphaned`). A process ends a run it does not drive only
+after claiming it, and writes the record's end in its terminal crumb's transaction
+(:func:`end_claimed`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ from .relay import quietly
 
 log = logging.getLogger("bread_sync")
 
+#: How often a claimed run's end is logged again after a live writer took its seq meanwhile.
+END_ATTEMPTS = 3
+_INTERRUPTED = BreadError(RUN_INTERRUPTED, "the process running this run stopped")
+
 
 def owner_gone(record: dict[str, Any]) -> bool:
     """Whether a running run's owner is gone: its lease lapsed, or it was a process of this
@@ -54,11 +61,13 @@ def orphaned(runtime: Runtime, record: dict[str, Any]) -> bool:
 
 def recover(runtime: Runtime, record: dict[str, Any]) -> bool:
     """Claim a run whose owner is gone and carry it on here, take its relay over, or end it
-    ``RUN_INTERRUPTED`` (see the module's doc); False when the record changed since it was
-    read (another process claimed it, or its owner renewed), or when this process is shutting
-    down (it hands runs over; it takes none)."""
+    ``RUN_INTERRUPTED`` (``RUN_CANCELLED`` when a cancel of it was recorded; see the module's
+    doc); False when the record changed since it was read (another process claimed it, or its
+    owner renewed), or when this process is shutting down (it hands runs over; it takes none)."""
     if not runtime.carries_on:
         return False
+    if record["cancelRequested"]:  # its owner went before it honoured the cancel (or its canceller died)
+        return cancel_orphaned(runtime, record)
     if _relay_of_the_dead(runtime, record):
         return adopt(runtime, record)
     run_id = record["id"]
@@ -72,7 +81,7 @@ def recover(runtime: Runtime, record: dict[str, Any]) -> bool:
         log.warning("run %s cannot be carried on here (%s); interrupting it", run_id, exc.message)
         opened = None
     if opened is None:
-        return interrupt(runtime, claimed)
+        return end_claimed(runtime, run_id, "interrupted", _INTERRUPTED)
     _drive(opened, "continued")
     log.warning("run %s: its owner is gone (%s); this process carries it on", run_id, reason)
     return True
@@ -90,27 +99,25 @@ def can_carry_on(runtime: Runtime, record: dict[str, Any]) -> bool:
 
 def interrupt(runtime: Runtime, record: dict[str, Any]) -> bool:
     """End a run whose owner died (or this process, shutting down) with ``agent:error``
-    ``RUN_INTERRUPTED``; False when the record changed since it was read (another process
-    marked or claimed it, or its owner renewed)."""
-    if not runtime.store.update_run(record["id"], expect=_as_read(record), status="interrupted", owner=None):
-        return False
-    end_undriven(
-        runtime, record["id"], "interrupted", BreadError(RUN_INTERRUPTED, "the process running this run stopped")
-    )
-    return True
+    ``RUN_INTERRUPTED``: claimed first (one process wins), its record marked in the transaction
+    of that crumb (see :func:`end_claimed`). False when the record changed since it was read
+    (another process marked or claimed it, or its owner renewed), or the claim was lost before
+    the end was logged."""
+    claimed = _claim(runtime, record)
+    return claimed is not None and end_claimed(runtime, record["id"], "interrupted", _INTERRUPTED)
 
 
 def cancel_orphaned(runtime: Runtime, record: dict[str, Any]) -> bool:
     """Cancel a running run whose owner is gone: ended ``RUN_CANCELLED`` here rather than
-    carried on (one process wins), the remote run of a relay cancelled. False when the record
-    changed since it was read."""
-    if not runtime.store.update_run(record["id"], expect=_as_read(record), status="cancelled", owner=None):
+    carried on, the remote run of a relay cancelled. The claim (one process wins) records the
+    cancel, so a sweep ends the run cancelled if this process dies before its end is logged.
+    False when the record changed since it was read."""
+    if _claim(runtime, record, cancelRequested=True) is None:
         return False
     _cancel_remote(runtime, record)
-    end_undriven(
-        runtime, record["id"], "cancelled", BreadError(RUN_CANCELLED, "the run was cancelled after its owner stopped")
-    )
-    return True
+    error = BreadError(RUN_CANCELLED, "the run was cancelled after its owner stopped")
+    end_claimed(runtime, record["id"], "cancelled", error)
+    return True  # recorded: whoever ends the run if this process could not ends it cancelled
 
 
 def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
@@ -126,7 +133,7 @@ def adopt(runtime: Runtime, record: dict[str, Any]) -> bool:
     except BreadError:
         gone = False  # not answering now: the relay keeps trying for a while
     if gone:
-        interrupt(runtime, claimed)
+        end_claimed(runtime, record["id"], "interrupted", _INTERRUPTED)
         return True
     _drive(open_taken_over(runtime, record), "relay")
     log.warning("run %s: its owner is gone; this process took over its relay", record["id"])
@@ -149,7 +156,7 @@ def cancel_paused(runtime: Runtime, record: dict[str, Any]) -> bool:
     _cancel_remote(runtime, record)
     error = BreadError(RUN_CANCELLED, "the run was cancelled while waiting for a human")
     recorded = partial(store.update_run, record["id"], status="cancelled", checkpointId=None)
-    end_undriven(runtime, record["id"], "cancelled", error, recorded, last_seq)
+    _end_paused(runtime, record["id"], error, recorded, last_seq)
     return True
 
 
@@ -171,26 +178,43 @@ def _cancel_remote(runtime: Runtime, record: dict[str, Any]) -> None:
         quietly(runtime.remote_agents[record["agentId"]].cancel, record["remoteRunId"])
 
 
-def end_undriven(
-    runtime: Runtime,
-    run_id: str,
-    status: str,
-    error: BreadError,
-    recorded: Callable[[], Any] | None = None,
-    last_seq: int | None = None,
-) -> None:
-    """The terminal crumb of a run no process drives (with ``recorded``, the write of its end
-    in its record, in that crumb's transaction; after ``last_seq``, else after its log's last),
-    and its unfinished loops' end."""
-    _append_final(runtime, run_id, c.error_crumb(run_id, error), recorded, last_seq)
-    close_loops(runtime.store, run_id, status)
+def end_claimed(runtime: Runtime, run_id: str, status: str, error: BreadError) -> bool:
+    """End a run this process claimed (:func:`_claim`, or engine/queued.py's claims of a queued
+    run) and does not drive: its terminal crumb, with the record's ``status`` written in that crumb's
+    transaction while the claim holds, so no record says the run ended before its log does (a
+    process dying in between leaves it running, claimed by a dead owner: the next sweep ends
+    it). A writer that took the seq meanwhile (its owner was not gone after all) is followed:
+    the end goes after its crumb. False when the claim was lost (another process claimed or
+    ended the run), or that writer kept taking the seq."""
+    store, claim = runtime.store, {"status": "running", "owner": runtime.owner}
+    recorded = partial(_record_end, store, run_id, claim, status)
+    crumb = c.error_crumb(run_id, error)
+    for _ in range(END_ATTEMPTS):
+        if _committed(runtime, run_id, crumb, recorded, store.last_seq(run_id)):
+            close_loops(store, run_id, status)
+            return True
+        current = store.get_run(run_id)
+        if current is None or any(current[key] != value for key, value in claim.items()):
+            return False
+    log.warning("run %s: a live writer kept taking its final seq; its claim lapses for a sweep to end it", run_id)
+    return False
 
 
-def _claim(runtime: Runtime, record: dict[str, Any]) -> dict[str, Any] | None:
-    """The run's record, made this process's under a fresh lease if nobody changed it since it
-    was read (of several processes noticing at once, one wins); None for the others."""
+def _record_end(store: Any, run_id: str, claim: dict[str, Any], status: str) -> None:
+    # In the terminal crumb's transaction: a claim lost meanwhile undoes the crumb, as a taken seq does.
+    if not store.update_run(run_id, expect=claim, status=status, owner=None):
+        raise BreadError(SEQ_CONFLICT, f"run {run_id} is no longer this process's to end")
+
+
+def _claim(runtime: Runtime, record: dict[str, Any], **fields: Any) -> dict[str, Any] | None:
+    """The run's record, made this process's under a fresh lease (with ``fields``) if nobody
+    changed it since it was read (of several processes noticing at once, one wins); None for
+    the others."""
     lease = lease_end(runtime.config)
-    if not runtime.store.update_run(record["id"], expect=_as_read(record), owner=runtime.owner, leaseUntil=lease):
+    claimed = runtime.store.update_run(
+        record["id"], expect=_as_read(record), owner=runtime.owner, leaseUntil=lease, **fields
+    )
+    if not claimed:
         return None
     return runtime.store.get_run(record["id"])  # a purge takes finished runs only: it is there
 
@@ -215,24 +239,25 @@ def _relay_of_the_dead(runtime: Runtime, record: dict[str, Any]) -> bool:
     )
 
 
-def _append_final(
-    runtime: Runtime,
-    run_id: str,
-    crumb: dict[str, Any],
-    recorded: Callable[[], Any] | None = None,
-    last_seq: int | None = None,
-) -> None:
-    """The terminal crumb of a run no process drives, through a choke point of its own, with
-    ``recorded`` (a store write) in its transaction, or alone when a late writer took its seq."""
-    after = runtime.store.last_seq(run_id) if last_seq is None else last_seq
+def _end_paused(runtime: Runtime, run_id: str, error: BreadError, recorded: Callable[[], Any], last_seq: int) -> None:
+    """The terminal crumb of a cancelled paused run at ``last_seq + 1``, through a choke point of
+    its own, with ``recorded`` (its record's end) in its transaction, or ``recorded`` alone when
+    another cancel took that seq; and its unfinished loops' end."""
+    if not _committed(runtime, run_id, c.error_crumb(run_id, error), recorded, last_seq):
+        log.warning("run %s: a late writer took the final seq; its log ends as that writer left it", run_id)
+        recorded()  # its log ended all the same: the record says so
+    close_loops(runtime.store, run_id, "cancelled")
+
+
+def _committed(runtime: Runtime, run_id: str, crumb: dict[str, Any], recorded: Callable[[], Any], after: int) -> bool:
+    """Whether ``crumb`` was logged at seq ``after + 1``, with ``recorded`` in its transaction;
+    False (nothing published) when another writer took the seq or ``recorded`` refused."""
     emitter = Emitter(run_id, runtime.store, runtime.publish, next_seq=after + 1)
-    if recorded is not None:
-        emitter.defer(recorded)
+    emitter.defer(recorded)
     try:
         emitter.emit(crumb)
     except BreadError as exc:
         if exc.code != SEQ_CONFLICT:
             raise
-        log.warning("run %s: a late writer took the final seq; its log ends as that writer left it", run_id)
-        if recorded is not None:  # its log ended all the same: the record says so
-            recorded()
+        return False
+    return True

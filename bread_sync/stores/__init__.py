@@ -97,7 +97,8 @@ class CrumbLog(Protocol):
     def batch(self) -> AbstractContextManager[None]:
         """The store calls made inside, in this thread, are written as one: others see all of
         them or none. An exception inside ends the batch; a store with transactions (SQLite)
-        undoes the calls before it, the memory store keeps them. Nested batches join the outer."""
+        undoes the calls before it, the memory store only the crumbs they appended (a refused
+        write takes the crumb it was to be recorded with along). Nested batches join the outer."""
 
     def listen(self) -> AppendListener:
         """A listener that hears appends made by any process (Postgres: LISTEN/NOTIFY), for the

@@ -6,7 +6,8 @@ import bisect
 import copy
 import threading
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..clock import iso_days_ago, now_iso
@@ -29,6 +30,8 @@ from . import (
 class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.RLock()  # reentrant: a batch holds it around the calls it makes
+        #: While a batch is open (its lock held): the runs it appended to, and how many crumbs.
+        self._appended: list[tuple[str, int]] | None = None
         self._logs: dict[str, list[Frame]] = {}
         self._runs: dict[str, RunRow] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
@@ -49,6 +52,8 @@ class MemoryStore:
                 raise BreadError(SEQ_CONFLICT, f"run {run_id}: a seq in {seqs} is already written")
             # The log holds the wire form, as a store that serialises would return it.
             log.extend(Frame(f.run_id, f.seq, to_wire_crumb(f.crumb)) for f in frames)
+            if frames and self._appended is not None:
+                self._appended.append((run_id, len(frames)))
 
     def get_crumbs(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Frame]:
         with self._lock:
@@ -66,7 +71,26 @@ class MemoryStore:
             return {run_id: log[-1].seq for run_id in run_ids if (log := self._logs.get(run_id))}
 
     def batch(self) -> AbstractContextManager[Any]:
-        return self._lock
+        return self._batch()
+
+    @contextmanager
+    def _batch(self) -> Iterator[None]:
+        # A write that refuses by raising (a run's end, recorded only while its process owns the
+        # run) takes the crumbs appended before it along, as a rollback would: a log never
+        # holds an end whose record was refused. Other writes stay; none comes before an end's.
+        with self._lock:
+            if self._appended is not None:  # a nested batch joins the outer one
+                yield
+                return
+            self._appended = []
+            try:
+                yield
+            except BaseException:
+                for run_id, count in reversed(self._appended):
+                    del self._logs[run_id][-count:]
+                raise
+            finally:
+                self._appended = None
 
     # runs
     def create_run(self, record: RunRow) -> bool:

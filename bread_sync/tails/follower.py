@@ -105,8 +105,11 @@ class LogFollower:
         """Let go of what dropped tails held, where no lock is held: the follower's passes
         (which a dropped watch keeps going) and a tail's opening."""
         dropped = self._dropped
-        while dropped:
-            run_id, entry, subscription = dropped.popleft()
+        while dropped:  # usually empty: a tail's opening pays one look
+            try:
+                run_id, entry, subscription = dropped.popleft()
+            except IndexError:  # another thread (a tail opening) took the last one since the look
+                return
             if entry is not None:
                 self.unwatch(run_id, entry)
             if subscription is None:

@@ -35,8 +35,10 @@ def patched() -> bool:
 def os_rlock() -> Any:
     """A reentrant lock of the OS thread, even where gevent patched ``threading``: taken and
     released in C. Only for state no greenlet can switch away from while holding it (nothing
-    inside blocks); reentrant because a garbage collection inside can run a finalizer that takes
-    it again (an abandoned tail unsubscribing), which must not wait on itself."""
+    inside blocks); reentrant because what runs inside may take it again on the same thread,
+    which must not wait on itself: a subscriber's handler letting go of its subscription in a
+    publish, or a finalizer a garbage collection runs there (a run dropped unfinished
+    unregistering its cancel token). A tail dropped unclosed takes no lock (LogFollower.drop)."""
     if patched():
         from gevent.monkey import get_original
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from ..engine import Runtime, recovery
 from ..errors import STORE_BUSY, STORE_UNAVAILABLE, BreadError
 from ..stores import FINISHED, AppendListener, append_listener, last_seqs
-from ..transports import is_healthy, reports_health
+from ..transports import Subscription, is_healthy, reports_health
 from .inbox import Inbox
 
 log = logging.getLogger("bread_sync")
@@ -70,6 +71,8 @@ class LogFollower:
         #: safety net reads neither their records nor (where the store hears appends) their
         #: logs, unless the store heard that they may have grown (see _looked_at).
         self._paused: set[str] = set()
+        #: What tails dropped unclosed held: let go at the next pass, or when a tail opens.
+        self._dropped: deque[tuple[str, _Watch | None, Subscription | None]] = deque()
 
     def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
         entry = _Watch(inbox, after, local)
@@ -90,6 +93,32 @@ class LogFollower:
                 self._watching.pop(run_id, None)
                 self._paused.discard(run_id)
 
+    def drop(self, run_id: str, entry: Any, subscription: Subscription | None) -> None:
+        """What a tail dropped unclosed held (its watch, its subscription), from its finalizer:
+        kept to be let go later, as taking a lock there could wait forever. A collection runs
+        finalizers wherever it happens, inside a locked section of this follower or of the
+        transport too (each allocates), on the thread or greenlet that holds the lock. A
+        deque's append takes none."""
+        self._dropped.append((run_id, entry, subscription))
+
+    def let_go(self) -> None:
+        """Let go of what dropped tails held, where no lock is held: the follower's passes
+        (which a dropped watch keeps going) and a tail's opening."""
+        dropped = self._dropped
+        while dropped:  # usually empty: a tail's opening pays one look
+            try:
+                run_id, entry, subscription = dropped.popleft()
+            except IndexError:  # another thread (a tail opening) took the last one since the look
+                return
+            if entry is not None:
+                self.unwatch(run_id, entry)
+            if subscription is None:
+                continue
+            try:
+                subscription.close()
+            except Exception:  # a transport's failure stops neither the follower nor a tail
+                log.exception("closing the subscription of a tail dropped unclosed failed")
+
     def _loop(self) -> None:
         shared = reports_health(self.bread.transport)
         listener = None if shared else append_listener(self.bread.store)
@@ -104,6 +133,7 @@ class LogFollower:
         missed = False  # the last pass failed: the next one reads every due log
         while True:
             heard = self._wait(listener)
+            self.let_go()
             degraded = not is_healthy(self.bread.transport)
             everything, self._degraded = degraded or self._degraded, degraded
             net = time.monotonic() >= net_at

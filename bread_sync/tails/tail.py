@@ -49,6 +49,7 @@ def tail(
     live frames), for a writer that formats them together."""
     if replay and bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
+    bread.follower.let_go()  # what tails dropped unclosed held, when the follower is not running
     inbox = Inbox()
     subscription = None
     if can_subscribe(bread.transport):
@@ -98,7 +99,7 @@ class _Follow:
         self._left: list[Any] | None = None  # what a take brought past a full list, for the next
 
     def frames(self, batched: bool) -> Iterator[Any]:
-        return self if batched else self._one_by_one()
+        return self if batched else _OneByOne(self)
 
     def __iter__(self) -> _Follow:
         return self
@@ -120,28 +121,28 @@ class _Follow:
 
     def close(self) -> None:
         """Unsubscribe and unwatch now, not when the tail is collected; nothing comes after."""
+        subscription, watch = self._end()
+        if subscription is not None:
+            subscription.close()
+        if watch is not None:
+            self.bread.follower.unwatch(self.run_id, watch)
+
+    def __del__(self) -> None:
+        # A tail dropped unclosed: the follower lets go of its subscription and watch, as this
+        # may run inside a locked section of the follower or the transport (LogFollower.drop).
+        subscription, watch = self._end()
+        if subscription is not None or watch is not None:
+            self.bread.follower.drop(self.run_id, watch, subscription)
+
+    def _end(self) -> tuple[Any, Any]:
+        """End the tail: what it held to let go of, its subscription and its watch."""
         self._done = True
         replaying, self._replaying = self._replaying, None
         if replaying is not None:
             replaying.close()
         subscription, self.subscription = self.subscription, None
-        if subscription is not None:
-            subscription.close()
         watch, self._watch = self._watch, None
-        if watch is not None:
-            self.bread.follower.unwatch(self.run_id, watch)
-
-    __del__ = close  # a tail dropped unclosed lets go of its subscription and watch all the same
-
-    def _one_by_one(self) -> Iterator[Any]:
-        try:
-            for items in self:
-                if items is None:
-                    yield None
-                else:
-                    yield from items
-        finally:
-            self.close()
+        return subscription, watch
 
     def _next_page(self, replaying: Generator[list[Frame], None, bool]) -> list[Frame] | None:
         """The replay's next page; None once it is over and the stream goes on live."""
@@ -252,6 +253,35 @@ class _Follow:
         last = self.dedup.last
         frames = self.bread.store.get_crumbs(self.run_id, after=last, limit=before - last - 1)
         return [accepted for f in frames if (accepted := self.dedup.accept(f, LOG)) is not None]
+
+
+class _OneByOne:
+    """A tail's frames one at a time. Not a generator: one dropped unfinished runs its
+    ``finally`` wherever it is let go or collected, and a close there takes locks; dropped, this
+    only lets go of its tail, whose finalizer takes none."""
+
+    __slots__ = ("_follow", "_items")
+
+    def __init__(self, follow: _Follow):
+        self._follow = follow
+        self._items: Iterator[Any] = iter(())
+
+    def __iter__(self) -> _OneByOne:
+        return self
+
+    def __next__(self) -> Any:
+        for item in self._items:  # the rest of the last list first
+            return item
+        while True:
+            items = next(self._follow)  # StopIteration at the tail's end, which closed it
+            if items is None:
+                return None  # a heartbeat
+            if items:
+                self._items = iter(items)
+                return next(self._items)
+
+    def close(self) -> None:
+        self._follow.close()
 
 
 def _unfinished(bread: Runtime, run_id: str) -> bool:

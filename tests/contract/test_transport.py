@@ -257,8 +257,8 @@ got = []
 subscription = None
 
 def handler(frame):
-    # What a garbage collection inside a publish can do: finalize an abandoned tail, which
-    # unsubscribes, taking the transport's lock again on the same OS thread.
+    # A subscriber that lets go of its subscription from its handler, inside the publish:
+    # it takes the transport's lock again on the same OS thread.
     got.append(frame.seq)
     subscription.close()
 

@@ -1,0 +1,174 @@
+"""A tail dropped unclosed: its finalizer runs wherever a garbage collection happens, inside a
+locked section of the log follower or of a transport too, so it takes no lock; what it held
+(its watch, its subscription) is still let go, soon after."""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+from bread_sync.transports import stream
+
+#: Drops a following tail inside the lock named, in a thread (a greenlet under gevent): in a cycle
+#: that a collection made there frees ("collected"), or its last reference let go there
+#: ("released"); then waits for the follower and the transport to let go of it. In a process of
+#: its own: a finalizer that hangs holds that lock, and the garbage collector's, for good.
+DROP = """
+import sys
+if sys.argv[1] == "gevent":
+    from gevent import monkey; monkey.patch_all()
+import gc, json, os, threading, time
+from bread_sync import create_bread
+from bread_sync.demo import config
+from bread_sync.transports import redis, stream
+
+_, _, batched, where, how, url = sys.argv
+transport = stream.transport() if where == "follower" else redis.transport(url=url)
+bread = create_bread(config().model_copy(update={"store": "memory", "transport": transport}))
+bread.follower.interval = 0.01
+run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
+gc.disable()  # no collection but the test's
+frames = bread.tail(run_id, heartbeat=0.05, batched=batched == "batched")
+while next(frames) is not None:  # the replay, up to the pause, then a heartbeat: watched
+    pass
+held = [frames]
+del frames
+if how == "collected":
+    held.append(held)  # a cycle: only a collection frees the tail now
+    del held
+lock = bread.follower._lock if where == "follower" else transport._reader._lock
+dropped = threading.Event()
+
+def drop():
+    with lock:  # as a collection, or a release, inside a locked section would
+        if how == "collected":
+            gc.collect()
+        else:
+            held.clear()
+    dropped.set()
+
+def subscribed():
+    return bool(transport._runs[run_id].handlers if where == "follower" else transport._reader._subscriptions)
+
+threading.Thread(target=drop, daemon=True).start()
+dropped.wait(5)
+deadline = time.monotonic() + 5
+while time.monotonic() < deadline and (run_id in bread.follower._watching or subscribed()):
+    time.sleep(0.005)
+outcome = {"dropped": dropped.is_set(), "watched": run_id in bread.follower._watching, "subscribed": subscribed()}
+print(json.dumps(outcome), flush=True)
+os._exit(0)  # a finalizer that hung holds locks an orderly exit could wait on
+"""
+
+CASES = [
+    ("threads", "batched", "follower", "collected"),
+    ("threads", "one-by-one", "follower", "collected"),
+    ("threads", "one-by-one", "follower", "released"),
+    ("gevent", "batched", "follower", "collected"),
+    ("gevent", "one-by-one", "follower", "released"),
+    ("threads", "batched", "redis", "collected"),
+    ("gevent", "batched", "redis", "collected"),
+]
+
+
+@pytest.mark.parametrize(("threads", "batched", "where", "how"), CASES, ids=["-".join(case) for case in CASES])
+def test_a_tail_dropped_unclosed_inside_a_lock_it_held_takes_none_and_is_still_let_go(
+    request, threads, batched, where, how
+):
+    url = request.getfixturevalue("redis_url") if where == "redis" else ""
+    done = subprocess.run(
+        [sys.executable, "-c", DROP, threads, batched, where, how, url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout)
+    assert outcome["dropped"], "the finalizer waited on a lock its caller holds"
+    assert outcome == {"dropped": True, "watched": False, "subscribed": False}, "the dropped tail was kept"
+
+
+def test_a_tail_dropped_before_it_followed_the_log_is_let_go_when_the_next_tail_opens(bread):
+    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
+    handlers = lambda: bread.transport._runs[run_id].handlers  # noqa: E731
+    was_enabled = gc.isenabled()
+    gc.disable()  # the tail is collected here, below
+    try:
+        cycle = [bread.tail(run_id, heartbeat=0.05)]  # subscribed, never read: not watched
+        cycle.append(cycle)
+        del cycle
+        gc.collect()
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert len(handlers()) == 1  # its finalizer left it to the follower, whose thread is not running
+    bread.tail(run_id, heartbeat=0.05, batched=True).close()
+    assert handlers() == ()
+
+
+def test_a_tail_closed_lets_go_at_once(bread):
+    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
+    frames = bread.tail(run_id, heartbeat=0.05, batched=True)
+    while next(frames) is not None:  # watched
+        pass
+    frames.close()
+    assert run_id not in bread.follower._watching
+    assert bread.transport._runs[run_id].handlers == ()
+
+
+class _RefusingClose:
+    def __init__(self, subscription):
+        self._subscription = subscription
+
+    def close(self):
+        self._subscription.close()
+        raise OSError("the transport failed to let go")
+
+
+def test_a_dropped_tails_subscription_that_fails_to_close_is_said_and_stops_nothing(make_bread, caplog):
+    """A transport of a third party whose subscription fails to close: the tail that opens next
+    (or the follower's pass) that lets go of a dropped one goes on."""
+    transport = stream.transport()
+    subscribe = transport.subscribe
+    transport.subscribe = lambda *args: _RefusingClose(subscribe(*args))
+    bread = make_bread(transport=transport)
+    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
+    bread.tail(run_id, heartbeat=0.05)  # dropped at once, never read
+    gc.collect()  # its replay, not begun, holds it in a cycle
+    transport.subscribe = subscribe
+    logger = logging.getLogger("bread_sync")  # which says it itself, not through the root's
+    logger.addHandler(caplog.handler)
+    try:
+        frames = bread.tail(run_id, heartbeat=0.05, batched=True)
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert "a tail dropped unclosed failed" in caplog.text
+    assert next(frames) is not None  # its replay
+    frames.close()
+    assert transport._runs[run_id].handlers == ()
+
+
+class _TakenMeanwhile(deque):
+    """What a look then a take would meet: another thread (the follower's, a tail opening)
+    takes the last item between the two."""
+
+    def __bool__(self):
+        full = len(self) > 0
+        self.clear()
+        return full
+
+
+def test_a_dropped_tail_let_go_by_another_thread_meanwhile_is_no_failure(bread):
+    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
+    bread.follower._dropped = _TakenMeanwhile()
+    bread.tail(run_id, heartbeat=0.05)
+    gc.collect()  # its replay, not begun, holds it in a cycle
+    bread.tail(run_id, heartbeat=0.05, batched=True).close()

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from dataclasses import replace
 
 import pytest
 
 from bread_sync import demo
-from bread_sync.errors import STORE_BUSY, BreadError
+from bread_sync.errors import SESSION_BUSY, STORE_BUSY, BreadError
 from bread_sync.server import create_server
 from bread_sync.stores.sqlite import store as sqlite_store
 from bread_sync.wire import NDJSONDecoder
@@ -62,6 +63,13 @@ def test_a_run_whose_opening_cannot_be_committed_leaves_nothing_behind(make_brea
     assert rows(path) == {"runs": 1, "crumbs": 3, "session_claims": 0, "sessions": 1}
 
 
+def with_echo_before_run(before_run):
+    """The demo config, its echo agent given ``before_run``."""
+    config = demo.config()
+    echo = replace(demo.echo, before_run=before_run)
+    return config.model_copy(update={"agents": [echo if a.id == "echo" else a for a in config.agents]})
+
+
 def test_a_run_is_opened_in_its_request_and_driven_after_it(make_bread, tmp_path):
     """``before_run`` (and the start crumb after it) runs in the request's thread, here the test's."""
     threads = {}
@@ -69,16 +77,64 @@ def test_a_run_is_opened_in_its_request_and_driven_after_it(make_bread, tmp_path
     def before_run(value, ctx):
         threads["opening"] = threading.get_ident()
 
-    echo = replace(demo.echo, before_run=before_run)
-    config = demo.config()
-    config = config.model_copy(update={"agents": [echo if a.id == "echo" else a for a in config.agents]})
-    _, client = serve(make_bread, tmp_path / "bread.db", config)
+    _, client = serve(make_bread, tmp_path / "bread.db", with_echo_before_run(before_run))
     answer = client.post("/agents/echo/run", json={"input": "a b"})
     assert answer.get_data(as_text=True).count("agent:run:end") == 1
     assert threads["opening"] == threading.get_ident()
 
 
+def test_a_run_on_a_known_session_holds_it_with_its_record_while_it_opens(make_bread, tmp_path):
+    """A session another run may name is claimed before the run opens, and the run's record is
+    written with that claim, not with its first crumb: a claim whose run has no record would
+    look stale, and a second run of the session (here started from inside the first one's
+    ``before_run``) would take it over instead of being refused."""
+    outcome = {}
+
+    def before_run(value, ctx):
+        if value == "first":
+            try:
+                bread.run("echo", "second", session="ses_known", session_policy="reject", mode="sync")
+            except BreadError as exc:
+                outcome["second"] = exc.code
+
+    bread, client = serve(make_bread, tmp_path / "bread.db", with_echo_before_run(before_run))
+    answer = client.post("/agents/echo/run", json={"input": "first", "session": {"id": "ses_known"}})
+    assert answer.get_data(as_text=True).count("agent:run:end") == 1
+    assert outcome == {"second": SESSION_BUSY}
+
+
+def test_a_record_written_with_the_first_crumb_is_leased_from_then(make_bread, tmp_path):
+    """A slow ``before_run`` does not leave the run's record born with a lease that has run out."""
+    opened = {}
+
+    def before_run(value, ctx):
+        time.sleep(0.2)  # a hook that takes its time (not a wait for anything)
+        opened["at"] = time.time()
+
+    bread, client = serve(make_bread, tmp_path / "bread.db", with_echo_before_run(before_run))
+    answer = client.post("/agents/echo/run", json={"input": "a b"}, headers=ASYNC)
+    record = bread.store.get_run(answer.get_json()["runId"])
+    assert record["leaseUntil"] >= opened["at"] + bread.config.lease_seconds - 0.01
+
+
+def test_a_failure_of_ours_before_the_first_crumb_is_the_whole_stream_not_a_500(make_bread, tmp_path, monkeypatch):
+    path = tmp_path / "bread.db"
+    bread, client = serve(make_bread, path)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(bread.store, "create_run", broken)
+    answer = client.post("/agents/echo/run", json={"input": "a b"})
+    (frame,) = NDJSONDecoder().feed(answer.data)
+    assert answer.status_code == 200 and frame["crumb"]["error"].code == "INTERNAL"
+    assert "a defect" not in answer.get_data(as_text=True)  # no detail of ours to the client
+    assert rows(path) == dict.fromkeys(TABLES, 0)
+
+
 def test_a_background_run_has_its_record_and_start_crumb_when_its_202_answers(make_bread, tmp_path):
+    """What writing the record with the first crumb must keep: a 202's Location names a run
+    that is there."""
     bread, client = serve(make_bread, tmp_path / "bread.db")
     answer = client.post("/agents/echo/run", json={"input": "a b"}, headers=ASYNC)
     run_id = answer.get_json()["runId"]
@@ -87,6 +143,7 @@ def test_a_background_run_has_its_record_and_start_crumb_when_its_202_answers(ma
 
 
 def test_a_new_session_is_claimed_with_the_start_crumb_and_held_while_the_run_runs(make_bread, tmp_path):
+    """What writing the claim with the first crumb must keep: the session is held while the run runs."""
     path = tmp_path / "bread.db"
     bread, client = serve(make_bread, path)
     response = client.post("/agents/slow/run", json={"input": {"count": 50, "delayMs": 20}}, buffered=False)

@@ -133,7 +133,8 @@ class Execution:
             yield self._fail(exc)
         except Exception as exc:
             if self._not_opened():
-                raise
+                log.exception("run %s could not open", run_id)
+                raise internal_error(exc) from exc
             log.exception("run %s failed", run_id)
             yield self._fail(internal_error(exc))
         finally:

@@ -102,9 +102,11 @@ def open_run(
     if after is not None:
         record["notBefore"] = after
     _trace_new_run(ctx, definition_id, record)
-    unrecorded = at_once and claimed
+    # Only with the claim: a claim of a session others know, held by a run without a record,
+    # would look stale to them (engine/sessions.py) from now until its first crumb's commit.
+    unrecorded = at_once and claimed and (made or not root.claims_session)
     if unrecorded:
-        ctx.emitter.defer(partial(runtime.store.create_run, record))
+        ctx.emitter.defer(partial(_create_leased, runtime, record))
     elif not runtime.store.create_run(record):
         if ctx.trace is not None:  # another request opened this run id meanwhile: not this process's run
             ctx.trace.abandon()
@@ -301,6 +303,12 @@ def _trace_new_run(ctx: RunContext, agent_id: str, record: dict[str, Any]) -> No
     if tracer is not None:
         ctx.trace = tracer.run_trace(ctx.run_id, ctx.session_id, agent_id, None)
         record[TRACE_FIELD] = ctx.trace.link()
+
+
+def _create_leased(runtime: Runtime, record: dict[str, Any]) -> None:
+    """Write a run's record with its first crumb, its lease from then: the opening before it
+    (``before_run``) may have taken a while."""
+    runtime.store.create_run({**record, "leaseUntil": lease_end(runtime.config)})
 
 
 def new_context(

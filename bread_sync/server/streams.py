@@ -69,7 +69,12 @@ def _start_in_slot(begin: Callable[[Any], Run], subscribe: Callable[[Run], Any])
         if run.attached:  # another request's run: its caller must own it
             authorize_run(run.run_id)
         subscribed = subscribe(run)
-        run.open()  # its first crumb here, subscribed: the driver's thread takes it from there
+        try:
+            run.open()  # its first crumb here, subscribed: the driver's thread takes it from there
+        except BaseException:
+            if subscribed is not None:
+                subscribed.close()  # a run that did not open: its tail waits for nothing
+            raise
         slot.drive(run)
     return run, subscribed
 

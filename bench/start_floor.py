@@ -110,7 +110,6 @@ def figures(result: dict[str, Any], args: argparse.Namespace) -> list[Figure]:
 def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> str:
     lines = harness.header(command, args.repeat, result["load"])
     lines += [
-        "",
         f"Per repetition: {args.first_crumbs} `POST /agents/echo/run` to each server in turn (the floor apps "
         f"and the minimal app answer with bread_sync's recorded bytes), then {STREAMS} metronome runs "
         "started at once on each, until the last one's first crumb (bench/http_stream.py's figures).",

@@ -10,7 +10,6 @@ import pytest
 
 from bread_sync import Agent, BreadError, CancelToken, Config, tool
 from bread_sync.cancel import CancelRegistry
-from bread_sync.crumbs import TERMINAL
 from bread_sync.engine import recovery
 from bread_sync.loading import resolve
 from bread_sync.models import script
@@ -18,6 +17,7 @@ from bread_sync.models.script import call, say
 from bread_sync.stores import STORES, memory
 
 from .canonical import Recorder
+from .dying import Died, failing_at_the_end
 
 
 def test_a_token_is_thread_safe_and_calls_back_once():
@@ -155,14 +155,7 @@ def test_an_abandoned_run_ends_interrupted_not_running_forever(bread):
 def test_an_abandoned_run_is_never_recorded_interrupted_without_its_terminal_crumb(bread, monkeypatch):
     run = bread.run("slow", {"count": 3, "delayMs": 0})
     next(run)
-    append_crumbs = bread.store.append_crumbs
-
-    def dying_at_the_end(run_id, frames):
-        if any(frame.type in TERMINAL for frame in frames):
-            raise Died()
-        return append_crumbs(run_id, frames)
-
-    monkeypatch.setattr(bread.store, "append_crumbs", dying_at_the_end)
+    failing_at_the_end(bread.store, monkeypatch)
     with pytest.raises(Died):
         run.close()
     monkeypatch.undo()
@@ -221,10 +214,6 @@ def test_under_gevent_a_timed_wait_sleeps_on_a_timer_and_a_cancel_wakes_it():
     assert out["timeouts_made"] == 0
 
 
-class Died(BaseException):
-    """The process stopping dead at one statement (what a SIGKILL leaves of a call)."""
-
-
 @pytest.mark.parametrize("store_name", ["memory", "sqlite", "postgres"])
 def test_a_paused_run_is_never_recorded_cancelled_without_its_terminal_crumb(make_bread, store_name, tmp_path,
                                                                              request, monkeypatch):  # fmt: skip
@@ -235,14 +224,7 @@ def test_a_paused_run_is_never_recorded_cancelled_without_its_terminal_crumb(mak
         opts["url"] = request.getfixturevalue("postgres_url")
     bread = make_bread(store=resolve(store_name, STORES, "store", **opts))
     paused = bread.run("writer", {"topic": "bread"}, mode="sync")
-    append_crumbs = bread.store.append_crumbs
-
-    def dying_at_the_end(run_id, frames):
-        if any(frame.type in TERMINAL for frame in frames):
-            raise Died()
-        return append_crumbs(run_id, frames)
-
-    monkeypatch.setattr(bread.store, "append_crumbs", dying_at_the_end)
+    failing_at_the_end(bread.store, monkeypatch)
     with pytest.raises(Died):
         bread.cancel(paused.run_id)
     monkeypatch.undo()

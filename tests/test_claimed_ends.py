@@ -18,6 +18,9 @@ from bread_sync.errors import STORE_BUSY, BreadError
 from bread_sync.loading import resolve
 from bread_sync.stores import STORES
 
+from .contract import test_store as contract_store
+from .dying import Died, failing_at_the_end
+
 ROOT = Path(__file__).resolve().parent.parent
 #: The claimer's lease: long enough to see that nobody ends its claim while it runs.
 CLAIM_LEASE_SECONDS = 1.0
@@ -33,18 +36,7 @@ ENDS = {
 }
 
 
-class Died(BaseException):
-    """The process stopping dead at one statement (what a SIGKILL leaves of a call)."""
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request, tmp_path):
-    opts = {
-        "memory": dict,
-        "sqlite": lambda: {"path": tmp_path / "bread.db"},
-        "postgres": lambda: {"url": request.getfixturevalue("postgres_url")},
-    }[request.param]()
-    return resolve(request.param, STORES, "store", **opts)
+store = contract_store.store  # every store implementation, closed after
 
 
 def orphan(store, run_id: str = "orphan") -> None:
@@ -71,14 +63,7 @@ FAILURES = {"died": Died, "refused": lambda: BreadError(STORE_BUSY, "the store i
 def failed_ending(make_bread, store, end: str, monkeypatch, failure: str = "died"):
     """A process that claimed the orphan to end it and failed writing its terminal crumb."""
     claimer = ending(make_bread, store, lease_seconds=CLAIM_LEASE_SECONDS)
-    append_crumbs = store.append_crumbs
-
-    def failing_at_the_end(run_id, frames):
-        if any(frame.type in TERMINAL for frame in frames):
-            raise FAILURES[failure]()
-        return append_crumbs(run_id, frames)
-
-    monkeypatch.setattr(store, "append_crumbs", failing_at_the_end)
+    failing_at_the_end(store, monkeypatch, FAILURES[failure])
     with pytest.raises((Died, BreadError)):
         ENDS[end][0](claimer, "orphan")
     monkeypatch.undo()

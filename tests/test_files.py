@@ -398,7 +398,9 @@ class Described(BaseModel):
     text: str
 
 
-def test_a_model_cannot_hand_a_task_another_callers_upload(make_bread):
+def describing(task_id: str):
+    """A task ``task_id`` that describes a picture (``described``: the inputs it was handed),
+    and an agent whose model calls it with the file its own input names."""
     from bread_sync.tasks import Task
 
     described: list[dict] = []
@@ -407,16 +409,23 @@ def test_a_model_cannot_hand_a_task_another_callers_upload(make_bread):
         described.append(convo.input)
         return say(json.dumps({"text": "a cat"}))
 
-    task = Task(id="describe", input_schema=Pictured, output_schema=Described, model=script.provider([describe]))
-    steps = [lambda convo: call("describe", {"picture": named_file(convo.input)}), say("done")]
-    tasker = Agent(id="tasker", model=taking_images(steps), tools=[task_tool("describe")])
-    bread = make_bread(agents=[tasker], tasks=[task])
+    task = Task(id=task_id, input_schema=Pictured, output_schema=Described, model=script.provider([describe]))
+    steps = [lambda convo: call(task_id, {"picture": named_file(convo.input)}), say("done")]
+    return task, Agent(id="tasker", model=taking_images(steps), tools=[task_tool(task_id)]), described
+
+
+def handing_alices_file(bread) -> list[str]:
+    """The tool errors of a run of a caller who may read no one's file but its own (none),
+    whose input names alice's upload."""
     alices = file_ref(bread, PNG, "image/png", owner="alice")
-
     stolen = bread.run("tasker", alices["uri"], may_read_file=lambda meta: meta["owner"] is None, mode="sync")
+    return [f.crumb["error"]["code"] for f in bread.store.get_crumbs(stolen.run_id) if f.type == "tool:error"]
 
-    errors = [f.crumb for f in bread.store.get_crumbs(stolen.run_id) if f.type == "tool:error"]
-    assert [error["error"]["code"] for error in errors] == [FILE_NOT_FOUND] and described == []
+
+def test_a_model_cannot_hand_a_task_another_callers_upload(make_bread):
+    task, tasker, described = describing("describe")
+    bread = make_bread(agents=[tasker], tasks=[task])
+    assert handing_alices_file(bread) == [FILE_NOT_FOUND] and described == []
 
 
 def test_a_remote_subagents_input_is_left_to_the_remote_to_check(make_bread, serve_in_thread, provider_server):
@@ -445,25 +454,10 @@ def test_a_remote_subagents_input_is_left_to_the_remote_to_check(make_bread, ser
 
 def test_a_task_named_as_a_remote_agent_is_still_checked_here(make_bread):
     """Only a remote agent's input is left to its server: a task of the same id runs here."""
-    from bread_sync.tasks import Task
-
-    described: list[dict] = []
-
-    def describe(convo):
-        described.append(convo.input)
-        return say(json.dumps({"text": "a cat"}))
-
-    task = Task(id="look", input_schema=Pictured, output_schema=Described, model=script.provider([describe]))
-    steps = [lambda convo: call("look", {"picture": named_file(convo.input)}), say("done")]
-    tasker = Agent(id="tasker", model=taking_images(steps), tools=[task_tool("look")])
+    task, tasker, described = describing("look")
     far = http_chunked.remote_agent(url=f"http://127.0.0.1:{free_port()}", agent_id="looker")  # never called
     bread = make_bread(agents=[tasker], tasks=[task], remote_agents={"look": far})
-    alices = file_ref(bread, PNG, "image/png", owner="alice")
-
-    stolen = bread.run("tasker", alices["uri"], may_read_file=lambda meta: meta["owner"] is None, mode="sync")
-
-    errors = [f.crumb for f in bread.store.get_crumbs(stolen.run_id) if f.type == "tool:error"]
-    assert [error["error"]["code"] for error in errors] == [FILE_NOT_FOUND] and described == []
+    assert handing_alices_file(bread) == [FILE_NOT_FOUND] and described == []
 
 
 def test_what_a_model_hands_on_is_checked_as_a_callers_input(make_bread):

@@ -22,6 +22,8 @@ from bread_sync.protocols.a2a.translator import RUN_STATES
 from bread_sync.server.worker import live_text_note, metrics_note
 from bread_sync.transports import http_chunked, redis
 
+from .dying import Died, failing_at_the_end
+
 DEADLINE = 10
 
 
@@ -57,14 +59,7 @@ def test_a_queued_run_cancelled_never_starts_and_ends_once_after_its_start(bread
 def test_a_queued_runs_cancel_is_never_recorded_without_its_end_and_a_sweep_finishes_it(make_bread, queue, monkeypatch):
     bread = make_bread(executor=queue, lease_seconds=0.3)
     run_id = _queued(bread)
-    append_crumbs = bread.store.append_crumbs
-
-    def dying_at_the_end(run_id, frames):
-        if any(frame.type in c.TERMINAL for frame in frames):
-            raise Died()
-        return append_crumbs(run_id, frames)
-
-    monkeypatch.setattr(bread.store, "append_crumbs", dying_at_the_end)
+    failing_at_the_end(bread.store, monkeypatch)
     with pytest.raises(Died):
         bread.cancel(run_id)
     monkeypatch.undo()
@@ -103,23 +98,12 @@ def test_a_run_queued_past_a_lease_is_submitted_again_by_the_sweep(make_bread, q
     assert [frame.type for frame in bread.store.get_crumbs(run_id)][-1] == c.AGENT_RUN_END
 
 
-class Died(BaseException):
-    """The process stopping dead at one statement (what a SIGKILL leaves of a call)."""
-
-
 def test_a_queued_run_a_worker_cannot_drive_fails_with_its_record_marked_in_its_end(make_bread, queue, monkeypatch):
     web = make_bread(executor=queue)
     run_id = _queued(web)
     without_echo = [agent for agent in demo_config().agents if agent.id != "echo"]
     worker = make_bread(demo_config().model_copy(update={"agents": without_echo}), store=web.store, executor=queue)
-    append_crumbs = web.store.append_crumbs
-
-    def dying_at_the_end(run_id, frames):
-        if any(frame.type in c.TERMINAL for frame in frames):
-            raise Died()
-        return append_crumbs(run_id, frames)
-
-    monkeypatch.setattr(web.store, "append_crumbs", dying_at_the_end)
+    failing_at_the_end(web.store, monkeypatch)
     with pytest.raises(Died):
         drive_queued(worker, run_id)  # its agent is not configured there: it fails the run
     monkeypatch.undo()

@@ -112,6 +112,7 @@ class Bread:
     def close(self) -> None:
         """Stop this instance's background work and close its store's connections."""
         self.leases.stop()
+        self.follower.let_go()  # what tails dropped unclosed held: their subscriptions too
         if self.tracer is not None:
             self.tracer.close()
         close = getattr(self.store, "close", None)

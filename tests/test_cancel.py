@@ -11,6 +11,7 @@ import pytest
 from bread_sync import Agent, BreadError, CancelToken, Config, tool
 from bread_sync.cancel import CancelRegistry
 from bread_sync.engine import recovery
+from bread_sync.errors import STORE_BUSY
 from bread_sync.loading import resolve
 from bread_sync.models import script
 from bread_sync.models.script import call, say
@@ -161,6 +162,17 @@ def test_an_abandoned_run_is_never_recorded_interrupted_without_its_terminal_cru
     monkeypatch.undo()
 
     assert [frame.type for frame in bread.store.get_crumbs(run.run_id)] == ["agent:run:start"]
+    assert bread.store.get_run(run.run_id)["status"] == "running"  # left for a sweep once its lease lapses
+
+
+def test_an_abandon_the_store_refuses_is_said_not_raised_from_close(bread, monkeypatch, caplog):
+    run = bread.run("slow", {"count": 3, "delayMs": 0})
+    next(run)
+    failing_at_the_end(bread.store, monkeypatch, lambda: BreadError(STORE_BUSY, "the store is busy"))
+    run.close()
+    monkeypatch.undo()
+
+    assert f"run {run.run_id}: abandoned, its end not logged (STORE_BUSY)" in caplog.text
     assert bread.store.get_run(run.run_id)["status"] == "running"  # left for a sweep once its lease lapses
 
 

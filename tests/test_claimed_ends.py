@@ -23,7 +23,7 @@ from .dying import Died, failing_at_the_end
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The claimer's lease: long enough to see that nobody ends its claim while it runs.
-CLAIM_LEASE_SECONDS = 1.0
+CLAIM_LEASE_SECONDS = 3.0
 #: Bounds on waits, not paces.
 SWEEP_WITHIN_SECONDS = 10
 CHILD_SECONDS = 60

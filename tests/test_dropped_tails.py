@@ -9,12 +9,18 @@ import json
 import logging
 import subprocess
 import sys
+import time
 from collections import deque
 from pathlib import Path
 
 import pytest
 
+from bread_sync.server.lifecycle import Lifecycle
+from bread_sync.server.runner import Runner
 from bread_sync.transports import stream
+
+#: A bound on the wait for the worker's pass, not its pace (it passes every 0.05 s here).
+LET_GO_WITHIN_SECONDS = 10
 
 #: Drops a following tail inside the lock named, in a thread (a greenlet under gevent): in a cycle
 #: that a collection made there frees ("collected"), or its last reference let go there
@@ -96,22 +102,50 @@ def test_a_tail_dropped_unclosed_inside_a_lock_it_held_takes_none_and_is_still_l
     assert outcome == {"dropped": True, "watched": False, "subscribed": False}, "the dropped tail was kept"
 
 
-def test_a_tail_dropped_before_it_followed_the_log_is_let_go_when_the_next_tail_opens(bread):
-    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
-    handlers = lambda: bread.transport._runs[run_id].handlers  # noqa: E731
+def dropped_unread(bread, run_id: str) -> None:
+    """A tail of ``run_id`` subscribed, never read (so not watched: the follower's thread is not
+    running for it), dropped in a cycle and collected."""
     was_enabled = gc.isenabled()
     gc.disable()  # the tail is collected here, below
     try:
-        cycle = [bread.tail(run_id, heartbeat=0.05)]  # subscribed, never read: not watched
+        cycle = [bread.tail(run_id, heartbeat=0.05)]
         cycle.append(cycle)
         del cycle
         gc.collect()
     finally:
         if was_enabled:
             gc.enable()
-    assert len(handlers()) == 1  # its finalizer left it to the follower, whose thread is not running
+    assert len(bread.transport._runs[run_id].handlers) == 1  # its finalizer left it to be let go
+
+
+def test_a_tail_dropped_before_it_followed_the_log_is_let_go_when_the_next_tail_opens(bread):
+    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
+    dropped_unread(bread, run_id)
     bread.tail(run_id, heartbeat=0.05, batched=True).close()
-    assert handlers() == ()
+    assert bread.transport._runs[run_id].handlers == ()
+
+
+def test_a_tail_dropped_before_it_followed_the_log_is_let_go_by_the_workers_next_sweep(make_bread):
+    """Where no tail opens after it, the worker's periodic pass lets go of its subscription."""
+    bread = make_bread(sweep_seconds=0.05)
+    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
+    dropped_unread(bread, run_id)
+    life = Lifecycle(bread, Runner(max_runs=1, timeout=None), graceful_timeout=1.0)
+    life.sweep_later()
+    try:
+        deadline = time.monotonic() + LET_GO_WITHIN_SECONDS
+        while bread.transport._runs[run_id].handlers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert bread.transport._runs[run_id].handlers == ()
+    finally:
+        life.stop(1.0)
+
+
+def test_a_tail_dropped_before_it_followed_the_log_is_let_go_when_its_bread_closes(bread):
+    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
+    dropped_unread(bread, run_id)
+    bread.close()
+    assert bread.transport._runs[run_id].handlers == ()
 
 
 def test_a_tail_closed_lets_go_at_once(bread):

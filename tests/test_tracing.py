@@ -409,7 +409,6 @@ def test_a_runs_span_ends_even_when_its_abandon_fails(traced, exporter, monkeypa
         raise BreadError(STORE_BUSY, "the store is busy")
 
     monkeypatch.setattr(bread.store, "update_run", busy)
-    with pytest.raises(BreadError):
-        run.close()
+    run.close()  # said, not raised (tests/test_cancel.py)
 
     assert named(exporter.get_finished_spans(), "invoke_agent slow").attributes["bread.run.status"] == "interrupted"

@@ -323,10 +323,11 @@ class Execution:
         self._final = "interrupted"
         try:
             self._fail(BreadError(RUN_INTERRUPTED, "the run was abandoned before it ended"))
-        except BreadError as exc:
-            if exc.code != SEQ_CONFLICT:
-                raise
-            log.warning("run %s: abandoned, and no longer this process's to end", self.ctx.run_id)
+        except BreadError as exc:  # said, not raised: an abandon comes from a close, or a collection
+            if exc.code == SEQ_CONFLICT:
+                log.warning("run %s: abandoned, and no longer this process's to end", self.ctx.run_id)
+            else:  # no longer renewed, its lease lapses and a sweep ends it
+                log.warning("run %s: abandoned, its end not logged (%s)", self.ctx.run_id, exc.code)
 
 
 def packed(stack: dict[str, Any] | None) -> bytes | str:

@@ -52,16 +52,21 @@ class Lifecycle:
 
     def sweep_later(self) -> None:
         """Sweep every ``sweep_seconds`` until the stop (with 0: once, a lease and a second
-        after start-up, for the owners the start-up sweep could not judge)."""
+        after start-up, for the owners the start-up sweep could not judge). Each pass also lets
+        go of what tails dropped unclosed held (tails/follower.py ``drop``): one dropped before
+        it followed the log keeps nothing else coming to let go of its subscription, whose inbox
+        would gather the run's frames until a tail opens."""
         every = self.bread.config.sweep_seconds
         interval = every or self.bread.config.lease_seconds + 1.0
         threading.Thread(target=self._sweeping, args=(interval, not every), name="bread-sweep", daemon=True).start()
 
     def _sweeping(self, interval: float, once: bool) -> None:
+        swept = False
         while not self._stop_sweeping.wait(interval):
-            self._sweep_now()
-            if once:
-                return
+            self.bread.follower.let_go()
+            if not (once and swept):
+                self._sweep_now()
+                swept = True
 
     def watch(self, alive: Callable[[], bool]) -> None:
         """Wait until ``alive()`` is False, then stop within the graceful time."""

@@ -6,8 +6,6 @@ import bisect
 import copy
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..clock import iso_days_ago, now_iso
@@ -70,27 +68,8 @@ class MemoryStore:
         with self._lock:
             return {run_id: log[-1].seq for run_id in run_ids if (log := self._logs.get(run_id))}
 
-    def batch(self) -> AbstractContextManager[Any]:
-        return self._batch()
-
-    @contextmanager
-    def _batch(self) -> Iterator[None]:
-        # A write that refuses by raising (a run's end, recorded only while its process owns the
-        # run) takes the crumbs appended before it along, as a rollback would: a log never
-        # holds an end whose record was refused. Other writes stay; none comes before an end's.
-        with self._lock:
-            if self._appended is not None:  # a nested batch joins the outer one
-                yield
-                return
-            self._appended = []
-            try:
-                yield
-            except BaseException:
-                for run_id, count in reversed(self._appended):
-                    del self._logs[run_id][-count:]
-                raise
-            finally:
-                self._appended = None
+    def batch(self) -> _Batch:
+        return _Batch(self)
 
     # runs
     def create_run(self, record: RunRow) -> bool:
@@ -427,3 +406,35 @@ def _matches(record: dict[str, Any], **wanted: Any) -> bool:
 
 def store() -> MemoryStore:
     return MemoryStore()
+
+
+class _Batch:
+    """``with store.batch():`` the store's calls inside as one write, under its lock. A write that
+    refuses by raising (a run's end, recorded only while its process owns the run) takes the
+    crumbs appended before it along, as a rollback would: a log never holds an end whose record
+    was refused. Other writes stay; none comes before an end's. (A class, not a generator: a
+    durable crumb with writes beside it opens one.)"""
+
+    __slots__ = ("outer", "store")
+
+    def __init__(self, store: MemoryStore):
+        self.store = store
+        self.outer = False
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._lock.acquire()
+        self.outer = store._appended is None  # else a nested batch, which joins the outer one
+        if self.outer:
+            store._appended = []
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
+        store = self.store
+        try:
+            if self.outer:
+                if kind is not None:
+                    for run_id, count in reversed(store._appended or ()):
+                        del store._logs[run_id][-count:]
+                store._appended = None
+        finally:
+            store._lock.release()

@@ -17,7 +17,6 @@ from typing import Any
 
 import harness
 import http_stream
-import minimal_app
 import rawhttp
 from harness import Figure, Gunicorn
 
@@ -65,13 +64,11 @@ def started(servers: list[Gunicorn], server: Gunicorn) -> Gunicorn:
 
 
 def record_bodies(bread: http_stream.Side, bodies: Path) -> None:
-    """What the minimal and floor apps replay: bread_sync's echo response, and a metronome's."""
-    beat = {"start": time.time() + 1, "period": 0.05, "count": BEATS, "stamp": True}
-    for kind, body in (("echo", http_stream.ECHO_TEXT), ("beat", beat)):
-        conn = rawhttp.Client().fetch(bread.conn(kind, body, record=True))
-        events = http_stream.split_events(bread.wire, conn.body())
-        _, wire = http_stream.WIRES[bread.wire]
-        minimal_app.save(bodies, f"{bread.wire}-{kind}", events, conn.headers["content-type"], wire.heartbeat, 15)
+    """What the minimal and floor apps replay: bread_sync's echo response, and a metronome's
+    (bench/http_stream.py's recordings, checked as that script checks them)."""
+    beat = {"start": time.time(), "period": 0.0, "count": BEATS, "stamp": True}
+    http_stream.record(bread, bodies, "echo", http_stream.ECHO_TEXT, len(http_stream.ECHO_TEXT.split()))
+    http_stream.record(bread, bodies, "beat", beat, BEATS)
 
 
 def measure(args: argparse.Namespace, sides: list[http_stream.Side]) -> dict[str, dict[str, list[float]]]:

@@ -202,7 +202,12 @@ class _TakenMeanwhile(deque):
 
 def test_a_dropped_tail_let_go_by_another_thread_meanwhile_is_no_failure(bread):
     run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
-    bread.follower._dropped = _TakenMeanwhile()
+    bread.follower._dropped = taken = _TakenMeanwhile()
     bread.tail(run_id, heartbeat=0.05)
     gc.collect()  # its replay, not begun, holds it in a cycle
-    bread.tail(run_id, heartbeat=0.05, batched=True).close()
+    assert len(taken) == 1  # what it held, recorded by its finalizer
+    opened = bread.tail(run_id, heartbeat=0.05, batched=True)  # its let_go finds it taken meanwhile
+    assert len(taken) == 0
+    opened.close()
+    # The opened tail let go of its own; the dropped one's is the other thread's to close.
+    assert len(bread.transport._runs[run_id].handlers) == 1

@@ -103,7 +103,8 @@ class LogFollower:
 
     def let_go(self) -> None:
         """Let go of what dropped tails held, where no lock is held: the follower's passes
-        (which a dropped watch keeps going) and a tail's opening."""
+        (which a dropped watch keeps going), a tail's opening, a server worker's periodic pass
+        (server/lifecycle.py) and ``Bread.close``."""
         dropped = self._dropped
         while dropped:  # usually empty: a tail's opening pays one look
             try:

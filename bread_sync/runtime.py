@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from .agents import Agent, ServedAgent
+from .blobs import meta_of
 from .cancel import CancelToken, registry
 from .config import Config, make_blob_store, make_executor, make_store
 from .crumbs import Frame
@@ -95,6 +96,11 @@ class Bread:
         return owners.this_process(self._owner_tag)
 
     # -- public API --------------------------------------------------------------------------
+
+    def file_meta(self, url: str) -> dict[str, Any] | None:
+        """The metadata of the stored file ``url`` names (``/files/<id>``), its bytes unread;
+        None when there is no such file or no blob store."""
+        return None if self.blob_store is None else meta_of(self.blob_store, url)
 
     def on(self, event: str, fn: Callable[[Frame], None]) -> Callable[[], None]:
         """Call ``fn(frame)`` for every crumb of every run of this instance; returns an undo."""

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from bread_sync import Agent
 from bread_sync.agents import subagent, task_tool
 from bread_sync.blobs.memory import MemoryBlobStore
+from bread_sync.client.local import LocalClientTransport
 from bread_sync.errors import FILE_NOT_ACCEPTED, FILE_NOT_FOUND, INPUT_INVALID, BreadError
 from bread_sync.files import check_handed_down, for_model_call, user_message
 from bread_sync.models import openai as openai_provider
@@ -236,6 +237,16 @@ def test_a_runs_file_check_reads_the_metadata_not_the_bytes(make_bread, provider
     provider_server.play(Stream(text("A cat.")))
     assert bread.run("looker", [alices], may_read_file=lambda meta: True, mode="sync").status == "completed"
     assert bread.blob_store.read == [alices["uri"]]  # once, for the model call
+
+
+def test_the_in_process_clients_file_url_reads_the_metadata_not_the_bytes(make_bread):
+    bread = make_bread(blob_store=CountingReads())
+    stored = bread.blob_store.put(PNG, "image/png")
+    client = LocalClientTransport(bread)
+
+    assert client.create_file_url(stored["url"]) == stored["url"]
+    assert client.create_file_url("/files/" + "0" * 32) is None
+    assert bread.blob_store.read == []
 
 
 def test_a_users_blob_store_without_meta_is_checked_through_get(make_bread, provider_server):

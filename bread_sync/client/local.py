@@ -113,9 +113,8 @@ class LocalClientTransport(Unsupported):
         return LocalRunStream(run_id, self.bread.tail(run_id, after))
 
     def create_file_url(self, file_id: str) -> str | None:
-        blobs = self.bread.blob_store
         url = _url(file_id)
-        return url if blobs is not None and blobs.get(url) is not None else None
+        return url if self.bread.file_meta(url) is not None else None
 
     def upload_file(self, data: bytes, mime_type: str, name: str | None = None) -> dict[str, Any]:
         stored = self._blobs().put(data, mime_type, name)

@@ -83,6 +83,27 @@ def test_a_run_is_opened_in_its_request_and_driven_after_it(make_bread, tmp_path
     assert threads["opening"] == threading.get_ident()
 
 
+def test_the_time_limit_counts_the_opening_in_its_request(make_bread, tmp_path):
+    """``run_timeout_seconds`` starts with the request, not when the runner takes the run: a
+    ``before_run`` that outlasts it sees the run cancelled there, and the run ends
+    ``RUN_TIMEOUT`` (without the limit on the opening it would wait out its 10 s and complete)."""
+    seen = {}
+
+    def before_run(value, ctx):
+        seen["cancelled in the opening"] = ctx.signal.wait(10)
+
+    config = with_echo_before_run(before_run)
+    bread = make_bread(
+        config, store=sqlite_store(tmp_path / "bread.db"), transport="http-chunked", server={"run_timeout_seconds": 0.2}
+    )
+    frames = list(
+        NDJSONDecoder().feed(create_server(bread).test_client().post("/agents/echo/run", json={"input": "a"}).data)
+    )
+    assert seen == {"cancelled in the opening": True}
+    ended = frames[-1]["crumb"]
+    assert (ended["type"], ended["error"].code) == ("agent:error", "RUN_TIMEOUT")
+
+
 def test_a_run_on_a_known_session_holds_it_with_its_record_while_it_opens(make_bread, tmp_path):
     """A session another run may name is claimed before the run opens, and the run's record is
     written with that claim, not with its first crumb: a claim whose run has no record would

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -64,13 +65,15 @@ class Slot:
         self.runner = runner
         self.token = CancelToken()
         self._handed_over = False
+        #: The run's time limit counts from here: its opening (``before_run``, in the request) too.
+        self._stop_timer = self._time_limit()
 
     def __enter__(self) -> Slot:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if not self._handed_over:
-            self.runner._release()
+            self._give_back()
 
     def drive(self, run: Any) -> None:
         if run.attached:
@@ -90,15 +93,22 @@ class Slot:
             raise
 
     def _drive(self, run: Any) -> None:
-        stop_timer = None
-        if self.runner.timeout is not None:
-            error = BreadError(RUN_TIMEOUT, f"the run took longer than {self.runner.timeout:g} s")
-            stop_timer = greenlets.call_later(self.runner.timeout, partial(self.token.cancel, error))
         try:
             run.drain()
         except Exception:
             log.exception("run %s: its driver failed", run.run_id, extra={"run_id": run.run_id})
         finally:
-            if stop_timer is not None:
-                stop_timer()
-            self.runner._release()
+            self._give_back()
+
+    def _time_limit(self) -> Callable[[], None] | None:
+        """Cancel the run with ``RUN_TIMEOUT`` once the runner's time limit passes; the undo."""
+        timeout = self.runner.timeout
+        if timeout is None:
+            return None
+        error = BreadError(RUN_TIMEOUT, f"the run took longer than {timeout:g} s")
+        return greenlets.call_later(timeout, partial(self.token.cancel, error))
+
+    def _give_back(self) -> None:
+        if self._stop_timer is not None:
+            self._stop_timer()
+        self.runner._release()

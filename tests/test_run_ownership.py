@@ -190,6 +190,19 @@ def test_without_auth_unknown_routes_stay_404(make_bread):
     assert client.get("/nope").status_code == 404
 
 
+def test_a_busy_session_names_its_run_only_to_a_caller_who_may_reach_it(app_with):
+    client = app_with(authorize_run=owns)
+    slow = {"input": {"count": 10_000, "delayMs": 5}, "session": {"id": "shared"}}
+    held = client.post("/agents/slow/run", json={**slow, "runId": "alice-slow"}, headers=AS_ALICE)
+    rejecting = {"input": "hi", "session": {"id": "shared"}, "sessionPolicy": "reject"}
+    to_bob = events(client.post("/agents/echo/run", json=rejecting, headers=AS_BOB))
+    to_alice = events(client.post("/agents/echo/run", json={**rejecting, "runId": "alice-2"}, headers=AS_ALICE))
+    assert to_bob[-1]["payload"] == {"code": "SESSION_BUSY", "message": "session shared is busy with another run"}
+    assert to_alice[-1]["payload"] == {"code": "SESSION_BUSY", "message": "session shared is busy with run alice-slow"}
+    assert client.post("/runs/alice-slow/cancel", headers=AS_ALICE).status_code == 200
+    held.close()
+
+
 def test_the_interrupt_policy_cancels_only_a_run_the_caller_may_reach(app_with):
     client = app_with(authorize_run=owns)
     slow = {"input": {"count": 10_000, "delayMs": 5}, "session": {"id": "shared"}}

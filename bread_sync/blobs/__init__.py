@@ -15,7 +15,7 @@ from ..errors import BLOB_STORE_NOT_CONFIGURED, BreadError
 
 BLOB_STORES = {"filesystem": "bread_sync.blobs.filesystem", "memory": "bread_sync.blobs.memory"}
 URL_PREFIX = "/files/"
-_ID = re.compile(r"^[0-9a-f]{32}$")
+_ID = re.compile(r"[0-9a-f]{32}")
 #: What a file whose media type says nothing (or nothing valid) is served as.
 OPAQUE = "application/octet-stream"
 #: A media type as RFC 9110 spells one: type/subtype, then ;-separated parameters whose values
@@ -77,4 +77,4 @@ def meta_of(blob_store: Any, url: str) -> dict[str, Any] | None:
 def blob_id(url: str) -> str | None:
     """The id in a blob url; None for anything that is not one of ours (``..``, slashes, NUL)."""
     candidate = url[len(URL_PREFIX) :] if url.startswith(URL_PREFIX) else url
-    return candidate if _ID.match(candidate) else None
+    return candidate if _ID.fullmatch(candidate) else None

@@ -37,7 +37,7 @@ class SessionGuard:
         if policy == "interrupt" and may_interrupt is not None and not may_interrupt(holder):
             raise BreadError(SESSION_BUSY, f"session {session_id} is busy with a run this caller may not interrupt")
         if policy == "reject":
-            raise BreadError(SESSION_BUSY, f"session {session_id} is busy with run {holder}")
+            raise BreadError(SESSION_BUSY, f"session {session_id} is busy with {_named(holder, may_interrupt)}")
         if policy == "interrupt":
             self.bread.cancel(holder)
         return False
@@ -74,3 +74,9 @@ class SessionGuard:
             fresh = self.bread.store.get_run(holder)
             return fresh is None or fresh["status"] != "running"
         return False
+
+
+def _named(holder: str, may_reach: Callable[[str], bool] | None) -> str:
+    """The run holding a session as a refusal names it: by its id only to a caller the
+    run-ownership check lets reach it (another caller's run id is not this caller's to learn)."""
+    return f"run {holder}" if may_reach is None or may_reach(holder) else "another run"

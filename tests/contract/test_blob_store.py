@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bread_sync.blobs import BLOB_STORES, URL_PREFIX, meta_of
+from bread_sync.blobs import BLOB_STORES, URL_PREFIX, blob_id, meta_of
 from bread_sync.loading import resolve
 
 PNG = b"\x89PNG\r\n\x1a\n a picture of a cat"
@@ -50,6 +50,11 @@ def test_a_url_naming_none_of_its_files_has_no_file_and_no_metadata(blobs, url):
 
     assert blobs.get(url) is None
     assert blobs.meta(url) is None
+
+
+def test_an_id_is_the_whole_name_a_trailing_newline_is_not_one():
+    assert blob_id(UNKNOWN) == "0" * 32
+    assert blob_id(UNKNOWN + "\n") is None
 
 
 def test_a_purged_file_is_gone_bytes_and_metadata(blobs):

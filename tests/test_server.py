@@ -173,6 +173,18 @@ def test_entrypoints_limit_what_is_served(make_bread):
     assert client.get("/agents/writer").status_code == 404
 
 
+@pytest.mark.parametrize("prefer", [{}, {"Prefer": "respond-async"}])
+def test_an_agent_left_out_of_the_entrypoints_cannot_be_run_over_http(make_bread, prefer):
+    """It is answered as an agent that does not exist, streamed or started in the background."""
+    bread = make_bread(transport="http-sse", entrypoints=["manager"])
+    client = create_server(bread).test_client()
+    for agent_id in ("echo", "nobody"):
+        answer = client.post(f"/agents/{agent_id}/run", json={"input": "hi"}, headers=prefer)
+        error = answer.get_json()["error"] if prefer else sse_events(answer)[-1]["payload"]
+        assert error == {"code": "AGENT_NOT_FOUND", "message": f"no agent {agent_id!r}"}
+    assert bread.store.list_runs() == []
+
+
 def test_runs_are_resources_for_a_hitl_dashboard(client):
     run = client.post("/agents/writer/run", json={"input": {"topic": "bread"}})
     run.get_data()  # the stream ends at the pause

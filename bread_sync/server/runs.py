@@ -12,7 +12,7 @@ from typing import Any
 from flask import Response
 
 from ..crumbs import Frame, is_delta_frame
-from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
+from ..errors import AGENT_NOT_FOUND, RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
 from ..runtime import Bread, new_id
 from ..transports.http import HTTPTransport
 from ..wire import SSE, Wire
@@ -51,7 +51,7 @@ class _Views:
             _reported_id(req),
             req.webhook,
             lambda token: self.bread.run(
-                agent_id,
+                self._served(agent_id),
                 req.input,
                 session=_session(req),
                 skill=req.skill,
@@ -63,6 +63,14 @@ class _Views:
                 may_read_file=may_read_file,
             ),
         )
+
+    def _served(self, agent_id: str) -> str:
+        """``agent_id``, when this server serves it: an agent ``Config.entrypoints`` leaves out
+        (a subagent, say) is answered as an unknown one."""
+        entrypoints = self.bread.config.entrypoints
+        if entrypoints is not None and agent_id not in entrypoints:
+            raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
+        return agent_id
 
     def pipeline(self, pipeline_id: str) -> Response:
         req = valid_body(PipelineRunBody)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel
@@ -437,6 +439,51 @@ def test_a_model_cannot_hand_a_task_another_callers_upload(make_bread):
     task, tasker, described = describing("describe")
     bread = make_bread(agents=[tasker], tasks=[task])
     assert handing_alices_file(bread) == [FILE_NOT_FOUND] and described == []
+
+
+class FileField(BaseModel):
+    """A file reference whose ``type`` the schema fills in: ``{"uri": ...}`` becomes one."""
+
+    type: Literal["file"] = "file"
+    uri: str
+    mimeType: str = "image/png"
+
+
+class FilledPicture(BaseModel):
+    picture: FileField
+
+
+def reading_pictures(provider_server) -> Agent:
+    """``reader``: the image-reading model, its input a picture its schema makes a file reference."""
+    return replace(looking(provider_server), id="reader", input_schema=FilledPicture)
+
+
+def test_a_file_reference_a_subagents_schema_makes_is_checked_as_it_reads_it(make_bread, provider_server):
+    steps = [lambda convo: call("reader", {"picture": {"uri": convo.input}}), say("done")]
+    passer = Agent(id="passer", model=taking_images(steps), tools=[subagent("reader")])
+    _, client = server(make_bread, provider_server, agents=[reading_pictures(provider_server), passer])
+    uri = upload(client).get_json()["uri"]
+
+    stolen = client.post("/agents/passer/run", json={"input": uri}, headers=AS_BOB).get_data(as_text=True)
+
+    assert '"type":"tool:error"' in stolen.replace(" ", "") and FILE_NOT_FOUND in stolen
+    assert provider_server.requests == []  # alice's bytes never reached a model
+
+
+def test_a_file_reference_a_pipeline_steps_schema_makes_is_checked_where_the_run_enters(make_bread, provider_server):
+    from bread_sync.pipelines import Pipeline, Step
+
+    pipeline = Pipeline(id="look", steps=[Step(agent="reader")])
+    bread = make_bread(agents=[reading_pictures(provider_server)], pipelines=[pipeline])
+    alices = file_ref(bread, PNG, "image/png", owner="alice")
+    given = {"picture": {"uri": alices["uri"]}}
+
+    with pytest.raises(BreadError) as refused:
+        bread.run_pipeline("look", given, may_read_file=lambda meta: meta["owner"] == "bob")
+    assert refused.value.code == FILE_NOT_FOUND and provider_server.requests == []
+    provider_server.play(Stream(text("A cat.")))
+    own = bread.run_pipeline("look", given, may_read_file=lambda meta: meta["owner"] == "alice", mode="sync")
+    assert own.status == "completed" and len(provider_server.requests) == 1
 
 
 def test_a_remote_subagents_input_is_left_to_the_remote_to_check(make_bread, serve_in_thread, provider_server):

@@ -457,19 +457,21 @@ class AgentRun(AgentActivity):
         its input names are checked against this conversation's; a remote agent's name files of
         its server, which checks them against its caller (this server). A task runs here, even
         one whose id a remote agent also has."""
-        remote = tool.kind == "subagent" and tool.delegate in self.ctx.runtime.remote_agents
-        if not remote:
-            check_handed_down(call["input"], self.ctx.runtime.blob_store, message_files(self.messages))
         if tool.kind == "task":
+            self._check_handed_down(call["input"])
             self.child = TaskRun(self.ctx, self.ctx.runtime.task(tool.delegate), call["input"], self.agent.id)
             return (yield from self.child.run())
-        if remote:
+        if tool.delegate in self.ctx.runtime.remote_agents:
             self.child = Relay.nested_in(self.ctx, tool.delegate, call["input"])
             return (yield from self._framed(self.child.run()))
         child_agent = self.ctx.runtime.agent(tool.delegate)
         child_input = child_agent.validate_input(tool.child_input(call["input"], child_agent))
+        self._check_handed_down(child_input)  # as the subagent reads it: its schema may add a file reference
         self.child = self.ctx.activity_for(child_agent, child_input)
         return (yield from self._framed(self.child.run()))
+
+    def _check_handed_down(self, value: Any) -> None:
+        check_handed_down(value, self.ctx.runtime.blob_store, message_files(self.messages))
 
     def _framed(self, steps: Steps, resumed: bool = False) -> Steps:
         """The subagent's steps in its frame, the subagent dropped and its output kept before its

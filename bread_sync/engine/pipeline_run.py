@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .. import crumbs as c
+from ..errors import INPUT_INVALID, BreadError
 from ..files import check_handed_down, input_files
 from ..pipelines import Pipeline
 from . import Activity, Steps
@@ -73,12 +74,19 @@ class PipelineRun(Activity):
         """What runs the step: its task, or its agent (its loop if it has one)."""
         step = self.pipeline.steps[self.index]
         step_input = self.outputs[-1] if self.outputs else self.input
-        # A step's input is the model's output before it: it may name only the pipeline's files.
-        check_handed_down(step_input, self.ctx.runtime.blob_store, input_files(self.input))
         if step.task is not None:
+            self._check_handed_down(step_input)
             return TaskRun(self.ctx, self.ctx.runtime.task(step.definition), step_input, agent_id=None)
         agent = self.ctx.runtime.agent(step.definition)
-        return self.ctx.activity_for(agent, agent.validate_input(step_input))
+        step_input = agent.validate_input(step_input)
+        self._check_handed_down(step_input)
+        return self.ctx.activity_for(agent, step_input)
+
+    def _check_handed_down(self, step_input: Any) -> None:
+        """A step's input (as the step reads it: its schema may add a file reference) is the
+        model's output before it: it may name only the files the pipeline's input entered with."""
+        entered = input_files(entering(self.ctx.runtime, self.pipeline, self.input))
+        check_handed_down(step_input, self.ctx.runtime.blob_store, entered)
 
     def _step_done(self, output: Any) -> Steps:
         """The step's end crumb, yielded once the pipeline moved on to the next step: the state
@@ -99,3 +107,19 @@ class PipelineRun(Activity):
             "stepName": step.label,
             "index": self.index,
         }
+
+
+def entering(runtime: Any, pipeline: Pipeline, input: Any) -> list[Any]:
+    """A pipeline's input as sent and as its first step reads it (an agent step's schema may
+    turn it into file references the input as sent does not hold): what the caller's rule for
+    files is asked of where the run enters. An input that step refuses fails the run there,
+    handing no file to anyone."""
+    first = pipeline.steps[0]
+    if first.task is not None:
+        return [input]
+    try:
+        return [input, runtime.agent(first.definition).validate_input(input)]
+    except BreadError as exc:
+        if exc.code != INPUT_INVALID:
+            raise
+        return [input]

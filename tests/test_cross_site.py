@@ -109,7 +109,7 @@ def test_the_servers_own_pages_and_other_clients_may_write(make_client, sent):
     assert b'"output":"hi"' in answer.data
 
 
-@pytest.mark.parametrize(("origins", "auth"), [([LISTED], False), ([LISTED], True), (["*"], False)])
+@pytest.mark.parametrize(("origins", "auth"), [([LISTED], False), ([LISTED], True), (["*"], True)])
 def test_an_allow_listed_origin_may_write(make_client, origins, auth):
     client = make_client(auth=auth, origins=origins)
     headers = {"Origin": LISTED, "Sec-Fetch-Site": "cross-site", **(AUTH if auth else {})}

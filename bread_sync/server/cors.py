@@ -16,12 +16,18 @@ EXPOSE_HEADERS = "Bread-Run-Id, Location, Preference-Applied"
 MAX_AGE_SECONDS = 600
 
 
-def check_origins(origins: Sequence[str]) -> list[str]:
-    """The configured origins, refusing ones a browser never sends (a path, a trailing slash)."""
+def check_origins(origins: Sequence[str], auth: bool = True) -> list[str]:
+    """The configured origins, refusing ones a browser never sends (a path, a trailing slash),
+    and ``*`` without auth: with auth off, the cross-site rule is all that keeps a web page from
+    driving the server, and ``*`` would let every page's through."""
     for origin in origins:
         scheme, sep, rest = origin.partition("://")
         if origin != "*" and (not sep or not scheme or not rest or "/" in rest):
             raise ValueError(f"CORS origin {origin!r} must look like https://app.example.com (no path), or be *")
+    if "*" in origins and not auth:
+        raise ValueError(
+            "CORS origin * lets any web page drive a server without auth: list the origins, or add the auth plugin"
+        )
     return list(origins)
 
 

@@ -75,7 +75,7 @@ class BreadSync:
             body_limits=body_limits_of(app),
             body_timeout_seconds=app.config["BREAD_SYNC_BODY_TIMEOUT_SECONDS"],
             auth=has_auth(bread.config.plugins),
-            cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"]),
+            cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"], has_auth(bread.config.plugins)),
             url_prefix=(self.url_prefix or "").rstrip("/"),
             playground=app.config["BREAD_SYNC_PLAYGROUND"] is True,
             authorize_run=run_authorizer(server.authorize_run, getattr(bread.transport, "authorize_stream", None)),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bread_sync import Agent, Config, create_bread
@@ -139,3 +140,26 @@ def test_the_gunicorn_master_makes_the_multiprocess_folder_and_removes_it(monkey
     off = SimpleNamespace()
     gunicorn_conf.metrics_folder(off, Config())
     assert not hasattr(off, "bread_metrics")
+
+
+def test_tool_names_no_config_declares_are_labelled_up_to_a_bound(monkeypatch):
+    """A model may call any tool name: past MAX_UNDECLARED_TOOLS such names, a call is ``other``;
+    a tool a config declares keeps its name however many came first."""
+    monkeypatch.setattr(prometheus, "MAX_UNDECLARED_TOOLS", 2)
+    metrics = prometheus.PrometheusMetrics()
+    metrics.declared_tools.add("count")
+    made_up = {(f"made_up_{n}", "error"): 1 for n in range(5)}
+    metrics.add_commits({}, {**made_up, ("count", "ok"): 1}, [0] * len(prometheus.BUCKET_BOUNDS), 0.0)
+    (family,) = [
+        f
+        for f in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+        if f.name == "bread_tool_calls"
+    ]
+    labelled = {s.labels["tool"]: s.value for s in family.samples if s.name == "bread_tool_calls_total"}
+    assert labelled == {"made_up_0": 1, "made_up_1": 1, "other": 3, "count": 1}
+
+
+def test_a_configs_tools_are_declared_to_the_metrics():
+    bread = create_bread(Config(agents=[LEAD, HELPER], tasks=[COUNTER], store="memory", server=ON))
+    bread.close()
+    assert {"helper", "count"} <= bread.metrics.declared_tools

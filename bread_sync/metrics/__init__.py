@@ -65,6 +65,9 @@ def metrics_from_config(config: Any) -> Metrics | None:
     from ..loading import require
 
     require("prometheus_client")
+    from ..agents import Tool
     from . import prometheus
 
-    return prometheus.metrics()
+    metrics = prometheus.metrics()
+    metrics.declared_tools.update(t.name for agent in config.agents for t in agent.tools if isinstance(t, Tool))
+    return metrics

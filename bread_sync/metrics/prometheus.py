@@ -34,6 +34,10 @@ COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 BUCKET_BOUNDS = (*COMMIT_BUCKETS, float("inf"))
 #: Commits a run's tally holds before it adds them to the metrics (its end or pause adds them too).
 FLUSH_COMMITS = 128
+#: Tool names a process labels that no agent of its config declares (a toolset's, found when a
+#: run lists it, or a name a model made up, answered "there is no tool"): past these, ``other``.
+MAX_UNDECLARED_TOOLS = 100
+OTHER_TOOL = "other"
 #: The store statuses counted at each scrape, as ``bread_runs_<status>``.
 STORED_STATUSES = ("paused", "queued")
 
@@ -102,6 +106,9 @@ class PrometheusMetrics:
         # labels() validates and locks each time: the children the commits, runs and requests use
         # are kept, by metric and label values (bounded: agents, statuses, models, tools, routes).
         self._children: dict[tuple[Any, ...], Any] = {}
+        #: The tool names the configs of this process's runtimes declare, and the others labelled.
+        self.declared_tools: set[str] = set()
+        self._undeclared_tools: set[str] = set()
 
     # -- the engine's --------------------------------------------------------------------------
 
@@ -165,13 +172,23 @@ class PrometheusMetrics:
         for kind, count in kinds.items():
             self._child(self.crumbs, kind).inc(count)
         for (tool, outcome), count in tools.items():
-            self._child(self.tool_calls, tool, outcome).inc(count)
+            self._child(self.tool_calls, self._tool_label(tool), outcome).inc(count)
         # A histogram has no batch observe: its per-bucket values (not cumulative; collect sums
         # them) are added to as observe() would, once per bucket rather than once per commit.
         for value, count in zip(self.commit_seconds._buckets, buckets, strict=True):
             if count:
                 value.inc(count)
         self.commit_seconds._sum.inc(seconds)
+
+    def _tool_label(self, name: str) -> str:
+        """``name``, when a config declares it or fewer than MAX_UNDECLARED_TOOLS others are
+        labelled: a model names any tool it likes, and each label value is a series kept forever."""
+        if name in self.declared_tools or name in self._undeclared_tools:
+            return name
+        if len(self._undeclared_tools) < MAX_UNDECLARED_TOOLS:
+            self._undeclared_tools.add(name)
+            return name
+        return OTHER_TOOL
 
     def _child(self, metric: Any, *values: str) -> Any:
         """``metric.labels(*values)``, labelled once per process."""

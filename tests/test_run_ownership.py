@@ -100,6 +100,37 @@ def test_reposting_another_callers_run_id_is_403_before_any_byte_of_it(app_with,
     assert pipeline.status_code == 403
 
 
+SQUATS = [
+    ("/agents/echo/run", {"input": "bob's"}, {}),
+    ("/agents/echo/run", {"input": "bob's"}, {"Prefer": "respond-async"}),
+    ("/pipelines/draft-then-echo/run", {"input": {"topic": "bob's"}}, {}),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "headers"), SQUATS)
+def test_a_new_run_id_that_names_another_caller_is_403_and_starts_nothing(app_with, path, body, headers):
+    client = app_with(authorize_run=owns)
+    squat = client.post(path, json={**body, "runId": "alice-order-42"}, headers={**AS_BOB, **headers})
+    assert (squat.status_code, squat.get_json()) == (403, {"error": "Forbidden"})
+    assert client.get("/runs/alice-order-42", headers=AS_ALICE).get_json()["error"]["code"] == "RUN_NOT_FOUND"
+    own = client.post("/agents/echo/run", json={"input": "alice's", "runId": "alice-order-42"}, headers=AS_ALICE)
+    assert events(own)[-1]["payload"]["output"] == "alice's"
+
+
+def test_under_a_hook_that_keeps_a_table_a_run_id_is_its_first_callers(app_with):
+    owners = {}
+
+    def first_caller_owns(identity, run_id):
+        # A table of its own: a run id it does not know is allowed (a new run), and taken.
+        return owners.setdefault(run_id, identity["sub"]) == identity["sub"]
+
+    client = app_with(authorize_run=first_caller_owns)
+    taken = client.post("/agents/echo/run", json={"input": "bob's", "runId": "order-42"}, headers=AS_BOB)
+    assert events(taken)[-1]["payload"]["output"] == "bob's"
+    retry = client.post("/agents/echo/run", json={"input": "alice's", "runId": "order-42"}, headers=AS_ALICE)
+    assert (retry.status_code, retry.get_json()) == (403, {"error": "Forbidden"})  # never bob's run
+
+
 def test_an_attach_to_a_run_of_another_agent_is_one_run_id_conflict_on_sse(app_with):
     client = app_with(authorize_run=owns)
     paused_writer(client)

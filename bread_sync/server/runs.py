@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import Response
 
 from ..crumbs import Frame, is_delta_frame
-from ..errors import RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
+from ..errors import RUN_NOT_FOUND, BreadError
 from ..runtime import Bread, new_id
 from ..transports.http import HTTPTransport
 from ..wire import SSE, Wire
@@ -22,6 +22,8 @@ from .background import accepted, check_webhook, prefers_async, subscribe_webhoo
 from .guard import accepts, authorize_run, may_reach_run, may_read_file, valid_body
 from .schemas import PipelineRunBody, ResumeBody, RunBody, WebhookRef
 from .streams import followed_run, start_run_detached, start_run_stream, stream_body, stream_position, stream_response
+
+RunBodies = TypeVar("RunBodies", RunBody, PipelineRunBody)
 
 
 def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:
@@ -45,7 +47,7 @@ class _Views:
         self.bread = bread
 
     def run(self, agent_id: str) -> Response:
-        req = valid_body(RunBody)
+        req = _run_body(RunBody)
         # Only a client's own runId can be a retry to look for; without one the run gets a new id.
         return self._start(
             _reported_id(req),
@@ -65,7 +67,7 @@ class _Views:
         )
 
     def pipeline(self, pipeline_id: str) -> Response:
-        req = valid_body(PipelineRunBody)
+        req = _run_body(PipelineRunBody)
         return self._start(
             _reported_id(req),
             req.webhook,
@@ -108,8 +110,6 @@ class _Views:
                 run, frames = start_run_stream(begin, heartbeat=self.transport.heartbeat)
         except BreadError as error:
             run_id = failed_id()
-            if error.code == RUN_ID_CONFLICT:  # a run that exists: say so only to its owner
-                authorize_run(run_id)
             if background:  # nothing was created: a JSON error, at its status
                 raise
             # Nothing was created: the failure is the whole stream, at HTTP 200.
@@ -179,6 +179,17 @@ def _failure(wire: Wire, error: BreadError) -> list[bytes]:
 
 def _encode(wire: Wire, item: Frame | Gap) -> bytes:
     return wire.gap(item.earliest_seq, "") if item.__class__ is Gap else wire.frame(item)
+
+
+def _run_body(model: type[RunBodies]) -> RunBodies:
+    """A run request's body, whose ``runId``, when it gives one, the run-ownership hook allows
+    this caller, new or not: before anything is looked up or written, so a refusal says nothing of
+    whether the run exists, and no caller starts a run under an id that names another's (which
+    the other's request with that id would then attach to)."""
+    req = valid_body(model)
+    if req.runId is not None:
+        authorize_run(req.runId)
+    return req
 
 
 def _reported_id(req: RunBody | PipelineRunBody) -> Callable[[], str]:

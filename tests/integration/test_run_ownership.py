@@ -50,6 +50,15 @@ def test_a_run_id_of_its_own_attaches_and_one_of_another_agent_conflicts(http, o
     assert failure_of(conflict, wire)["code"] == "RUN_ID_CONFLICT"
 
 
+def test_a_new_run_id_that_names_another_caller_is_403_and_its_owner_runs_its_own(http, owned, wire):
+    run_id = f"ops-{wire}-squatted"
+    forbidden(run(http, owned.url, "echo", {"input": "app's", "runId": run_id}, wire, headers=APP))
+    forbidden(fetch(http, "POST", f"{owned.url}/pipelines/draft-then-echo/run", wire, headers=APP,
+                    body={"input": {"topic": "app's"}, "runId": run_id}))  # fmt: skip
+    own = run(http, owned.url, "echo", {"input": "ops's", "runId": run_id}, wire, headers=OPS)
+    assert own.run_id == run_id and own.last_crumb.data["output"] == "ops's"
+
+
 @pytest.mark.parametrize(("method", "path"), [("GET", "/nope"), ("GET", "/agents/echo/run"), ("PUT", "/agents")])
 def test_an_anonymous_caller_cannot_map_the_routes(http, owned, wire, method, path):
     anonymous = http.request(method, f"{owned.url}{path}")

@@ -12,14 +12,14 @@ from typing import Any, TypeVar
 from flask import Response
 
 from ..crumbs import Frame, is_delta_frame
-from ..errors import RUN_NOT_FOUND, BreadError
+from ..errors import CHECKPOINT_NOT_FOUND, RUN_NOT_FOUND, BreadError
 from ..runtime import Bread, new_id
 from ..transports.http import HTTPTransport
 from ..wire import SSE, Wire
 from ..wire.replay import Gap
 from .actions import HTTP_ACTIONS, register_http_route
 from .background import accepted, check_webhook, prefers_async, subscribe_webhook, wait_for_run
-from .guard import accepts, authorize_run, may_reach_run, may_read_file, valid_body
+from .guard import accepts, authorize_run, may_reach_run, may_read_file, reachable_checkpoint, valid_body
 from .schemas import PipelineRunBody, ResumeBody, RunBody, WebhookRef
 from .streams import followed_run, start_run_detached, start_run_stream, stream_body, stream_position, stream_response
 
@@ -84,15 +84,17 @@ class _Views:
 
     def resume(self, checkpoint_id: str) -> Response:
         req = valid_body(ResumeBody)
-        checkpoint = self.bread.store.get_checkpoint(checkpoint_id)
+        # Looked up as the caller may know it, before the continuation claims it: another
+        # caller's checkpoint fails to start exactly as an unknown one does.
+        checkpoint = reachable_checkpoint(self.bread.store, checkpoint_id)
         run_id = checkpoint["runId"] if checkpoint else None
-        if run_id is not None:
-            authorize_run(run_id)  # before the continuation claims the checkpoint
-        return self._start(
-            lambda: run_id,
-            req.webhook,
-            lambda token: self.bread.resume(checkpoint_id, req.response, signal=token, may_interrupt=may_reach_run),
-        )
+
+        def begin(token: Any) -> Any:
+            if checkpoint is None:
+                raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
+            return self.bread.resume(checkpoint_id, req.response, signal=token, may_interrupt=may_reach_run)
+
+        return self._start(lambda: run_id, req.webhook, begin)
 
     def _start(
         self, failed_id: Callable[[], str | None], webhook: WebhookRef | None, begin: Callable[[Any], Any]

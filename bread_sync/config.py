@@ -53,7 +53,9 @@ class ServerSettings(BaseModel):
     max_file_bytes: int = 16 * 1_048_576
     authorize: Any = None
     #: ``authorize_run(identity, run_id) -> bool``: per-run ownership, asked by every route that
-    #: reads or acts on a run by id (tail, cancel, run record, attach, resume); only True allows.
+    #: reads or acts on a run by id (tail, cancel, run record, resume, loop, task run), and for
+    #: each body ``runId``, new or not (so a hook with a table of its own allows an id it does
+    #: not know); only True allows.
     authorize_run: Any = None
     #: Runs one process executes at once; one more is ``TOO_MANY_RUNS`` (503) before it starts.
     max_concurrent_runs: int = 1000

@@ -125,7 +125,12 @@ def test_a_resume_passes_the_run_ownership_hook_and_the_thread_check(serve, make
     bread, client = serve(authorize_run=lambda identity, run_id: run_id not in refused)
     interrupt = interrupt_of(post(client, "/ag-ui/writer", turn("bread", "t-own")))
     refused.add(bread.store.get_checkpoint(interrupt["id"])["runId"])
-    post(client, "/ag-ui/writer", resume(interrupt["id"], "t-own", payload={"approved": True}), status=403)
+    # Another caller's interrupt is answered exactly as an unknown one.
+    theirs = client.post("/ag-ui/writer", json=resume(interrupt["id"], "t-own", payload={"approved": True}))
+    unknown = client.post("/ag-ui/writer", json=resume("chk_nope", "t-own", payload={"approved": True}))
+    assert [e["code"] for e in decode_sse(unknown.get_data(as_text=True))] == ["CHECKPOINT_NOT_FOUND"]
+    assert theirs.status_code == unknown.status_code == 200
+    assert theirs.get_data(as_text=True).replace(interrupt["id"], "chk_nope") == unknown.get_data(as_text=True)
     assert bread.store.get_checkpoint(interrupt["id"])["status"] == "pending"
     refused.clear()
     plugin = ag_ui(agent_id="writer", path="/ag-ui/writer", authorize_thread=lambda identity, thread: thread != "t-own")

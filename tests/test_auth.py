@@ -349,7 +349,8 @@ def test_authorize_stream_still_runs_after_the_grant(make_bread):
     assert mint(client, run_id, headers=bob).get_json() == {"error": "Forbidden"}
     token = mint(client, run_id).get_json()["token"]
     assert client.get(f"/runs/{run_id}/stream?token={token}").status_code == 200
-    assert seen == [("bob", run_id)] * 4 + [("alice", run_id)] * 2
+    # Alice's start with its runId is asked too, then Bob's four, then Alice's mint and stream.
+    assert seen == [("alice", run_id)] + [("bob", run_id)] * 4 + [("alice", run_id)] * 2
 
 
 def test_the_stream_token_action_is_the_plugins_own():

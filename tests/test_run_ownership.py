@@ -50,24 +50,61 @@ def test_every_route_on_a_run_asks_the_config_hook(app_with):
         client.get("/runs/alice-1/stream", headers=AS_BOB),
         client.get("/runs/alice-1", headers=AS_BOB),
         client.post("/runs/alice-1/cancel", headers=AS_BOB),
-        client.post(f"/resume/{pause['checkpointId']}", json={"response": {"approved": True}}, headers=AS_BOB),
         client.post("/auth/stream-token", json={"runId": "alice-1"}, headers=AS_BOB),
     ]
-    assert [(r.status_code, r.get_json()) for r in refused] == [(403, {"error": "Forbidden"})] * 5
+    assert [(r.status_code, r.get_json()) for r in refused] == [(403, {"error": "Forbidden"})] * 4
+    # A checkpoint's id does not name its run: Bob's resume is answered as of an unknown one.
+    bobs = client.post(f"/resume/{pause['checkpointId']}", json={"response": {"approved": True}}, headers=AS_BOB)
+    assert [e["payload"]["code"] for e in events(bobs)] == ["CHECKPOINT_NOT_FOUND"]
     assert client.get("/runs/alice-1", headers=AS_ALICE).get_json()["status"] == "paused"
     resumed = client.post(f"/resume/{pause['checkpointId']}", json={"response": {"approved": True}}, headers=AS_ALICE)
     assert events(resumed)[-1]["payload"]["output"] == "Published."
 
 
-def test_a_loop_or_task_run_of_a_run_is_read_only_by_who_may_reach_the_run(app_with):
+def answered(response, given_id):
+    """What a caller learns from an answer: its status, the headers that could differ, and its
+    body with the id it was asked about taken out (an unknown one's message names its id)."""
+    headers = {name: response.headers.get(name) for name in ("Content-Type", "Bread-Run-Id", "Location")}
+    return response.status_code, headers, response.get_data(as_text=True).replace(given_id, "<id>")
+
+
+def test_another_callers_loop_or_task_run_is_answered_exactly_as_an_unknown_one(app_with):
     client = app_with(authorize_run=owns)
     client.post("/agents/counter/run", json={"input": {"until": 2}, "runId": "alice-c"}, headers=AS_ALICE).get_data()
     client.post("/agents/manager/run", json={"input": "go", "runId": "alice-m"}, headers=AS_ALICE).get_data()
     loop_id = client.get("/loops", headers=AS_ALICE).get_json()[0]["id"]
     task_id = client.get("/tasks", headers=AS_ALICE).get_json()[0]["id"]
-    for path in (f"/loops/{loop_id}", f"/tasks/{task_id}"):
-        assert client.get(path, headers=AS_BOB).get_json() == {"error": "Forbidden"}
-        assert client.get(path, headers=AS_ALICE).status_code == 200
+    for kind, known in (("loops", loop_id), ("tasks", task_id)):
+        unknown = f"{known[:-4]}0000"
+        theirs, none = client.get(f"/{kind}/{known}", headers=AS_BOB), client.get(f"/{kind}/{unknown}", headers=AS_BOB)
+        assert theirs.status_code == 404
+        assert answered(theirs, known) == answered(none, unknown)
+        assert client.get(f"/{kind}/{known}", headers=AS_ALICE).status_code == 200
+
+
+@pytest.mark.parametrize("transport", ["http-sse", "http-chunked"])
+@pytest.mark.parametrize("prefer", [{}, {"Prefer": "respond-async"}])
+def test_another_callers_checkpoint_is_answered_exactly_as_an_unknown_one(app_with, transport, prefer):
+    client = app_with(transport=transport, authorize_run=owns)
+    client.post("/agents/writer/run", json={"input": {"topic": "x"}, "runId": "alice-1"}, headers=AS_ALICE).get_data()
+    checkpoint_id = client.get("/runs/alice-1", headers=AS_ALICE).get_json()["checkpoint"]["id"]
+    store = client.application.extensions["bread_sync"].bread.store
+    assert store.get_checkpoint("progress_alice-1") is not None  # the run's progress: no oracle of it either
+
+    def resume(checkpoint, headers=AS_BOB):
+        response = client.post(
+            f"/resume/{checkpoint}", json={"response": {"approved": True}}, headers={**headers, **prefer}
+        )
+        return answered(response, checkpoint)
+
+    unknown = resume(f"cp_{'0' * 32}")
+    assert unknown[0] == (404 if prefer else 200) and "CHECKPOINT_NOT_FOUND" in unknown[2]
+    assert resume(checkpoint_id) == resume(f"cp_{'1' * 32}") == unknown
+    assert resume("progress_alice-1") == resume("progress_alice-none") == unknown
+    assert resume("progress_alice-1", AS_ALICE) == unknown  # a progress is no pause to answer, even its owner's
+    assert store.get_checkpoint(checkpoint_id)["status"] == "pending"
+    client.post(f"/resume/{checkpoint_id}", json={"response": {"approved": True}}, headers=AS_ALICE).get_data()
+    assert client.get("/runs/alice-1", headers=AS_ALICE).get_json()["status"] == "completed"
 
 
 def test_a_transport_authorize_stream_sets_the_same_hook(app_with):
@@ -98,6 +135,37 @@ def test_reposting_another_callers_run_id_is_403_before_any_byte_of_it(app_with,
     pipeline = client.post("/pipelines/draft-then-echo/run", json={"input": {"topic": "y"}, "runId": "alice-1"},
                            headers=AS_BOB)  # fmt: skip
     assert pipeline.status_code == 403
+
+
+SQUATS = [
+    ("/agents/echo/run", {"input": "bob's"}, {}),
+    ("/agents/echo/run", {"input": "bob's"}, {"Prefer": "respond-async"}),
+    ("/pipelines/draft-then-echo/run", {"input": {"topic": "bob's"}}, {}),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "headers"), SQUATS)
+def test_a_new_run_id_that_names_another_caller_is_403_and_starts_nothing(app_with, path, body, headers):
+    client = app_with(authorize_run=owns)
+    squat = client.post(path, json={**body, "runId": "alice-order-42"}, headers={**AS_BOB, **headers})
+    assert (squat.status_code, squat.get_json()) == (403, {"error": "Forbidden"})
+    assert client.get("/runs/alice-order-42", headers=AS_ALICE).get_json()["error"]["code"] == "RUN_NOT_FOUND"
+    own = client.post("/agents/echo/run", json={"input": "alice's", "runId": "alice-order-42"}, headers=AS_ALICE)
+    assert events(own)[-1]["payload"]["output"] == "alice's"
+
+
+def test_under_a_hook_that_keeps_a_table_a_run_id_is_its_first_callers(app_with):
+    owners = {}
+
+    def first_caller_owns(identity, run_id):
+        # A table of its own: a run id it does not know is allowed (a new run), and taken.
+        return owners.setdefault(run_id, identity["sub"]) == identity["sub"]
+
+    client = app_with(authorize_run=first_caller_owns)
+    taken = client.post("/agents/echo/run", json={"input": "bob's", "runId": "order-42"}, headers=AS_BOB)
+    assert events(taken)[-1]["payload"]["output"] == "bob's"
+    retry = client.post("/agents/echo/run", json={"input": "alice's", "runId": "order-42"}, headers=AS_ALICE)
+    assert (retry.status_code, retry.get_json()) == (403, {"error": "Forbidden"})  # never bob's run
 
 
 def test_an_attach_to_a_run_of_another_agent_is_one_run_id_conflict_on_sse(app_with):

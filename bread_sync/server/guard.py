@@ -249,6 +249,18 @@ def may_reach_run(run_id: str) -> bool:
     return check is None or check(g.get("bread_identity"), run_id) is True
 
 
+def reachable_checkpoint(store: Any, checkpoint_id: str) -> dict[str, Any] | None:
+    """The pause ``checkpoint_id`` names, as this request's caller may know it: None when there is
+    none, when it is a run's progress (``progress_<runId>``, no pause to answer) or when the
+    run-ownership hook refuses its run. A route answers None as it answers an unknown checkpoint,
+    so another caller's checkpoint (found only by looking it up: its id does not name its run)
+    tells nothing of whether it, or its run, exists."""
+    checkpoint = store.get_checkpoint(checkpoint_id)
+    if checkpoint is None or checkpoint["status"] == "progress" or not may_reach_run(checkpoint["runId"]):
+        return None
+    return checkpoint
+
+
 def caller_key() -> str:
     """The caller's identity as the owner of what it opens (an MCP session, an uploaded file): a
     digest of its JSON (keys sorted), the same for each request of one identity. With auth off

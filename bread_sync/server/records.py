@@ -21,7 +21,7 @@ from ..errors import (
 from ..stores import RunRecord, records_task_runs
 from . import openapi
 from .actions import HEALTH_PATH, HTTP_ACTIONS, register_http_route
-from .guard import authorize_run, valid_body, valid_query
+from .guard import authorize_run, may_reach_run, valid_body, valid_query
 from .schemas import CleanupBody, LoopsQuery, RunsQuery, SessionsQuery, TasksQuery
 from .state import bread
 
@@ -130,9 +130,9 @@ def list_loops() -> Any:
 
 def read_loop(id: str) -> Any:
     found = bread().store.get_loop(id)
-    if found is None:
+    # Its iterations' outputs are its run's: another caller's loop is answered as an unknown one.
+    if found is None or not may_reach_run(found["loop"]["runId"]):
         raise BreadError(LOOP_NOT_FOUND, f"no loop {id}")
-    authorize_run(found["loop"]["runId"])  # its iterations' outputs are that run's
     return jsonify(found)
 
 
@@ -151,8 +151,8 @@ def list_task_runs() -> Any:
 
 def read_task_run(id: str) -> Any:
     found = task_runs().get_task_run(id)
-    if found is None:
+    # A task called inside a run: its input and output are that run's, and another caller's
+    # task run is answered as an unknown one.
+    if found is None or (found["runId"] is not None and not may_reach_run(found["runId"])):
         raise BreadError(TASK_RUN_NOT_FOUND, f"no task run {id}")
-    if found["runId"] is not None:  # a task called inside a run: its input and output are that run's
-        authorize_run(found["runId"])
     return jsonify(found)

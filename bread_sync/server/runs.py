@@ -7,21 +7,23 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import Response
 
 from ..crumbs import Frame, is_delta_frame
-from ..errors import AGENT_NOT_FOUND, RUN_ID_CONFLICT, RUN_NOT_FOUND, BreadError
+from ..errors import AGENT_NOT_FOUND, CHECKPOINT_NOT_FOUND, RUN_NOT_FOUND, BreadError
 from ..runtime import Bread, new_id
 from ..transports.http import HTTPTransport
 from ..wire import SSE, Wire
 from ..wire.replay import Gap
 from .actions import HTTP_ACTIONS, register_http_route
 from .background import accepted, check_webhook, prefers_async, subscribe_webhook, wait_for_run
-from .guard import accepts, authorize_run, may_reach_run, may_read_file, valid_body
+from .guard import accepts, authorize_run, may_reach_run, may_read_file, reachable_checkpoint, valid_body
 from .schemas import PipelineRunBody, ResumeBody, RunBody, WebhookRef
 from .streams import followed_run, start_run_detached, start_run_stream, stream_body, stream_position, stream_response
+
+RunBodies = TypeVar("RunBodies", RunBody, PipelineRunBody)
 
 
 def mount(app: Any, bread: Bread, transport: HTTPTransport) -> None:
@@ -45,7 +47,7 @@ class _Views:
         self.bread = bread
 
     def run(self, agent_id: str) -> Response:
-        req = valid_body(RunBody)
+        req = _run_body(RunBody)
         # Only a client's own runId can be a retry to look for; without one the run gets a new id.
         return self._start(
             _reported_id(req),
@@ -73,7 +75,7 @@ class _Views:
         return agent_id
 
     def pipeline(self, pipeline_id: str) -> Response:
-        req = valid_body(PipelineRunBody)
+        req = _run_body(PipelineRunBody)
         return self._start(
             _reported_id(req),
             req.webhook,
@@ -90,15 +92,17 @@ class _Views:
 
     def resume(self, checkpoint_id: str) -> Response:
         req = valid_body(ResumeBody)
-        checkpoint = self.bread.store.get_checkpoint(checkpoint_id)
+        # Looked up as the caller may know it, before the continuation claims it: another
+        # caller's checkpoint fails to start exactly as an unknown one does.
+        checkpoint = reachable_checkpoint(self.bread.store, checkpoint_id)
         run_id = checkpoint["runId"] if checkpoint else None
-        if run_id is not None:
-            authorize_run(run_id)  # before the continuation claims the checkpoint
-        return self._start(
-            lambda: run_id,
-            req.webhook,
-            lambda token: self.bread.resume(checkpoint_id, req.response, signal=token, may_interrupt=may_reach_run),
-        )
+
+        def begin(token: Any) -> Any:
+            if checkpoint is None:
+                raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
+            return self.bread.resume(checkpoint_id, req.response, signal=token, may_interrupt=may_reach_run)
+
+        return self._start(lambda: run_id, req.webhook, begin)
 
     def _start(
         self, failed_id: Callable[[], str | None], webhook: WebhookRef | None, begin: Callable[[Any], Any]
@@ -116,8 +120,6 @@ class _Views:
                 run, frames = start_run_stream(begin, heartbeat=self.transport.heartbeat)
         except BreadError as error:
             run_id = failed_id()
-            if error.code == RUN_ID_CONFLICT:  # a run that exists: say so only to its owner
-                authorize_run(run_id)
             if background:  # nothing was created: a JSON error, at its status
                 raise
             # Nothing was created: the failure is the whole stream, at HTTP 200.
@@ -187,6 +189,17 @@ def _failure(wire: Wire, error: BreadError) -> list[bytes]:
 
 def _encode(wire: Wire, item: Frame | Gap) -> bytes:
     return wire.gap(item.earliest_seq, "") if item.__class__ is Gap else wire.frame(item)
+
+
+def _run_body(model: type[RunBodies]) -> RunBodies:
+    """A run request's body, whose ``runId``, when it gives one, the run-ownership hook allows
+    this caller, new or not: before anything is looked up or written, so a refusal says nothing of
+    whether the run exists, and no caller starts a run under an id that names another's (which
+    the other's request with that id would then attach to)."""
+    req = valid_body(model)
+    if req.runId is not None:
+        authorize_run(req.runId)
+    return req
 
 
 def _reported_id(req: RunBody | PipelineRunBody) -> Callable[[], str]:

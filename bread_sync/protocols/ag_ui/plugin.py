@@ -25,7 +25,6 @@ from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
 from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, RUN_NOT_FOUND, BreadError
 from ...server import (
-    authorize_run,
     followed_run,
     register_http_route,
     shown_position,
@@ -33,7 +32,7 @@ from ...server import (
     stream_body,
     stream_response,
 )
-from ...server.guard import Forbidden, json_body, may_reach_run
+from ...server.guard import Forbidden, json_body, may_reach_run, reachable_checkpoint
 from ...stores import read_log
 from ...wire.replay import ShownText
 from .translator import CONTENT_TYPE, AgUiTransformer, create_ag_ui_transformer, encode
@@ -148,12 +147,11 @@ class AgUiPlugin:
 
     def _resume(self, bread: Any, thread_id: str, entry: ResumeEntry, token: Any, given: dict[str, Any]) -> Any:
         """Continue the paused run ``entry`` answers. The checkpoint is read from the store, so
-        any replica, before or after a restart, resumes it; its run must pass the run-ownership
-        hook, and it must be of this thread. ``cancelled`` denies an approval, and cancels the
-        run of an input (raising :class:`_Cancelled`)."""
-        checkpoint = bread.store.get_checkpoint(entry.interrupt_id)
-        if checkpoint is not None:
-            authorize_run(checkpoint["runId"])  # before anything about the checkpoint is said
+        any replica, before or after a restart, resumes it; it must be of this thread, and of a
+        run the run-ownership hook allows (another caller's is answered as an unknown one, before
+        anything about it is said). ``cancelled`` denies an approval, and cancels the run of an
+        input (raising :class:`_Cancelled`)."""
+        checkpoint = reachable_checkpoint(bread.store, entry.interrupt_id)
         if checkpoint is None or checkpoint["sessionId"] != thread_id:
             raise BreadError(CHECKPOINT_NOT_FOUND, f"no interrupt {entry.interrupt_id} on this thread")
         used = BreadError(CHECKPOINT_ALREADY_RESUMED, f"interrupt {entry.interrupt_id} was already answered")

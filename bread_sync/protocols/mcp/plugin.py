@@ -42,7 +42,7 @@ from ...clock import iso_from_epoch, now_iso
 from ...crumbs import Frame, dumps
 from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError, internal_error
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
-from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file
+from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file, reachable_checkpoint
 from ...stores import missing_methods
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
@@ -248,9 +248,8 @@ class McpPlugin:
         a paused run."""
         if tool.kind == "resume":
             checkpoint_id, response = _resume_arguments(arguments)
-            checkpoint = bread.store.get_checkpoint(checkpoint_id)
-            # The run-ownership hook first; its refusal says no more than an unknown checkpoint.
-            if checkpoint is None or not may_reach_run(checkpoint["runId"]):
+            # Another caller's says no more than an unknown checkpoint.
+            if reachable_checkpoint(bread.store, checkpoint_id) is None:
                 raise BreadError(CHECKPOINT_NOT_FOUND, f"no checkpoint {checkpoint_id}")
             return lambda token: bread.resume(checkpoint_id, response, signal=token, may_interrupt=may_reach_run)
         given = tool.run_input(arguments)

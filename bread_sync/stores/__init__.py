@@ -96,9 +96,9 @@ class CrumbLog(Protocol):
 
     def batch(self) -> AbstractContextManager[None]:
         """The store calls made inside, in this thread, are written as one: others see all of
-        them or none. An exception inside ends the batch; a store with transactions (SQLite)
-        undoes the calls before it, the memory store only the crumbs they appended (a refused
-        write takes the crumb it was to be recorded with along). Nested batches join the outer."""
+        them or none. An exception out of it undoes every call made in it (a refused write takes
+        the crumb it was to be recorded with along): SQLite and Postgres roll back, the memory
+        store undoes each write. Nested batches join the outer one."""
 
     def listen(self) -> AppendListener:
         """A listener that hears appends made by any process (Postgres: LISTEN/NOTIFY), for the

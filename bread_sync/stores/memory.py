@@ -6,6 +6,7 @@ import bisect
 import copy
 import threading
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..clock import iso_days_ago, now_iso
@@ -28,8 +29,8 @@ from . import (
 class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.RLock()  # reentrant: a batch holds it around the calls it makes
-        #: While a batch is open (its lock held): the runs it appended to, and how many crumbs.
-        self._appended: list[tuple[str, int]] | None = None
+        #: While a batch is open (its lock held): how to undo each write made in it, in order.
+        self._undo: list[tuple[Callable[..., None], tuple[Any, ...]]] | None = None
         self._logs: dict[str, list[Frame]] = {}
         self._runs: dict[str, RunRow] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
@@ -44,14 +45,17 @@ class MemoryStore:
     # crumb log
     def append_crumbs(self, run_id: str, frames: list[Frame]) -> None:
         with self._lock:
-            log = self._logs.setdefault(run_id, [])
+            log = self._logs.get(run_id)
             seqs = [f.seq for f in frames]
             if seqs != sorted(set(seqs)) or (log and seqs and seqs[0] <= log[-1].seq):
                 raise BreadError(SEQ_CONFLICT, f"run {run_id}: a seq in {seqs} is already written")
+            if log is None:
+                self._keep_entry(self._logs, run_id)
+                log = self._logs[run_id] = []
+            else:
+                self._keep_length(log)
             # The log holds the wire form, as a store that serialises would return it.
             log.extend(Frame(f.run_id, f.seq, to_wire_crumb(f.crumb)) for f in frames)
-            if frames and self._appended is not None:
-                self._appended.append((run_id, len(frames)))
 
     def get_crumbs(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Frame]:
         with self._lock:
@@ -71,11 +75,28 @@ class MemoryStore:
     def batch(self) -> _Batch:
         return _Batch(self)
 
+    # The undo journal of a batch (_Batch): inside one, each write first keeps how to undo itself.
+    def _keep_entry(self, table: dict[Any, Any], key: Any) -> None:
+        """Before ``table[key]`` is set, or deleted from a table whose order nobody reads."""
+        if self._undo is not None:
+            self._undo.append((_put_back, (table, key, table.get(key, _ABSENT))))
+
+    def _keep_contents(self, mapping: dict[Any, Any]) -> None:
+        """Before a record's fields change in place, or a table loses entries (its order kept)."""
+        if self._undo is not None:
+            self._undo.append((_refill, (mapping, mapping.copy())))
+
+    def _keep_length(self, items: list[Any]) -> None:
+        """Before ``items`` is extended."""
+        if self._undo is not None:
+            self._undo.append((_cut, (items, len(items))))
+
     # runs
     def create_run(self, record: RunRow) -> bool:
         with self._lock:
             if record["id"] in self._runs:
                 return False
+            self._keep_entry(self._runs, record["id"])
             self._runs[record["id"]] = copy.deepcopy(record)
             return True
 
@@ -91,6 +112,7 @@ class MemoryStore:
             record = self._runs.get(run_id)
             if record is None or any(record.get(k) != v for k, v in (expect or {}).items()):
                 return False
+            self._keep_contents(record)
             record.update(fields, updatedAt=now_iso())
             return True
 
@@ -104,6 +126,7 @@ class MemoryStore:
             running = sum(r["agentId"] == record["agentId"] and r["status"] == "running" for r in self._runs.values())
             if most_running is not None and running >= most_running:
                 return False
+            self._keep_contents(record)
             record.update(status="running", owner=owner, leaseUntil=lease_until, updatedAt=now_iso())
             return True
 
@@ -140,6 +163,7 @@ class MemoryStore:
     # checkpoints
     def save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         with self._lock:
+            self._keep_entry(self._checkpoints, checkpoint["id"])
             self._checkpoints[checkpoint["id"]] = copy.deepcopy(checkpoint)
 
     def get_checkpoint(self, checkpoint_id: str) -> dict[str, Any] | None:
@@ -151,6 +175,7 @@ class MemoryStore:
             checkpoint = self._checkpoints.get(checkpoint_id)
             if checkpoint is None or checkpoint["status"] != "pending":
                 return False
+            self._keep_contents(checkpoint)
             checkpoint["status"] = status
             return True
 
@@ -160,11 +185,20 @@ class MemoryStore:
     ) -> None:
         with self._lock:
             now = now_iso()
-            session = self._sessions.setdefault(
-                session_id,
-                {"id": session_id, "tags": {}, "createdAt": now, "updatedAt": now, "state": {}, "messages": []},
-            )
-            session["tags"].update(tags or {})
+            session = self._sessions.get(session_id)
+            if session is None:
+                self._keep_entry(self._sessions, session_id)
+                session = self._sessions[session_id] = {
+                    "id": session_id,
+                    "tags": {},
+                    "createdAt": now,
+                    "updatedAt": now,
+                    "state": {},
+                    "messages": [],
+                }
+            else:
+                self._keep_contents(session)
+            session["tags"] = {**session["tags"], **(tags or {})}  # a new dict: the kept session holds the old
             session["updatedAt"] = now
             if state is not None:
                 session["state"] = copy.deepcopy(state)
@@ -173,6 +207,8 @@ class MemoryStore:
         with self._lock:
             session = self._sessions.get(session_id)
             if session is not None:
+                self._keep_contents(session)
+                self._keep_length(session["messages"])
                 session["messages"].extend(copy.deepcopy(messages))
                 session["updatedAt"] = now_iso()
 
@@ -190,13 +226,14 @@ class MemoryStore:
 
     def delete_session(self, session_id: str) -> bool:
         with self._lock:
-            return self._sessions.pop(session_id, None) is not None
+            return self._forget_entries(self._sessions, [session_id]) == 1
 
     # session claims
     def claim_session(self, session_id: str, run_id: str, take_from: str | None = None) -> str | None:
         with self._lock:
             holder = self._claims.get(session_id)
             if holder is None or holder == run_id or (take_from is not None and holder == take_from):
+                self._keep_entry(self._claims, session_id)
                 self._claims[session_id] = run_id
                 return None
             return holder
@@ -204,16 +241,21 @@ class MemoryStore:
     def release_session(self, session_id: str, run_id: str) -> None:
         with self._lock:
             if self._claims.get(session_id) == run_id:
+                self._keep_entry(self._claims, session_id)
                 del self._claims[session_id]
 
     # loops
     def save_loop(self, record: dict[str, Any]) -> None:
         with self._lock:
+            self._keep_entry(self._loops, record["id"])
             self._loops[record["id"]] = copy.deepcopy(record)
 
     def save_loop_iteration(self, loop_id: str, iteration: dict[str, Any]) -> None:
         with self._lock:
-            self._iterations.setdefault(loop_id, {})[iteration["index"]] = copy.deepcopy(iteration)
+            self._keep_entry(self._iterations, loop_id)
+            iterations = self._iterations.setdefault(loop_id, {})
+            self._keep_entry(iterations, iteration["index"])
+            iterations[iteration["index"]] = copy.deepcopy(iteration)
 
     def list_loops(
         self, session: str | None = None, agent: str | None = None, status: str | None = None
@@ -236,6 +278,7 @@ class MemoryStore:
     # task runs
     def save_task_run(self, record: dict[str, Any]) -> None:
         with self._lock:
+            self._keep_entry(self._task_runs, record["id"])
             self._task_runs[record["id"]] = copy.deepcopy(record)
 
     def list_task_runs(
@@ -266,15 +309,14 @@ class MemoryStore:
                 for sid, s in self._sessions.items()
                 if tags_match(s["tags"], tags) and (cutoff is None or s["updatedAt"] < cutoff)
             ]
-            for sid in doomed:
-                del self._sessions[sid]
-            return len(doomed)
+            return self._forget_entries(self._sessions, doomed)
 
     # MCP sessions
     def create_mcp_session(self, record: dict[str, Any]) -> bool:
         with self._lock:
             if record["id"] in self._mcp_sessions:
                 return False
+            self._keep_entry(self._mcp_sessions, record["id"])
             self._mcp_sessions[record["id"]] = copy.deepcopy(record)
             return True
 
@@ -284,28 +326,34 @@ class MemoryStore:
 
     def delete_mcp_session(self, session_id: str) -> bool:
         with self._lock:
-            return self._mcp_sessions.pop(session_id, None) is not None
+            return self._forget_entries(self._mcp_sessions, [session_id]) == 1
 
     def touch_mcp_session(self, session_id: str, used_at: str) -> bool:
         with self._lock:
             session = self._mcp_sessions.get(session_id)
             if session is not None:
+                self._keep_contents(session)
                 session["usedAt"] = used_at
             return session is not None
 
     def evict_mcp_sessions(self, owner: str, keep: int) -> int:
         with self._lock:
             owned = [k for k, s in self._mcp_sessions.items() if s["owner"] == owner]  # oldest first
-            return self._forget_mcp_sessions(owned[: max(len(owned) - keep, 0)])
+            return self._forget_entries(self._mcp_sessions, owned[: max(len(owned) - keep, 0)])
 
     def expire_mcp_sessions(self, used_before: str) -> int:
         with self._lock:
-            return self._forget_mcp_sessions([k for k, s in self._mcp_sessions.items() if s["usedAt"] < used_before])
+            expired = [k for k, s in self._mcp_sessions.items() if s["usedAt"] < used_before]
+            return self._forget_entries(self._mcp_sessions, expired)
 
-    def _forget_mcp_sessions(self, session_ids: list[str]) -> int:
-        for session_id in session_ids:
-            del self._mcp_sessions[session_id]
-        return len(session_ids)
+    def _forget_entries(self, table: dict[Any, Any], keys: Iterable[Any]) -> int:
+        """Delete those of ``keys`` that ``table`` has; how many."""
+        found = [key for key in keys if key in table]
+        if found:
+            self._keep_contents(table)
+        for key in found:
+            del table[key]
+        return len(found)
 
     # retention
     # push subscriptions
@@ -314,8 +362,10 @@ class MemoryStore:
             key = (config["taskId"], config["id"])
             held = self._pushes.get(key)
             if held is None:
+                self._keep_entry(self._pushes, key)
                 self._pushes[key] = copy.deepcopy(new_push_config(config, time.time()))
             else:
+                self._keep_contents(held)
                 held.update({k: copy.deepcopy(config.get(k)) for k in ("url", "token", "authentication")})
 
     def list_push_configs(self, task_id: str) -> list[dict[str, Any]]:
@@ -324,7 +374,7 @@ class MemoryStore:
 
     def delete_push_config(self, task_id: str, config_id: str) -> bool:
         with self._lock:
-            return self._pushes.pop((task_id, config_id), None) is not None
+            return self._forget_entries(self._pushes, [(task_id, config_id)]) == 1
 
     def claim_push(self, owner: str, now: float, until: float) -> dict[str, Any] | None:
         with self._lock:
@@ -333,6 +383,7 @@ class MemoryStore:
             if not due:
                 return None
             config = min(due, key=lambda c: c["nextAttemptAt"])
+            self._keep_contents(config)
             config.update(claimedBy=owner, claimedUntil=until)
             return copy.deepcopy(config)
 
@@ -344,6 +395,7 @@ class MemoryStore:
             config = self._pushes.get((task_id, config_id))
             if config is None or config["claimedBy"] != owner:
                 return False
+            self._keep_contents(config)
             config.update(fields, claimedBy=None, claimedUntil=None)
             return True
 
@@ -355,6 +407,7 @@ class MemoryStore:
                 if task == task_id and not c["done"] and not c["attempts"] and c["claimedBy"] is None
             ]
             for config in waiting:
+                self._keep_contents(config)
                 config["nextAttemptAt"] = min(config["nextAttemptAt"], now)
             return bool(waiting)
 
@@ -374,18 +427,14 @@ class MemoryStore:
         return {kind: len(doomed[kind]) for kind in PURGED}
 
     def _forget(self, doomed: dict[str, set[Any]]) -> None:
-        for run_id in doomed["runs"]:
-            del self._runs[run_id]
-            self._logs.pop(run_id, None)
-        for checkpoint_id in doomed["checkpoints"]:
-            del self._checkpoints[checkpoint_id]
-        for loop_id in doomed["loops"]:
-            del self._loops[loop_id]
-            self._iterations.pop(loop_id, None)
-        for task_run_id in doomed["taskRuns"]:
-            del self._task_runs[task_run_id]
-        for session_id in doomed["mcpSessions"]:
-            del self._mcp_sessions[session_id]
+        runs, loops = doomed["runs"], doomed["loops"]
+        self._forget_entries(self._runs, runs)
+        self._forget_entries(self._logs, runs)
+        self._forget_entries(self._checkpoints, doomed["checkpoints"])
+        self._forget_entries(self._loops, loops)
+        self._forget_entries(self._iterations, loops)
+        self._forget_entries(self._task_runs, doomed["taskRuns"])
+        self._forget_entries(self._mcp_sessions, doomed["mcpSessions"])
 
 
 def _spent(checkpoint: dict[str, Any], runs: set[str], before: str) -> bool:
@@ -409,10 +458,11 @@ def store() -> MemoryStore:
 
 
 class _Batch:
-    """``with store.batch():`` the store's calls inside as one write, under its lock. A write that
-    refuses by raising (a run's end, recorded only while its process owns the run) takes the
-    crumbs appended before it along, as a rollback would: a log never holds an end whose record
-    was refused. Other writes stay; none comes before an end's. (A class, not a generator: a
+    """``with store.batch():`` the store's calls inside as one write, under its lock. An exception
+    out of it undoes every write made in it, as SQLite's rollback does: the store is left as it
+    was when the batch began (a log never holds a run's end whose record write refused). Each
+    write inside a batch first keeps in the store's journal how to undo itself (``_keep_*``);
+    the undos run last first. Nested batches join the outer one. (A class, not a generator: a
     durable crumb with writes beside it opens one.)"""
 
     __slots__ = ("outer", "store")
@@ -424,17 +474,39 @@ class _Batch:
     def __enter__(self) -> None:
         store = self.store
         store._lock.acquire()
-        self.outer = store._appended is None  # else a nested batch, which joins the outer one
+        self.outer = store._undo is None  # else a nested batch, which joins the outer one
         if self.outer:
-            store._appended = []
+            store._undo = []
 
     def __exit__(self, kind: type[BaseException] | None, *rest: Any) -> None:
         store = self.store
         try:
             if self.outer:
+                journal, store._undo = store._undo or [], None
                 if kind is not None:
-                    for run_id, count in reversed(store._appended or ()):
-                        del store._logs[run_id][-count:]
-                store._appended = None
+                    for undo, args in reversed(journal):
+                        undo(*args)
         finally:
             store._lock.release()
+
+
+#: What a batch's undo of a new entry puts back: no entry.
+_ABSENT = object()
+
+
+def _put_back(table: dict[Any, Any], key: Any, old: Any) -> None:
+    if old is _ABSENT:
+        table.pop(key, None)
+    else:
+        table[key] = old
+
+
+def _refill(mapping: dict[Any, Any], old: dict[Any, Any]) -> None:
+    # In place, not a new dict put in its table: a copy of that table kept by a later deletion
+    # holds this very object.
+    mapping.clear()
+    mapping.update(old)
+
+
+def _cut(items: list[Any], length: int) -> None:
+    del items[length:]

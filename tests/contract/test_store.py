@@ -145,43 +145,6 @@ def test_the_log_is_append_only_so_a_late_writer_cannot_fill_a_gap(store):
     assert seqs(store.get_crumbs("r1")) == [1, 3]
 
 
-def test_the_writes_of_a_batch_are_all_there_after_it(store):
-    store.create_run(run_record("r1"))
-    with store.batch():
-        store.append_crumbs("r1", [crumb("r1", 1)])
-        with store.batch():  # a nested batch joins the outer one
-            store.update_run("r1", status="completed")
-        store.touch_session("s1")
-    assert seqs(store.get_crumbs("r1")) == [1]
-    assert store.get_run("r1")["status"] == "completed"
-    assert store.get_session("s1") is not None
-
-
-def test_a_batch_whose_first_write_conflicts_writes_nothing_after_it(store):
-    store.create_run(run_record("r1"))
-    store.append_crumbs("r1", [crumb("r1", 1)])
-    with pytest.raises(BreadError), store.batch():
-        store.append_crumbs("r1", [crumb("r1", 1)])
-        store.update_run("r1", status="completed")
-    assert store.get_run("r1")["status"] == "running"
-    assert seqs(store.get_crumbs("r1")) == [1]
-
-
-def test_a_batch_whose_write_refuses_after_its_crumbs_writes_no_crumb(store):
-    # A run's end is recorded only while its process owns the run (engine/recovery.py's
-    # end_claimed, execution.py's end): the write refuses by raising, and the crumb goes with it.
-    store.create_run(run_record("r1"))
-    store.append_crumbs("r1", [crumb("r1", 1)])
-    with pytest.raises(BreadError), store.batch():
-        store.append_crumbs("r1", [crumb("r1", 2), crumb("r1", 3)])
-        if not store.update_run("r1", expect={"owner": "another-process"}, status="interrupted"):
-            raise BreadError(SEQ_CONFLICT, "run r1 is no longer this process's to end")
-    assert seqs(store.get_crumbs("r1")) == [1] and store.last_seq("r1") == 1
-    assert store.get_run("r1")["status"] == "running"
-    store.append_crumbs("r1", [crumb("r1", 2)])  # its seqs are free again
-    assert seqs(store.get_crumbs("r1")) == [1, 2]
-
-
 def test_seqs_are_per_run(store):
     store.append_crumbs("r1", [crumb("r1", 1)])
     store.append_crumbs("r2", [crumb("r2", 1)])

@@ -1,7 +1,8 @@
-"""A run dropped unfinished, unclosed: the garbage collector closes its generators wherever a
-collection happens, inside a locked section of the lease keeper or a use of the store
-too, so nothing it does there takes a lock or writes; the run is still ended (its terminal crumb
-logged, its record and its session's claim released), soon after."""
+"""A run dropped unfinished, unclosed: its finalizer runs wherever a garbage collection (or the
+release of its last reference) happens, inside a locked section of the lease keeper or a use of
+the store too, so it takes no lock and writes nothing, and the collector never closes the run's
+generators; the run is still ended (its terminal crumb logged, its record and its session's
+claim released) by the next let go, soon after."""
 
 from __future__ import annotations
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import crumbs as c
 from .engine.execution import drain
 from .errors import RUN_CANCELLED, BreadError, internal_error
 from .logs import BoundRun, RunLabels, run_context
+
+if TYPE_CHECKING:
+    from .engine.lease import LeaseKeeper
 
 
 @dataclass
@@ -27,12 +30,14 @@ class RunResult:
 
 
 class Run:
-    """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb."""
+    """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb.
+    :meth:`close` one left unfinished: it ends ``RUN_INTERRUPTED`` at once. One dropped unclosed
+    (this and its iterator) ends so too, a little later (see :class:`_Held`)."""
 
     def __init__(
         self,
         run_id: str,
-        crumbs: Iterator[dict[str, Any]],
+        crumbs: Generator[dict[str, Any], None, None],
         attached: bool = False,
         first_seq: int = 1,
         *,
@@ -41,6 +46,7 @@ class Run:
         trace: Any = None,
         rest: Callable[[int], Iterator[dict[str, Any]]] | None = None,
         ready: bool = False,
+        keeper: LeaseKeeper | None = None,
     ):
         self.run_id = run_id
         #: True when this follows a run another request started (same ``run_id``).
@@ -55,7 +61,8 @@ class Run:
         #: Whether its first crumb comes without a wait for another run: see :meth:`open`.
         self.ready = ready
         seen = crumbs if rest is None else _then_follow(crumbs, rest, first_seq)
-        self._crumbs = BoundRun(self._labels, seen)  # its log records carry its labels
+        # Its log records carry its labels; its driver's crumbs, what a keeper holds.
+        self._crumbs = BoundRun(self._labels, seen) if keeper is None else _Held(self._labels, seen, crumbs, keeper)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._crumbs
@@ -64,9 +71,7 @@ class Run:
         return next(self._crumbs)
 
     def close(self) -> None:
-        close = getattr(self._crumbs, "close", None)
-        if close is not None:
-            close()
+        self._crumbs.close()
 
     def open(self) -> None:
         """Drive a run that is :attr:`ready` to its first crumb here, logged and published (a
@@ -85,6 +90,28 @@ class Run:
         """Drive the run to its end or pause and sum it up."""
         seen = list(self._crumbs)
         return summarize(self.run_id, seen)
+
+
+class _Held(BoundRun):
+    """A run's crumbs as its caller iterates them (a ``for`` loop holds this, not the
+    :class:`Run`), whose driver's crumbs ``driven`` its lease keeper holds: dropped unfinished,
+    the run is left to the keeper to close where no lock is held, as a garbage collection may run
+    this finalizer inside one (:meth:`~bread_sync.engine.lease.LeaseKeeper.drop`)."""
+
+    def __init__(
+        self, labels: RunLabels, crumbs: Iterator[Any], driven: Generator[Any, None, None], keeper: LeaseKeeper
+    ):
+        super().__init__(labels, crumbs)
+        self._driven = driven
+        self._keeper = keeper
+        keeper.hold(driven)
+
+    def close(self) -> None:
+        super().close()
+        self._keeper.close(self.labels, self._driven)  # a queued run's opening too, which its follower leaves
+
+    def __del__(self) -> None:
+        self._keeper.drop(self.labels, self._driven)
 
 
 def _then_follow(

@@ -117,6 +117,7 @@ class Bread:
 
     def close(self) -> None:
         """Stop this instance's background work and close its store's connections."""
+        self.leases.let_go()  # the runs dropped unfinished, ended while the store is open
         self.leases.stop()
         self.follower.let_go()  # what tails dropped unclosed held: their subscriptions too
         if self.tracer is not None:
@@ -301,6 +302,7 @@ class Bread:
         return self._run_of(opened)
 
     def _run_of(self, opened: Opened) -> Run:
+        self.leases.let_go()  # runs dropped unfinished: ended here, where no lock is held
         run_id, session_id, agent_id, trace = opened.labels
         rest = partial(self._follow_to_pause, run_id) if opened.queued else None
         return Run(
@@ -312,6 +314,7 @@ class Bread:
             trace=trace,
             rest=rest,
             ready=opened.ready,
+            keeper=self.leases,
         )
 
     def _attach(self, run_id: str, agent_id: str) -> Run:

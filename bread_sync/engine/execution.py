@@ -323,7 +323,7 @@ class Execution:
         self._final = "interrupted"
         try:
             self._fail(BreadError(RUN_INTERRUPTED, "the run was abandoned before it ended"))
-        except BreadError as exc:  # said, not raised: an abandon comes from a close, or a collection
+        except BreadError as exc:  # said, not raised: an abandon comes from a close, or a let go of a dropped run
             if exc.code == SEQ_CONFLICT:
                 log.warning("run %s: abandoned, and no longer this process's to end", self.ctx.run_id)
             else:  # no longer renewed, its lease lapses and a sweep ends it

@@ -5,6 +5,10 @@ has live runs: it renews each run's owner lease, and at a short interval asks th
 another process recorded a cancel for one of them. When the transport has a cancel channel
 (Redis), a cancel also travels on it, and the owner hears it at once; the store stays the
 fallback when the channel is down.
+
+It also holds the crumbs of every run handed out as a :class:`~bread_sync.runs.Run`, so that a
+run its caller drops unfinished is closed by a pass of this keeper (or another let go), never by
+the garbage collector: see :meth:`LeaseKeeper.drop`.
 """
 
 from __future__ import annotations
@@ -12,8 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
+from collections.abc import Generator
+from inspect import GEN_CLOSED, getgeneratorstate
 from typing import Any
 
+from ..logs import RunLabels, run_context
 from ..transports import cancel_channel
 from . import Runtime
 
@@ -34,6 +42,10 @@ class LeaseKeeper:
         self._wake = threading.Event()
         self._channel = cancel_channel(bread.transport)
         self._stop_hearing = self._channel.on_cancel(bread.cancels.cancel) if self._channel else None
+        #: The crumbs of the runs handed out (see hold): what keeps them from the collector.
+        self._held: set[Generator[Any, None, None]] = set()
+        #: Runs dropped unfinished: closed at this keeper's next pass, or another let go.
+        self._dropped: deque[tuple[RunLabels, Generator[Any, None, None]]] = deque()
 
     def announce_cancel(self, run_id: str) -> None:
         """Tell the process running ``run_id`` over the cancel channel, if there is one."""
@@ -52,6 +64,46 @@ class LeaseKeeper:
         with self._lock:
             self._runs.discard(run_id)
 
+    def hold(self, crumbs: Generator[Any, None, None]) -> None:
+        """Keep a run's crumbs reachable until its caller closes the run or drops it: a run
+        dropped in a reference cycle would otherwise be closed by the garbage collector, its
+        clean-up (taking this keeper's lock, writing its abandon to the store) run wherever a
+        collection happens, inside a locked section of this keeper or a use of the store too,
+        on the thread or greenlet that holds it, which then waits for itself for good."""
+        self._held.add(crumbs)
+
+    def drop(self, labels: RunLabels, crumbs: Generator[Any, None, None]) -> None:
+        """A run's caller let go of it, from its finalizer (which a collection may run inside a
+        locked section): an unfinished run is kept to be closed later, as taking a lock or
+        writing here could wait forever. A set's discard and a deque's append take none."""
+        if getgeneratorstate(crumbs) == GEN_CLOSED:  # it ended: nothing is left to do
+            self._held.discard(crumbs)
+        else:
+            self._dropped.append((labels, crumbs))
+
+    def close(self, labels: RunLabels, crumbs: Generator[Any, None, None]) -> None:
+        """Close a held run's crumbs now (an unfinished run ends interrupted), and let go of them."""
+        try:
+            with run_context(labels):  # its clean-up's log records name the run
+                crumbs.close()
+        finally:
+            self._held.discard(crumbs)
+
+    def let_go(self) -> None:
+        """Close the runs dropped unfinished, where no lock is held: this keeper's passes (a
+        dropped run is still watched, so they go on), the next run's start, a server worker's
+        periodic pass (server/lifecycle.py) and ``Bread.close``."""
+        dropped = self._dropped
+        while dropped:  # usually empty: a run's start pays one look
+            try:
+                labels, crumbs = dropped.popleft()
+            except IndexError:  # another thread took the last one since the look
+                return
+            try:
+                self.close(labels, crumbs)
+            except Exception:  # a failure of one run's clean-up stops neither the others nor the caller
+                log.exception("closing run %s, dropped unfinished, failed", labels.run_id)
+
     def stop(self) -> None:
         with self._lock:
             self._runs.clear()
@@ -66,6 +118,7 @@ class LeaseKeeper:
         # A short lease is renewed at a third of it even when cancels are polled less often.
         tick = min(config.cancel_poll_seconds, config.lease_seconds / 3)
         while not self._wake.wait(tick):
+            self.let_go()
             with self._lock:
                 runs = list(self._runs)
                 if not runs:

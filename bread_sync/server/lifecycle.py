@@ -55,7 +55,9 @@ class Lifecycle:
         after start-up, for the owners the start-up sweep could not judge). Each pass also lets
         go of what tails dropped unclosed held (tails/follower.py ``drop``): one dropped before
         it followed the log keeps nothing else coming to let go of its subscription, whose inbox
-        would gather the run's frames until a tail opens."""
+        would gather the run's frames until a tail opens. And it closes the runs dropped
+        unfinished (engine/lease.py ``drop``): the lease keeper's passes do too, but the keeper
+        stops once no run is watched, and a run whose end was logged is watched no more."""
         every = self.bread.config.sweep_seconds
         interval = every or self.bread.config.lease_seconds + 1.0
         threading.Thread(target=self._sweeping, args=(interval, not every), name="bread-sweep", daemon=True).start()
@@ -64,6 +66,7 @@ class Lifecycle:
         swept = False
         while not self._stop_sweeping.wait(interval):
             self.bread.follower.let_go()
+            self.bread.leases.let_go()
             if not (once and swept):
                 self._sweep_now()
                 swept = True

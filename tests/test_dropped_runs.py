@@ -1,0 +1,202 @@
+"""A run dropped unfinished, unclosed: its finalizer runs wherever a garbage collection (or the
+release of its last reference) happens, inside a locked section of the lease keeper or a use of
+the store too, so it takes no lock and writes nothing, and the collector never closes the run's
+generators; the run is still ended (its terminal crumb logged, its record and its session's
+claim released) by the next let go, soon after."""
+
+from __future__ import annotations
+
+import gc
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bread_sync.server.lifecycle import Lifecycle
+from bread_sync.server.runner import Runner
+
+#: Drops a started run inside the lock named, in a thread (a greenlet under gevent): in a cycle
+#: that a collection made there frees ("collected"), or its last reference let go there
+#: ("released"); then waits for the run to be ended. In a process of its own: a clean-up that
+#: hangs holds that lock, and the garbage collector's, for good.
+DROP = """
+import sys
+if sys.argv[1] == "gevent":
+    from gevent import monkey; monkey.patch_all()
+import gc, json, os, threading, time
+from bread_sync import create_bread
+from bread_sync.demo import config
+from bread_sync.stores import sqlite
+
+_, _, where, how, path = sys.argv
+# One connection in the SQLite store's pool: the section holding it is every other use's wait.
+store = sqlite.store(path, pool_size=1) if where == "store" else "memory"
+bread = create_bread(config().model_copy(update={"store": store, "cancel_poll_seconds": 0.05}))
+run = bread.run("slow", {"count": 1000, "delayMs": 0}, session="s1")
+next(run)  # its start crumb logged: registered, watched, its session claimed
+run_id = run.run_id
+gc.disable()  # no collection but the test's
+held = [run]
+del run
+if how == "collected":
+    held.append(held)  # a cycle: only a collection frees the run now
+    del held
+lock = bread.leases._lock if where == "leases" else bread.store.connection()
+dropped = threading.Event()
+
+def drop():
+    with lock:  # as a collection, or a release, inside a locked section would
+        if how == "collected":
+            gc.collect()
+        else:
+            held.clear()
+    dropped.set()
+
+def claimed():  # another run may take the session (the probe keeps it: each look answers alike)
+    return bread.store.claim_session("s1", "probe") is not None
+
+def ended():
+    return bread.store.get_run(run_id)["status"] != "running" and not claimed()
+
+threading.Thread(target=drop, daemon=True).start()
+if not dropped.wait(5):  # the store, or the lock, is held for good: the outcome is that
+    print(json.dumps({"dropped": False}), flush=True)
+    os._exit(0)
+deadline = time.monotonic() + 5
+while time.monotonic() < deadline and not ended():
+    time.sleep(0.005)
+last = bread.store.get_crumbs(run_id)[-1].crumb
+outcome = {
+    "dropped": dropped.is_set(),
+    "status": bread.store.get_run(run_id)["status"],
+    "last": last.get("error", {}).get("code", last["type"]),
+    "claimed": claimed(),
+}
+print(json.dumps(outcome), flush=True)
+os._exit(0)  # a clean-up that hung holds locks an orderly exit could wait on
+"""
+
+CASES = [
+    ("threads", "leases", "collected"),
+    ("threads", "leases", "released"),
+    ("threads", "store", "collected"),
+    ("gevent", "leases", "collected"),
+    ("gevent", "leases", "released"),
+    ("gevent", "store", "collected"),
+]
+
+
+@pytest.mark.parametrize(("threads", "where", "how"), CASES, ids=["-".join(case) for case in CASES])
+def test_a_run_dropped_unfinished_inside_a_lock_its_clean_up_takes_takes_none_and_still_ends(
+    tmp_path, threads, where, how
+):
+    done = subprocess.run(
+        [sys.executable, "-c", DROP, threads, where, how, str(tmp_path / "bread.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome = json.loads(done.stdout)
+    assert outcome["dropped"], "the dropped run's clean-up waited on a lock its caller holds"
+    assert outcome == {"dropped": True, "status": "interrupted", "last": "RUN_INTERRUPTED", "claimed": False}
+
+
+#: A bound on the wait for a pass, not its pace (the passes come every 0.05 s here).
+LET_GO_WITHIN_SECONDS = 10
+
+
+def dropped_in_a_cycle(bread, session: str) -> str:
+    """A run of ``session`` started, then dropped in a cycle and collected: its id."""
+    run = bread.run("slow", {"count": 1000, "delayMs": 0}, session=session)
+    next(run)
+    run_id = run.run_id
+    was_enabled = gc.isenabled()
+    gc.disable()  # the run is collected here, below
+    try:
+        cycle = [run]
+        cycle.append(cycle)
+        del cycle, run
+        gc.collect()
+    finally:
+        if was_enabled:
+            gc.enable()
+    return run_id
+
+
+def assert_left_to_a_let_go(bread, run_id: str, session: str) -> None:
+    """The collection ended nothing: the run is still running, its session claimed."""
+    assert bread.store.get_run(run_id)["status"] == "running"
+    assert bread.store.claim_session(session, "another run") == run_id
+
+
+def assert_ended(bread, run_id: str, session: str) -> None:
+    assert bread.store.get_run(run_id)["status"] == "interrupted"
+    assert bread.store.get_crumbs(run_id)[-1].crumb["error"]["code"] == "RUN_INTERRUPTED"
+    assert bread.store.claim_session(session, "another run") is None  # its claim released
+
+
+def wait_for(ended, seconds: float = LET_GO_WITHIN_SECONDS) -> None:
+    deadline = time.monotonic() + seconds
+    while not ended() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+#: Settings under which the lease keeper passes only every 40 s: what lets go is the one tested.
+QUIET_KEEPER = {"cancel_poll_seconds": 60.0, "lease_seconds": 120.0}
+
+
+def test_a_run_dropped_unfinished_is_ended_by_the_lease_keepers_next_pass(make_bread):
+    bread = make_bread(cancel_poll_seconds=0.05)
+    run_id = dropped_in_a_cycle(bread, "s1")
+    wait_for(lambda: bread.store.get_run(run_id)["status"] != "running")
+    assert_ended(bread, run_id, "s1")
+
+
+def test_a_run_dropped_unfinished_is_ended_when_the_next_run_starts(make_bread):
+    bread = make_bread(**QUIET_KEEPER)
+    run_id = dropped_in_a_cycle(bread, "s1")
+    assert_left_to_a_let_go(bread, run_id, "s1")
+    bread.run("echo", "hi", mode="sync")
+    assert_ended(bread, run_id, "s1")
+
+
+def test_a_run_dropped_unfinished_is_ended_by_the_workers_next_sweep(make_bread):
+    bread = make_bread(sweep_seconds=0.05, **QUIET_KEEPER)
+    run_id = dropped_in_a_cycle(bread, "s1")
+    assert_left_to_a_let_go(bread, run_id, "s1")
+    life = Lifecycle(bread, Runner(max_runs=1, timeout=None), graceful_timeout=1.0)
+    life.sweep_later()
+    try:
+        wait_for(lambda: bread.store.get_run(run_id)["status"] != "running")
+        assert_ended(bread, run_id, "s1")
+    finally:
+        life.stop(1.0)
+
+
+def test_a_run_dropped_unfinished_is_ended_when_its_bread_closes(make_bread):
+    bread = make_bread(**QUIET_KEEPER)
+    run_id = dropped_in_a_cycle(bread, "s1")
+    assert_left_to_a_let_go(bread, run_id, "s1")
+    bread.close()
+    assert_ended(bread, run_id, "s1")
+
+
+def test_a_run_closed_ends_at_once_and_is_held_no_longer(bread):
+    run = bread.run("slow", {"count": 1000, "delayMs": 0}, session="s1")
+    next(run)
+    run.close()
+    assert_ended(bread, run.run_id, "s1")
+    assert not bread.leases._held
+
+
+def test_a_run_read_to_its_end_is_held_no_longer_once_dropped(bread):
+    bread.run("echo", "hi", mode="sync")
+    for _ in bread.run("echo", "hi"):
+        pass
+    assert not bread.leases._held
+    assert not bread.leases._dropped

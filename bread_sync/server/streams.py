@@ -16,6 +16,7 @@ from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
 from ..greenlets import Pacer
 from ..runtime import Run
 from ..stores import FINISHED
+from ..tails import Behind
 from ..wire.replay import ShownText
 from .guard import authorize_run
 from .state import state
@@ -47,11 +48,25 @@ def start_run_stream(
         # worker drives (queued) is followed in the log too, as a run of another process is.
         after = 0 if run.attached else run.first_seq - 1
         replay = run.attached or run.queued
-        return state().bread.tail(
-            run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=replay, batched=True
-        )
+        return client_tail(run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=replay)
 
     return _start_in_slot(begin, subscribe)
+
+
+def client_tail(run_id: str, after: int, **opts: Any) -> Iterator[list[Any] | None]:
+    """``bread.tail(run_id, after, batched=True, **opts)`` for the stream of this request's
+    client: bounded by ``max_stream_backlog``, and cutting the client's connection (where the
+    server hands it over, as gunicorn does) once its client fell that far behind. A client
+    that stopped reading stops its writer, so only the connection's end can end its stream."""
+    current = state()
+    return current.bread.tail(
+        run_id,
+        after,
+        batched=True,
+        backlog=current.max_stream_backlog,
+        connection=request.environ.get("gunicorn.socket"),
+        **opts,
+    )
 
 
 def start_run_detached(begin: Callable[[Any], Run]) -> Run:
@@ -135,13 +150,15 @@ def stream_body(
     failure: Callable[[BreadError], Iterable[bytes]],
     prelude: Iterable[bytes] = (),
     epilogue: Callable[[], Iterable[bytes]] = tuple,
+    behind: bytes = b"",
     name: str = "stream",
 ) -> Iterator[bytes]:
     """A stream's response body over a tail with ``batched=True`` (``start_run_stream``'s frames,
     ``bread.tail``): ``prelude``, then each list ``encode``-d whole (frames, and gaps) and written
     in one chunk, ``heartbeat`` for each idle ``None``, then ``epilogue()``
     once the tail has ended. The run is driven elsewhere; a failure once the stream is open is
-    its last chunks, ``failure(error)``.
+    its last chunks, ``failure(error)``. A tail that fell behind its bound (``client_tail``)
+    ends with ``behind`` instead of the epilogue: the run has not ended, its client reconnects.
 
     A write to a client that keeps up never blocks, so between chunks the writer gives way now
     and then (a replay page or a fast run's frames would otherwise hold the worker)."""
@@ -164,6 +181,9 @@ def stream_body(
                 pacer.pace()
             items = write = None  # sent: not held while the tail waits (an idle stream's memory)
         yield from epilogue()
+    except Behind:
+        if behind:
+            yield behind
     except Exception as exc:  # the stream is open: a failure can only be its last event
         log.exception("%s failed", name)
         yield from failure(internal_error(exc))

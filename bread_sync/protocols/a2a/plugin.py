@@ -18,6 +18,7 @@ from ...errors import BreadError
 from ...runtime import new_id
 from ...server import (
     authorize_run,
+    client_tail,
     register_http_route,
     shown_position,
     start_run_detached,
@@ -27,6 +28,7 @@ from ...server import (
 )
 from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file
 from ...stores import page_runs, read_log
+from ...wire import SSE_BEHIND
 from . import rpc, v03, v10
 from .card import card_facts
 from .parts import BadParams, check_inline_sizes, pause_answer, run_input
@@ -414,9 +416,7 @@ class A2AServer:
         opening = [CONNECTED, encoder.frame(self.dialect.task_item(self._snapshot(bread, record)))]
         if record["status"] == "paused" and last <= after:  # nothing to replay: the Task says it all
             return stream_response(iter(opening), CONTENT_TYPE, run_id)
-        frames = bread.tail(
-            run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), through_pause=False, batched=True
-        )
+        frames = client_tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), through_pause=False)
         return stream_response(_body(encoder, frames, run_id, opening), CONTENT_TYPE, run_id)
 
     def _list(self, bread: Any, request_id: Any, params: Any) -> Any:
@@ -550,7 +550,13 @@ def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]
         return [*encoder.unsent_opening(), *(encoder.event(event) for event in events)]
 
     return stream_body(
-        frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening, name=f"A2A stream of task {run_id}"
+        frames,
+        encode,
+        heartbeat=HEARTBEAT,
+        failure=failure,
+        prelude=opening,
+        behind=SSE_BEHIND,
+        name=f"A2A stream of task {run_id}",
     )
 
 

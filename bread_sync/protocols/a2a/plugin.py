@@ -26,12 +26,12 @@ from ...server import (
     stream_body,
     stream_response,
 )
-from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file
+from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file, may_write_files
 from ...stores import page_runs, read_log
 from ...wire import SSE_BEHIND
 from . import rpc, v03, v10
 from .card import card_facts
-from .parts import BadParams, check_inline_sizes, pause_answer, run_input
+from .parts import BadParams, check_inline_sizes, inline_media_types, pause_answer, run_input
 from .push import A2APushes, check_webhook, records_pushes, sender_of
 from .rpc import RpcError
 from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder, one_event
@@ -261,6 +261,7 @@ class A2AServer:
         if context_id is not None:
             self._check_context(context_id)
         session_id = context_id or new_id("ses")
+        self._check_inline_files(bread, parts)
         value = run_input(parts, bread.blob_store, caller_key())
         return (
             lambda token: bread.run(
@@ -273,6 +274,16 @@ class A2AServer:
             ),
             session_id,
         )
+
+    def _check_inline_files(self, bread: Any, parts: list[dict[str, Any]]) -> None:
+        """Inline bytes are stored as an upload is, before the run starts: only for a caller who
+        may upload (``file.write``), and only once the agent's model takes each one's type, so a
+        message the run would refuse for them stores nothing."""
+        media_types = inline_media_types(parts)
+        if media_types and not may_write_files():
+            raise BadParams("inline file bytes are stored as an upload, which this caller may not make (file.write)")
+        for media_type in media_types:
+            bread.check_file_type(self.agent_id, media_type)
 
     def _check_context(self, context_id: str) -> None:
         # Only True allows, as with every authorizer: one that forgets to return denies.

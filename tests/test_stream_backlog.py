@@ -10,6 +10,7 @@ import pytest
 
 from bread_sync import ServerSettings, create_bread
 from bread_sync.crumbs import AGENT_RUN_END, Frame, is_delta_frame
+from bread_sync.protocols.a2a import a2a_server
 from bread_sync.server import create_server
 from bread_sync.tails import Behind
 from bread_sync.tails.inbox import BEHIND, Inbox
@@ -19,6 +20,7 @@ from .replica_config import config as stepper_config
 
 BACKLOG = 20
 STEPS = {"count": 60, "delayMs": 0}
+TICKS = {"count": 300, "delayMs": 0}
 
 
 @pytest.fixture
@@ -113,3 +115,19 @@ def durable_seqs(frames: list[Frame]) -> list[int]:
     """The seqs of the crumbs other than text, in order (the text of the segment in flight may
     come again, aggregated, after a reconnect: the dedup rule)."""
     return [frame.seq for frame in frames if not is_delta_frame(frame)]
+
+
+def test_a_request_that_reads_its_run_to_answer_at_its_end_has_no_bound(bread):
+    """A2A's blocking message/send folds the run's events in the request: nothing stalls it,
+    so a backlog of one frame neither ends its tail nor cuts its connection."""
+    bread.config.server = ServerSettings(max_stream_backlog=1)
+    bread.config.plugins = [a2a_server("slow")]
+    client = create_server(bread).test_client()
+    message = {"role": "user", "parts": [{"kind": "data", "data": TICKS}], "messageId": "m", "kind": "message"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+
+    task = client.post("/a2a", json=body).get_json()["result"]
+
+    assert task["status"]["state"] == "completed"
+    text = "".join(part["text"] for artifact in task["artifacts"] for part in artifact["parts"])
+    assert text.split()[-2:] == ["tick", str(TICKS["count"])]

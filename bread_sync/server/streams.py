@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from flask import Response, request
@@ -31,7 +32,7 @@ _SEQ = re.compile(r"^[0-9]{1,19}$")
 
 
 def start_run_stream(
-    begin: Callable[[Any], Run], *, heartbeat: float | None = None
+    begin: Callable[[Any], Run], *, heartbeat: float | None = None, to_client: bool = True
 ) -> tuple[Run, Iterator[list[Any] | None]]:
     """Start a run with ``begin(cancel_token)`` (e.g. ``lambda token: bread.run(..., signal=token)``)
     in a slot of this process's runner, and tail it from its first crumb to its end or pause.
@@ -41,14 +42,19 @@ def start_run_stream(
     ``bread.tail(..., batched=True)``), and ``None`` after ``heartbeat`` idle seconds. A run of
     another request that ``begin`` attached to (a retry by run id) must pass the run-ownership
     hook. Raises :class:`~bread_sync.BreadError` when no run could start (``TOO_MANY_RUNS``, or
-    whatever ``begin`` raises): nothing was created then."""
+    whatever ``begin`` raises): nothing was created then.
+
+    The tail is the client's stream (:func:`client_tail`: bounded, its connection cut when it
+    falls behind); ``to_client=False`` for a request that reads the run itself to answer once
+    it ends, which nothing stalls: a tail with no bound, and no connection to cut."""
 
     def subscribe(run: Run) -> Iterator[list[Any] | None]:
         # Subscribed before the run's first crumb; a continuation skips the run's past. A run a
         # worker drives (queued) is followed in the log too, as a run of another process is.
         after = 0 if run.attached else run.first_seq - 1
         replay = run.attached or run.queued
-        return client_tail(run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=replay)
+        follow = client_tail if to_client else partial(state().bread.tail, batched=True)
+        return follow(run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=replay)
 
     return _start_in_slot(begin, subscribe)
 

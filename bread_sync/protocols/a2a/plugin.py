@@ -301,12 +301,15 @@ class A2AServer:
             self._subscribe(bread, run.run_id, target)
         return run, frames, context_id
 
-    def _start(self, bread: Any, request_id: Any, params: Any) -> tuple[Any, Iterator[Any], StreamEncoder]:
-        """Start the run a message asks for and tail it; its encoder, brought up to where a
-        continuation starts (so its artifacts are the next turn's)."""
+    def _start(
+        self, bread: Any, request_id: Any, params: Any, to_client: bool = True
+    ) -> tuple[Any, Iterator[Any], StreamEncoder]:
+        """Start the run a message asks for and tail it (for the client's stream, or for the
+        request to read: ``start_run_stream``'s ``to_client``); its encoder, brought up to where
+        a continuation starts (so its artifacts are the next turn's)."""
         heartbeat = getattr(bread.transport, "heartbeat", None)
         run, frames, context_id = self._launch(
-            bread, params, lambda begin: start_run_stream(begin, heartbeat=heartbeat)
+            bread, params, lambda begin: start_run_stream(begin, heartbeat=heartbeat, to_client=to_client)
         )
         encoder = StreamEncoder(self.dialect, request_id, run.run_id, context_id, self._base_url())
         for frame in read_log(bread.store, run.run_id, run.first_seq - 1):
@@ -328,7 +331,7 @@ class A2AServer:
         if not _valid(self.dialect.read_blocking, params):
             run, _, context_id = self._launch(bread, params, lambda begin: (start_run_detached(begin), None))
             return self.dialect.send_result(self.dialect.task(run.run_id, context_id, Status("working")))
-        run, frames, encoder = self._start(bread, request_id, params)
+        run, frames, encoder = self._start(bread, request_id, params, to_client=False)
         fold = TaskFold()
         try:
             for items in frames:

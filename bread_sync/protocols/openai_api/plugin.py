@@ -145,7 +145,8 @@ class OpenAiPlugin:
             turn = api.read(json_body())
             self._check_model(bread, turn.agent_id)
             session_id, begin = self._begin(bread, turn)
-            run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
+            heartbeat = getattr(bread.transport, "heartbeat", None)
+            run, frames = start_run_stream(begin, heartbeat=heartbeat, to_client=turn.stream)
         except BreadError as error:  # no run exists
             return error_response(error)
         translator = api.translator(turn, run.run_id, session_id)

@@ -6,7 +6,7 @@ the demo config. The environment then overrides what it names: ``BREAD_DB`` (the
 ``BREAD_TRANSPORT`` (``http-chunked``, ``http-sse``, ...), ``BREAD_MAX_BODY_BYTES``, ``BREAD_MAX_FILE_BYTES``,
 ``REDIS_URL`` (replicas fan crumbs out, and send cancels, through that Redis; without it, queued
 runs on a Postgres store fan out through its notifications),
-``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS``,
+``BREAD_BODY_TIMEOUT_SECONDS``, ``BREAD_MAX_STREAM_BACKLOG``, ``BREAD_LEASE_SECONDS``, ``BREAD_RETENTION_DAYS``,
 ``BREAD_PLAYGROUND``, ``BREAD_ALLOW_PRIVATE_WEBHOOKS``, ``BREAD_EXECUTOR`` (``inline`` or
 ``huey``) and ``BREAD_QUEUE_URL`` (the Huey queue's Redis or Postgres, when not the store's).
 """
@@ -74,6 +74,9 @@ class ServerSettings(BaseModel):
     allow_private_webhooks: bool = False
     #: Serve Prometheus metrics at ``GET /metrics`` (the ``metrics`` extra; ``BREAD_METRICS=1``).
     metrics: bool = False
+    #: Frames one stream may have waiting for its client; past them the stream ends (its
+    #: connection shut) and the client catches up from the log (``BREAD_MAX_STREAM_BACKLOG``).
+    max_stream_backlog: int = Field(10_000, ge=1)
 
 
 class Config(BaseModel):
@@ -207,6 +210,8 @@ def apply_environment(config: Config) -> Config:
         server["max_body_bytes"] = int(os.environ["BREAD_MAX_BODY_BYTES"])
     if os.environ.get("BREAD_MAX_FILE_BYTES"):
         server["max_file_bytes"] = int(os.environ["BREAD_MAX_FILE_BYTES"])
+    if os.environ.get("BREAD_MAX_STREAM_BACKLOG"):
+        server["max_stream_backlog"] = int(os.environ["BREAD_MAX_STREAM_BACKLOG"])
     if os.environ.get("BREAD_BODY_TIMEOUT_SECONDS"):
         server["body_timeout_seconds"] = _number("BREAD_BODY_TIMEOUT_SECONDS")
     if os.environ.get("BREAD_PLAYGROUND"):

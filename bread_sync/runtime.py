@@ -36,7 +36,7 @@ from .errors import (
     BreadError,
 )
 from .executors import check_queue
-from .files import MayRead, check_files
+from .files import MayRead, check_accepted, check_files
 from .loading import resolve
 from .metrics import metrics_from_config
 from .models import resolve_provider
@@ -349,6 +349,15 @@ class Bread:
         if agent is None:
             raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
         return agent
+
+    def check_file_type(self, agent_id: str, media_type: str) -> None:
+        """``FILE_NOT_ACCEPTED`` unless the model of ``agent_id`` takes files of ``media_type``,
+        as a run's input files are checked (a remote agent's are the remote's to judge): for a
+        bridge that must know before it stores a file a run would be refused for."""
+        if agent_id in self.remote_agents:
+            return
+        provider, _ = resolve_provider(self.agent(agent_id).model)
+        check_accepted(provider, media_type)
 
     def served_agents(self) -> list[ServedAgent]:
         """The agents this instance serves: those ``config.entrypoints`` names, or all, its own

@@ -450,7 +450,7 @@ def test_the_server_package_exports():
     import bread_sync.server
 
     assert bread_sync.server.__all__ == [
-        "AUTH_ACTIONS", "HTTP_ACTIONS", "BreadSync", "auth_plugin", "authorize_run", "create_server",
+        "AUTH_ACTIONS", "HTTP_ACTIONS", "BreadSync", "auth_plugin", "authorize_run", "client_tail", "create_server",
         "followed_run", "register_http_route", "shown_position", "start_run_detached", "start_run_stream",
         "stream_body", "stream_position", "stream_response",
     ]  # fmt: skip

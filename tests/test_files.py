@@ -340,6 +340,32 @@ def test_an_a2a_inline_file_is_its_senders_as_an_upload_is(make_bread, provider_
     assert a2a_send(client, {"kind": "file", "file": {"uri": uri}}, AS_BOB)["error"]["code"] == -32602
 
 
+@pytest.mark.parametrize(
+    ("agent_id", "allowed", "code"),
+    [
+        ("looker", {"a2a.rpc"}, -32602),  # may send messages, may not upload (file.write)
+        ("echo", {"a2a.rpc", "file.write"}, -32005),  # may upload; echo's model takes no images
+    ],
+)
+def test_an_a2a_inline_file_a_run_would_be_refused_for_is_refused_before_it_is_stored(
+    make_bread, provider_server, agent_id, allowed, code
+):
+    from bread_sync.demo import config as demo_config
+
+    config = demo_config()
+    bread = make_bread(
+        config.model_copy(update={"agents": [*config.agents, looking(provider_server)]}),
+        transport="http-sse",
+        blob_store=MemoryBlobStore(),
+        plugins=[auth_plugin(api_keys={"alice": ALICE}, env_var=None), a2a_server(agent_id)],
+        server={"authorize": lambda identity, action, args: action in allowed},
+    )
+    inline = {"kind": "file", "file": {"bytes": b64(PNG), "mimeType": "image/png"}}
+
+    assert a2a_send(create_server(bread).test_client(), inline)["error"]["code"] == code
+    assert bread.blob_store._blobs == {} and provider_server.requests == []
+
+
 class Picture(BaseModel):
     picture: dict
 

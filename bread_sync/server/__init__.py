@@ -5,6 +5,7 @@ from .auth import AUTH_ACTIONS, auth_plugin
 from .extension import BreadSync, create_server
 from .guard import authorize_run
 from .streams import (
+    client_tail,
     followed_run,
     shown_position,
     start_run_detached,
@@ -20,6 +21,7 @@ __all__ = [
     "BreadSync",
     "auth_plugin",
     "authorize_run",
+    "client_tail",
     "create_server",
     "followed_run",
     "register_http_route",

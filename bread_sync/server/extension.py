@@ -39,8 +39,8 @@ class BreadSync:
     Settings, read from ``app.config`` with the bread config's values as defaults:
     ``BREAD_SYNC_MAX_BODY_BYTES``, ``BREAD_SYNC_MAX_FILE_BYTES``, ``BREAD_SYNC_MAX_CONCURRENT_RUNS``,
     ``BREAD_SYNC_RUN_TIMEOUT_SECONDS``, ``BREAD_SYNC_BODY_TIMEOUT_SECONDS``, ``BREAD_SYNC_CORS_ORIGINS``,
-    ``BREAD_SYNC_PLAYGROUND``, read once, by :meth:`init_app`. The body limit, the loopback rule,
-    auth and CORS apply to the bread routes only; the app's other routes are untouched.
+    ``BREAD_SYNC_PLAYGROUND``, ``BREAD_SYNC_MAX_STREAM_BACKLOG``, read once, by :meth:`init_app`. The
+    body limit, the loopback rule, auth and CORS apply to the bread routes only; the app's other routes are untouched.
     """
 
     def __init__(self, app: Flask | None = None, bread: Bread | None = None, url_prefix: str | None = None):
@@ -60,6 +60,7 @@ class BreadSync:
         app.config.setdefault("BREAD_SYNC_RUN_TIMEOUT_SECONDS", server.run_timeout_seconds)
         app.config.setdefault("BREAD_SYNC_BODY_TIMEOUT_SECONDS", server.body_timeout_seconds)
         app.config.setdefault("BREAD_SYNC_CORS_ORIGINS", server.cors_origins)
+        app.config.setdefault("BREAD_SYNC_MAX_STREAM_BACKLOG", server.max_stream_backlog)
         app.config.setdefault("BREAD_SYNC_PLAYGROUND", server.playground)
         mount = _mounter(bread.transport)
         blueprint = Blueprint("bread_sync", __name__)
@@ -76,6 +77,7 @@ class BreadSync:
             body_timeout_seconds=app.config["BREAD_SYNC_BODY_TIMEOUT_SECONDS"],
             auth=has_auth(bread.config.plugins),
             cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"], has_auth(bread.config.plugins)),
+            max_stream_backlog=app.config["BREAD_SYNC_MAX_STREAM_BACKLOG"],
             url_prefix=(self.url_prefix or "").rstrip("/"),
             playground=app.config["BREAD_SYNC_PLAYGROUND"] is True,
             authorize_run=run_authorizer(server.authorize_run, getattr(bread.transport, "authorize_stream", None)),

@@ -276,6 +276,15 @@ def may_read_file(meta: dict[str, Any]) -> bool:
     return owner is None or owner == caller_key()
 
 
+def may_write_files() -> bool:
+    """Whether this request's caller may store files: the grant ``POST /files`` asks for (the
+    ``file.write`` action, with no arguments); with auth off, as every route, yes."""
+    current = current_app.extensions["bread_sync"]
+    if not current.auth:
+        return True
+    return allows(current.bread.config.server.authorize, g.get("bread_identity"), HTTP_ACTIONS.file_write, {})
+
+
 def allows(authorize: Authorizer | None, identity: Any, action: str, args: dict[str, str]) -> bool:
     # Only True allows: an authorizer that forgets to return denies.
     return authorize is not None and authorize(identity, action, args) is True

@@ -21,7 +21,15 @@ from .actions import HTTP_ACTIONS, register_http_route
 from .background import accepted, check_webhook, prefers_async, subscribe_webhook, wait_for_run
 from .guard import accepts, authorize_run, may_reach_run, may_read_file, reachable_checkpoint, valid_body
 from .schemas import PipelineRunBody, ResumeBody, RunBody, WebhookRef
-from .streams import followed_run, start_run_detached, start_run_stream, stream_body, stream_position, stream_response
+from .streams import (
+    client_tail,
+    followed_run,
+    start_run_detached,
+    start_run_stream,
+    stream_body,
+    stream_position,
+    stream_response,
+)
 
 RunBodies = TypeVar("RunBodies", RunBody, PipelineRunBody)
 
@@ -133,7 +141,7 @@ class _Views:
         after = stream_position()
         if followed_run(run_id, after) is None:
             return Response(status=204)
-        frames = self.bread.tail(run_id, after, heartbeat=self.transport.heartbeat, batched=True)
+        frames = client_tail(run_id, after, heartbeat=self.transport.heartbeat)
         # An EventSource names text/event-stream: it gets SSE whatever the configured wire.
         wire = SSE if accepts("text/event-stream") else self.wire
         return stream_response(self._frames(frames, wire, passive=True), wire.content_type, run_id)
@@ -152,6 +160,7 @@ class _Views:
             lists,
             writing.encode,
             heartbeat=wire.heartbeat,
+            behind=wire.behind,
             prelude=writing.prelude if passive else (),
             failure=writing.failure,
         )

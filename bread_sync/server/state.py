@@ -24,6 +24,8 @@ class State:
     #: Seconds a request body has to arrive (``BREAD_SYNC_BODY_TIMEOUT_SECONDS``; None: no limit).
     body_timeout_seconds: float | None = None
     cors_origins: list[str] = field(default_factory=list)
+    #: Frames one stream may have waiting for its client (``BREAD_SYNC_MAX_STREAM_BACKLOG``).
+    max_stream_backlog: int | None = None
     #: Where the blueprint is mounted in its app ("" at the root).
     url_prefix: str = ""
     #: Whether the playground page is served (``BREAD_SYNC_PLAYGROUND``).

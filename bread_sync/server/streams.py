@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from flask import Response, request
@@ -16,6 +17,7 @@ from ..errors import INVALID_REQUEST, RUN_NOT_FOUND, BreadError, internal_error
 from ..greenlets import Pacer
 from ..runtime import Run
 from ..stores import FINISHED
+from ..tails import Behind
 from ..wire.replay import ShownText
 from .guard import authorize_run
 from .state import state
@@ -30,7 +32,7 @@ _SEQ = re.compile(r"^[0-9]{1,19}$")
 
 
 def start_run_stream(
-    begin: Callable[[Any], Run], *, heartbeat: float | None = None
+    begin: Callable[[Any], Run], *, heartbeat: float | None = None, to_client: bool = True
 ) -> tuple[Run, Iterator[list[Any] | None]]:
     """Start a run with ``begin(cancel_token)`` (e.g. ``lambda token: bread.run(..., signal=token)``)
     in a slot of this process's runner, and tail it from its first crumb to its end or pause.
@@ -40,18 +42,37 @@ def start_run_stream(
     ``bread.tail(..., batched=True)``), and ``None`` after ``heartbeat`` idle seconds. A run of
     another request that ``begin`` attached to (a retry by run id) must pass the run-ownership
     hook. Raises :class:`~bread_sync.BreadError` when no run could start (``TOO_MANY_RUNS``, or
-    whatever ``begin`` raises): nothing was created then."""
+    whatever ``begin`` raises): nothing was created then.
+
+    The tail is the client's stream (:func:`client_tail`: bounded, its connection cut when it
+    falls behind); ``to_client=False`` for a request that reads the run itself to answer once
+    it ends, which nothing stalls: a tail with no bound, and no connection to cut."""
 
     def subscribe(run: Run) -> Iterator[list[Any] | None]:
         # Subscribed before the run's first crumb; a continuation skips the run's past. A run a
         # worker drives (queued) is followed in the log too, as a run of another process is.
         after = 0 if run.attached else run.first_seq - 1
         replay = run.attached or run.queued
-        return state().bread.tail(
-            run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=replay, batched=True
-        )
+        follow = client_tail if to_client else partial(state().bread.tail, batched=True)
+        return follow(run.run_id, after, heartbeat=heartbeat, through_pause=False, replay=replay)
 
     return _start_in_slot(begin, subscribe)
+
+
+def client_tail(run_id: str, after: int, **opts: Any) -> Iterator[list[Any] | None]:
+    """``bread.tail(run_id, after, batched=True, **opts)`` for the stream of this request's
+    client: bounded by ``max_stream_backlog``, and cutting the client's connection (where the
+    server hands it over, as gunicorn does) once its client fell that far behind. A client
+    that stopped reading stops its writer, so only the connection's end can end its stream."""
+    current = state()
+    return current.bread.tail(
+        run_id,
+        after,
+        batched=True,
+        backlog=current.max_stream_backlog,
+        connection=request.environ.get("gunicorn.socket"),
+        **opts,
+    )
 
 
 def start_run_detached(begin: Callable[[Any], Run]) -> Run:
@@ -135,13 +156,15 @@ def stream_body(
     failure: Callable[[BreadError], Iterable[bytes]],
     prelude: Iterable[bytes] = (),
     epilogue: Callable[[], Iterable[bytes]] = tuple,
+    behind: bytes = b"",
     name: str = "stream",
 ) -> Iterator[bytes]:
     """A stream's response body over a tail with ``batched=True`` (``start_run_stream``'s frames,
     ``bread.tail``): ``prelude``, then each list ``encode``-d whole (frames, and gaps) and written
     in one chunk, ``heartbeat`` for each idle ``None``, then ``epilogue()``
     once the tail has ended. The run is driven elsewhere; a failure once the stream is open is
-    its last chunks, ``failure(error)``.
+    its last chunks, ``failure(error)``. A tail that fell behind its bound (``client_tail``)
+    ends with ``behind`` instead of the epilogue: the run has not ended, its client reconnects.
 
     A write to a client that keeps up never blocks, so between chunks the writer gives way now
     and then (a replay page or a fast run's frames would otherwise hold the worker)."""
@@ -164,6 +187,9 @@ def stream_body(
                 pacer.pace()
             items = write = None  # sent: not held while the tail waits (an idle stream's memory)
         yield from epilogue()
+    except Behind:
+        if behind:
+            yield behind
     except Exception as exc:  # the stream is open: a failure can only be its last event
         log.exception("%s failed", name)
         yield from failure(internal_error(exc))

@@ -5,6 +5,6 @@
 """
 
 from .follower import LogFollower
-from .tail import tail
+from .tail import Behind, tail
 
-__all__ = ["LogFollower", "tail"]
+__all__ = ["Behind", "LogFollower", "tail"]

@@ -5,33 +5,78 @@ consumer may be asleep, an event set; the consumer pays for a wait (a timer unde
 per batch rather than once per item; under gevent a consumer that waits with the same timeout
 each time (a tail's heartbeat) re-arms one timer rather than making one per wait. Works the same
 with real threads and with greenlets.
+
+A stream's inbox is bounded: a client that stops reading stops its writer, and a run goes on
+putting. Past ``most`` items the inbox falls behind: it takes nothing more, its consumer finds
+:data:`BEHIND` after what it holds, and the client's connection, when given, is shut, as a
+writer blocked on it would never come back to take. The client catches up from the log.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
 import threading
 import time
 from typing import Any
 
 from ..greenlets import Alarm
 
+#: What an inbox that fell behind holds last: its consumer ends there.
+BEHIND = object()
+#: ``_most`` once the inbox fell behind: every later put finds it full.
+_FELL_BEHIND = -1
+
 
 class Inbox:
-    __slots__ = ("_alarm", "_items", "_ready")  # one per open stream: no dict each
+    """``most``: the items it holds before it falls behind (None: no bound). ``connection``: the
+    socket of the client it feeds, shut when it falls behind."""
 
-    def __init__(self) -> None:
+    # One per open stream: slots, not a dict each.
+    __slots__ = ("_alarm", "_connection", "_items", "_most", "_ready")
+
+    def __init__(self, most: int | None = None, connection: socket.socket | None = None) -> None:
         # A list, not a deque: an empty one is 56 bytes where a deque is 600 (an idle stream's
         # memory), and a take moves its batch with one slice.
         self._items: list[Any] = []
         self._ready = threading.Event()
         self._alarm: Alarm | None = None
+        self._most = sys.maxsize if most is None else most
+        self._connection = connection
+
+    @property
+    def behind(self) -> bool:
+        return self._most == _FELL_BEHIND
 
     def put(self, item: Any) -> None:
-        self._items.append(item)
+        items = self._items
+        if len(items) >= self._most:  # the one look a put pays for the bound
+            self._fall_behind()
+            return
+        items.append(item)
         # The consumer clears the event before its last look at the deque, so an item appended
         # while the event still reads set is seen by that look: no wake-up is ever lost.
         if not self._ready.is_set():
             self._ready.set()
+
+    def forget_connection(self) -> None:
+        """The stream is over: its connection may serve the client's next request, never to be
+        shut from here. A plain store, so a finalizer may call it."""
+        self._connection = None
+
+    def _fall_behind(self) -> None:
+        """The first put past the bound: nothing more is taken, the consumer finds BEHIND after
+        what it holds, and the connection is shut (a send blocked on it fails, so its writer
+        ends its response). Every later put comes here and does nothing; none blocks."""
+        if self._most == _FELL_BEHIND:
+            return
+        self._most = _FELL_BEHIND
+        self._items.append(BEHIND)
+        self._ready.set()
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            _shut(connection)
 
     def take(self, timeout: float | None = None, most: int | None = None) -> list[Any]:
         """Everything queued (or its first ``most`` items), waiting up to ``timeout`` seconds for
@@ -74,3 +119,15 @@ class Inbox:
             self._ready.wait()
         finally:
             alarm.disarm()
+
+
+def _shut(connection: socket.socket) -> None:
+    """Shut both ways the connection ``connection`` is a socket of, through a duplicate of it:
+    gevent's own ``shutdown`` cancels the writer's wait with EBADF, which gunicorn logs as an
+    error; shut underneath, the writer wakes to a send that fails with EPIPE, which gunicorn
+    takes for a client gone. Either way the writer's response ends, and its connection closes."""
+    try:
+        with socket.socket(fileno=os.dup(connection.fileno())) as duplicate:
+            duplicate.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # the client is gone already

@@ -19,13 +19,18 @@ from ..stores import FINISHED, has_crumb_log
 from ..transports import can_subscribe
 from ..wire.replay import LIVE, LOG, Dedup, Gap
 from .follower import ENDED, FromLog
-from .inbox import Inbox
+from .inbox import BEHIND, Inbox
 
 #: Rows a replay reads from the store at once.
 REPLAY_PAGE = 500
 #: Live frames a tail hands over at once at most (a replay hands over a page at a time): a
 #: writer formats them together, then sends them.
 BATCH = 256
+
+
+class Behind(Exception):
+    """How a tail with a bound (``backlog``) ends once its consumer fell that many frames
+    behind: its client catches up from the log after its last seq, as after any reconnect."""
 
 
 def tail(
@@ -37,6 +42,8 @@ def tail(
     through_pause: bool = True,
     replay: bool = True,
     batched: bool = False,
+    backlog: int | None = None,
+    connection: Any = None,
 ) -> Iterator[Any]:
     """Replay a run's log past ``after``, then follow it live until its terminal crumb (or,
     with ``through_pause=False``, its pause). Yields frames (and :class:`Gap`), and ``None``
@@ -46,11 +53,15 @@ def tail(
     ``replay=False`` follows only the transport, for the response of a run route, subscribed
     before the run's first crumb (an unknown run then ends at the follower's next safety-net
     look). ``batched=True`` yields lists of what is there at once (a replay page, or up to BATCH
-    live frames), for a writer that formats them together."""
+    live frames), for a writer that formats them together.
+
+    ``backlog``: the frames it may hold for its consumer (None: no bound). Past them it raises
+    :class:`Behind` once the consumer has taken what it held; ``connection`` (a client's
+    socket) is shut there and then, as a writer blocked on it would never take them."""
     if replay and bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
     bread.follower.let_go()  # what tails dropped unclosed held, when the follower is not running
-    inbox = Inbox()
+    inbox = Inbox(backlog, connection)
     subscription = None
     if can_subscribe(bread.transport):
         subscription = bread.transport.subscribe(run_id, after, inbox.put)
@@ -109,6 +120,8 @@ class _Follow:
         most BATCH), or None after ``heartbeat`` idle seconds."""
         if self._done:
             self.close()
+            if self.inbox.behind:
+                raise Behind(f"a stream of run {self.run_id} fell behind")
             raise StopIteration
         try:
             replaying = self._replaying
@@ -137,6 +150,7 @@ class _Follow:
     def _end(self) -> tuple[Any, Any]:
         """End the tail: what it held to let go of, its subscription and its watch."""
         self._done = True
+        self.inbox.forget_connection()
         replaying, self._replaying = self._replaying, None
         if replaying is not None:
             replaying.close()
@@ -212,6 +226,8 @@ class _Follow:
             source, frame = LOG, item.frame
             if frame is ENDED:
                 return True
+        elif item is BEHIND:
+            return True  # the frames before it go out; the next call raises Behind
         else:
             source, frame = LIVE, item
         if source == LIVE and self._past_a_hole(frame):

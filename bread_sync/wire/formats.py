@@ -17,6 +17,9 @@ from .frames import BREAD_PROTOCOL_VERSION, crumb_frame_text, decode_frame
 
 SSE_RETRY_MS = 3000
 SSE_PING = b": ping\n\n"
+#: Why a stream ends before its run does: its client fell too far behind (a comment, which every
+#: SSE client skips; an EventSource reconnects with Last-Event-ID and catches up from the log).
+SSE_BEHIND = b": behind: reconnect with Last-Event-ID to catch up\n\n"
 NDJSON_HEARTBEAT = b"\n"
 
 
@@ -66,6 +69,8 @@ class Wire:
     passive_prelude: bytes = b""
     #: SSE also sends an ``error`` event after a logged ``agent:error``; NDJSON needs nothing more.
     error_sidecar: bool = False
+    #: The last chunk of a stream whose client fell behind (NDJSON has nothing but frames).
+    behind: bytes = b""
 
     def frame(self, frame: Frame) -> bytes:
         data = self.crumb(frame)
@@ -84,6 +89,7 @@ SSE = Wire(
     gap=lambda earliest, run_id: sse_gap(earliest),
     passive_prelude=sse_retry(),
     error_sidecar=True,
+    behind=SSE_BEHIND,
 )
 
 NDJSON = Wire(

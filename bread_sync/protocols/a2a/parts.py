@@ -53,10 +53,22 @@ def run_input(parts: list[dict[str, Any]], blob_store: Any, owner: str | None = 
     return resolved
 
 
-def _file(file: dict[str, Any], blob_store: Any, owner: str | None) -> dict[str, Any]:
-    mime_type, name = file.get("mimeType"), file.get("name")
+def inline_media_types(parts: list[dict[str, Any]]) -> list[str]:
+    """The media type of each file part that carries its bytes (``application/octet-stream``
+    when it names none), in order: what storing them would store."""
+    inline = [part["file"] for part in parts if "file" in part and "uri" not in part["file"]]
+    return [_media_type(file) or OPAQUE for file in inline]
+
+
+def _media_type(file: dict[str, Any]) -> str | None:
+    mime_type = file.get("mimeType")
     if mime_type and not is_media_type(mime_type):  # "" is none given, as ProtoJSON reads it
         raise BadParams(f"a file part's mimeType must be a media type such as image/png, not {mime_type!r}")
+    return mime_type
+
+
+def _file(file: dict[str, Any], blob_store: Any, owner: str | None) -> dict[str, Any]:
+    mime_type, name = _media_type(file), file.get("name")
     if "uri" in file:
         uri = file["uri"]
     else:

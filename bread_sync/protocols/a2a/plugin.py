@@ -18,6 +18,7 @@ from ...errors import BreadError
 from ...runtime import new_id
 from ...server import (
     authorize_run,
+    client_tail,
     register_http_route,
     shown_position,
     start_run_detached,
@@ -25,11 +26,12 @@ from ...server import (
     stream_body,
     stream_response,
 )
-from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file
+from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file, may_write_files
 from ...stores import page_runs, read_log
+from ...wire import SSE_BEHIND
 from . import rpc, v03, v10
 from .card import card_facts
-from .parts import BadParams, check_inline_sizes, pause_answer, run_input
+from .parts import BadParams, check_inline_sizes, inline_media_types, pause_answer, run_input
 from .push import A2APushes, check_webhook, records_pushes, sender_of
 from .rpc import RpcError
 from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder, one_event
@@ -259,6 +261,7 @@ class A2AServer:
         if context_id is not None:
             self._check_context(context_id)
         session_id = context_id or new_id("ses")
+        self._check_inline_files(bread, parts)
         value = run_input(parts, bread.blob_store, caller_key())
         return (
             lambda token: bread.run(
@@ -271,6 +274,16 @@ class A2AServer:
             ),
             session_id,
         )
+
+    def _check_inline_files(self, bread: Any, parts: list[dict[str, Any]]) -> None:
+        """Inline bytes are stored as an upload is, before the run starts: only for a caller who
+        may upload (``file.write``), and only once the agent's model takes each one's type, so a
+        message the run would refuse for them stores nothing."""
+        media_types = inline_media_types(parts)
+        if media_types and not may_write_files():
+            raise BadParams("inline file bytes are stored as an upload, which this caller may not make (file.write)")
+        for media_type in media_types:
+            bread.check_file_type(self.agent_id, media_type)
 
     def _check_context(self, context_id: str) -> None:
         # Only True allows, as with every authorizer: one that forgets to return denies.
@@ -288,12 +301,15 @@ class A2AServer:
             self._subscribe(bread, run.run_id, target)
         return run, frames, context_id
 
-    def _start(self, bread: Any, request_id: Any, params: Any) -> tuple[Any, Iterator[Any], StreamEncoder]:
-        """Start the run a message asks for and tail it; its encoder, brought up to where a
-        continuation starts (so its artifacts are the next turn's)."""
+    def _start(
+        self, bread: Any, request_id: Any, params: Any, to_client: bool = True
+    ) -> tuple[Any, Iterator[Any], StreamEncoder]:
+        """Start the run a message asks for and tail it (for the client's stream, or for the
+        request to read: ``start_run_stream``'s ``to_client``); its encoder, brought up to where
+        a continuation starts (so its artifacts are the next turn's)."""
         heartbeat = getattr(bread.transport, "heartbeat", None)
         run, frames, context_id = self._launch(
-            bread, params, lambda begin: start_run_stream(begin, heartbeat=heartbeat)
+            bread, params, lambda begin: start_run_stream(begin, heartbeat=heartbeat, to_client=to_client)
         )
         encoder = StreamEncoder(self.dialect, request_id, run.run_id, context_id, self._base_url())
         for frame in read_log(bread.store, run.run_id, run.first_seq - 1):
@@ -315,7 +331,7 @@ class A2AServer:
         if not _valid(self.dialect.read_blocking, params):
             run, _, context_id = self._launch(bread, params, lambda begin: (start_run_detached(begin), None))
             return self.dialect.send_result(self.dialect.task(run.run_id, context_id, Status("working")))
-        run, frames, encoder = self._start(bread, request_id, params)
+        run, frames, encoder = self._start(bread, request_id, params, to_client=False)
         fold = TaskFold()
         try:
             for items in frames:
@@ -414,9 +430,7 @@ class A2AServer:
         opening = [CONNECTED, encoder.frame(self.dialect.task_item(self._snapshot(bread, record)))]
         if record["status"] == "paused" and last <= after:  # nothing to replay: the Task says it all
             return stream_response(iter(opening), CONTENT_TYPE, run_id)
-        frames = bread.tail(
-            run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), through_pause=False, batched=True
-        )
+        frames = client_tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), through_pause=False)
         return stream_response(_body(encoder, frames, run_id, opening), CONTENT_TYPE, run_id)
 
     def _list(self, bread: Any, request_id: Any, params: Any) -> Any:
@@ -550,7 +564,13 @@ def _body(encoder: StreamEncoder, frames: Any, run_id: str, opening: list[bytes]
         return [*encoder.unsent_opening(), *(encoder.event(event) for event in events)]
 
     return stream_body(
-        frames, encode, heartbeat=HEARTBEAT, failure=failure, prelude=opening, name=f"A2A stream of task {run_id}"
+        frames,
+        encode,
+        heartbeat=HEARTBEAT,
+        failure=failure,
+        prelude=opening,
+        behind=SSE_BEHIND,
+        name=f"A2A stream of task {run_id}",
     )
 
 

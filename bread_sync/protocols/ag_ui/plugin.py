@@ -25,6 +25,7 @@ from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
 from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, INVALID_REQUEST, RUN_NOT_FOUND, BreadError
 from ...server import (
+    client_tail,
     followed_run,
     register_http_route,
     shown_position,
@@ -34,6 +35,7 @@ from ...server import (
 )
 from ...server.guard import Forbidden, json_body, may_reach_run, reachable_checkpoint
 from ...stores import read_log
+from ...wire import SSE_BEHIND
 from ...wire.replay import ShownText
 from .translator import CONTENT_TYPE, AgUiTransformer, create_ag_ui_transformer, encode
 
@@ -178,7 +180,7 @@ class AgUiPlugin:
         for frame in read_log(bread.store, run_id, after):
             transformer(frame.crumb)
         prelude = [encode(event).encode() for event in transformer.reopen()]
-        frames = bread.tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None), batched=True)
+        frames = client_tail(run_id, after, heartbeat=getattr(bread.transport, "heartbeat", None))
         return _response(_stream(frames, transformer, run_id, prelude, position), run_id)
 
     def _check_followed(self, record: dict[str, Any]) -> None:
@@ -281,6 +283,7 @@ def _stream(
         heartbeat=HEARTBEAT,
         prelude=prelude or (),
         failure=lambda error: _failure(transformer, error, run_id),
+        behind=SSE_BEHIND,
         name=f"AG-UI stream of run {run_id}",
     )
 

@@ -12,8 +12,17 @@ from flask import Response, g, jsonify
 from ... import crumbs as c
 from ...crumbs import Frame, error_crumb
 from ...errors import CHECKPOINT_ALREADY_RESUMED, CHECKPOINT_NOT_FOUND, BreadError
-from ...server import authorize_run, followed_run, register_http_route, start_run_stream, stream_body, stream_response
+from ...server import (
+    authorize_run,
+    client_tail,
+    followed_run,
+    register_http_route,
+    start_run_stream,
+    stream_body,
+    stream_response,
+)
 from ...server.guard import Forbidden, json_body, may_reach_run
+from ...wire import SSE_BEHIND
 from ..answers import latest_runs, paused_run
 from .requests import ChatRequest, answer, chat_request, turn_text
 from .translator import DONE, UiMessageStreamTranslator, sse
@@ -127,7 +136,7 @@ class AiSdkPlugin:
         run_id = self._active_run(bread, chat_id)
         if run_id is None or followed_run(run_id, 0) is None:
             return Response(status=204)
-        frames = bread.tail(run_id, 0, heartbeat=getattr(bread.transport, "heartbeat", None), batched=True)
+        frames = client_tail(run_id, 0, heartbeat=getattr(bread.transport, "heartbeat", None))
         return _response(_stream(_to_waiting_pause(frames, bread.store), run_id, self._ui_tools(bread)), run_id)
 
     def _stop(self, bread: Any, chat_id: str) -> Response:
@@ -181,6 +190,7 @@ def _stream(frames: Iterator[Any], run_id: str, ui_tools: frozenset[str]) -> Ite
         heartbeat=HEARTBEAT,
         failure=failure,
         epilogue=lambda: (DONE,),
+        behind=SSE_BEHIND,
         name=f"AI SDK stream of run {run_id}",
     )
 

@@ -44,6 +44,7 @@ from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError,
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file, reachable_checkpoint
 from ...stores import missing_methods
+from ...wire import SSE_BEHIND
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
 log = logging.getLogger("bread_sync.protocols.mcp")
@@ -231,15 +232,17 @@ class McpPlugin:
             # An id used before in this session (a client that restarted its count): answering
             # it would attach to that earlier call's run and repeat its answer.
             return _error(message.id, INVALID_REQUEST, f"request id {message.id!r} was already used in this session")
+        token = (params.meta or {}).get("progress_token")
+        streamed = token is not None and SSE in request.headers.get("Accept", "")
         try:
             begin = self._begin(bread, tool, arguments, call)
-            run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
+            heartbeat = getattr(bread.transport, "heartbeat", None)
+            run, frames = start_run_stream(begin, heartbeat=heartbeat, to_client=streamed)
         except BreadError as error:  # no run started
             return _result(message.id, failed(error))
         if run.run_id != call:  # a resume's continuation: its run keeps its own id
             frames = self._continuing(call, run.run_id, frames)
-        token = (params.meta or {}).get("progress_token")
-        if token is not None and SSE in request.headers.get("Accept", ""):
+        if streamed:
             return stream_response(_progressed(message.id, tool, frames, token, run.run_id), SSE, run.run_id)
         return _result(message.id, ended(tool, _last_crumb(frames, run.run_id)))
 
@@ -360,6 +363,7 @@ def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: An
         name=f"MCP call of run {run_id}",
         failure=lambda error: [_event(_response_body(request_id, failed(error)))],
         epilogue=lambda: [_event(_response_body(request_id, ended(tool, seen.last)))],
+        behind=SSE_BEHIND,
     )
 
 

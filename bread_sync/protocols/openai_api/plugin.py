@@ -17,6 +17,7 @@ from ...errors import AGENT_NOT_FOUND, INVALID_REQUEST, BreadError
 from ...runtime import new_id
 from ...server import authorize_run, register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import Forbidden, json_body, may_reach_run
+from ...wire import SSE_BEHIND
 from ..answers import paused_run, text_answer
 from .requests import Turn, chat_turn, responses_turn
 from .translator import DONE, ChatCompletionsTranslator, ResponsesTranslator, error_object
@@ -144,7 +145,8 @@ class OpenAiPlugin:
             turn = api.read(json_body())
             self._check_model(bread, turn.agent_id)
             session_id, begin = self._begin(bread, turn)
-            run, frames = start_run_stream(begin, heartbeat=getattr(bread.transport, "heartbeat", None))
+            heartbeat = getattr(bread.transport, "heartbeat", None)
+            run, frames = start_run_stream(begin, heartbeat=heartbeat, to_client=turn.stream)
         except BreadError as error:  # no run exists
             return error_response(error)
         translator = api.translator(turn, run.run_id, session_id)
@@ -242,6 +244,7 @@ def _stream(api: _Api, frames: Iterator[Any], translator: Any, run_id: str) -> I
         heartbeat=HEARTBEAT,
         failure=lambda error: [translator.frame(chunk) for chunk in translator(error_crumb(run_id, error))],
         epilogue=lambda: api.epilogue,
+        behind=SSE_BEHIND,
         name=f"OpenAI stream of run {run_id}",
     )
 

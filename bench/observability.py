@@ -52,6 +52,7 @@ from bread_sync.demo import slow  # noqa: E402
 from bread_sync.models import ModelRequest, TextDelta, ToolCall  # noqa: E402
 from bread_sync.server.gunicorn_conf import tune_gc  # noqa: E402
 from bread_sync.stores import sqlite  # noqa: E402
+from bread_sync.tracing import model_ended  # noqa: E402
 
 SCRIPT = "observability.py"
 TITLE = "## Metrics and tracing"
@@ -179,8 +180,10 @@ def span_cost(stage: str, endpoint: str, deltas: int) -> float:
 
     def crumbs() -> Any:
         for turn in range(SPAN_TURNS):
-            for _ in trace.model_call("script", "script", request, lambda request: iter(events)):
+            read, call = trace.model_call("script", "script", request, lambda request: iter(events))
+            for _ in read:
                 pass
+            model_ended(read, call, [], True, [])
             yield {"type": c.TOOL_CALL, "toolName": "noop", "toolCallId": f"call_{turn}", "input": {}}
             yield {"type": c.TOOL_RESULT, "toolName": "noop", "toolCallId": f"call_{turn}", "output": {}}
 

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ValidationError
 from .agents import describe_validation
 from .cancel import CancelToken
 from .errors import INPUT_INVALID, OUTPUT_INVALID, BreadError
-from .models import ModelRequest, TextDelta, Usage, resolve_provider
-from .tracing import model_events
+from .models import ModelRequest, TextDelta, ToolCall, Usage, resolve_provider
+from .tracing import model_call, model_ended
 from .usage import RunUsage, model_key
 
 
@@ -53,11 +53,26 @@ class Task:
             output_format="json",
         )
         text: list[str] = []
-        for event in model_events(trace, provider, model_name, request):
-            if isinstance(event, TextDelta):
-                text.append(event.text)
-            elif isinstance(event, Usage) and usage is not None:
-                usage.add(model_key(provider.name, model_name), event.input_tokens, event.output_tokens)
+        used: list[Usage] = []
+        called = False  # a task offers no tool, but its span says so when a model calls one anyway
+        events, traced = model_call(trace, provider, model_name, request)
+        try:
+            for event in events:
+                if isinstance(event, TextDelta):
+                    text.append(event.text)
+                elif isinstance(event, Usage):
+                    used.append(event)
+                elif isinstance(event, ToolCall):
+                    called = True
+        except BaseException as exc:
+            if traced is not None:
+                traced.failed(exc)
+            raise
+        finally:
+            model_ended(events, traced, text, called, used)
+            if usage is not None:  # a failed call's tokens were spent too
+                for event in used:
+                    usage.add(model_key(provider.name, model_name), event.input_tokens, event.output_tokens)
         token.raise_if_cancelled()
         try:
             return self.output_schema.model_validate_json("".join(text)).model_dump(mode="json")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bread_sync import tracing
-from bread_sync.errors import STORE_BUSY, BreadError
+from bread_sync.errors import MODEL_OVERLOADED, RUN_CANCELLED, STORE_BUSY, BreadError
 from bread_sync.models.script import provider, say, usage
 
 otel = pytest.importorskip("bread_sync.tracing.otel")
@@ -81,9 +81,10 @@ def test_nothing_is_traced_per_text_delta(traced, exporter, monkeypatch):
     assert tree(exporter.get_finished_spans()) == [("invoke_agent slow", [("chat script", [])])]
 
 
-def test_a_run_s_crumbs_pass_through_no_tracer_code_but_its_model_call_s(traced, monkeypatch):
-    """Per delta, tracing runs the chat span's look at the model's events and nothing else: the
-    run's span ends when its driving does (Execution.when_ended), no generator around its crumbs."""
+def test_a_run_s_crumbs_and_model_events_pass_through_no_tracer_code(traced, monkeypatch):
+    """Per delta, tracing runs nothing: the run's span ends when its driving does
+    (Execution.when_ended), and the chat span is told of its call by the loop that reads the
+    model's events (ModelCall), no generator around its crumbs or around those events."""
     calls: dict[str, int] = {}
 
     def profile(frame, event, arg):
@@ -101,7 +102,7 @@ def test_a_run_s_crumbs_pass_through_no_tracer_code_but_its_model_call_s(traced,
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
-        return {name: count for name, count in calls.items() if name != "_watched"}
+        return dict(calls)
 
     assert calls_in_a_run_of(10) == calls_in_a_run_of(50)
     assert calls_in_a_run_of(10)["end"] == 1
@@ -255,6 +256,87 @@ def test_usage_and_content_on_the_model_call_span(traced, exporter, monkeypatch)
     assert run.attributes["gen_ai.usage.input_tokens"] == 12
 
 
+def model_down(convo):
+    """A script step whose model fails mid-stream: what a provider's error raises."""
+    raise BreadError(MODEL_OVERLOADED, "the model is overloaded")
+
+
+def test_a_model_call_that_ends_in_tool_calls_says_so(traced, exporter):
+    bread = traced()
+    bread.run("writer", {"topic": "bread"}, mode="sync")  # its turn calls publish
+    assert named(exporter.get_finished_spans(), "chat script").attributes[otel.FINISH_REASONS] == ("tool_calls",)
+
+
+def test_a_model_call_that_fails_is_an_error_on_its_span_with_what_it_said_before(traced, exporter, monkeypatch):
+    from bread_sync import Agent, Config
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    agent = Agent(id="f", model=provider([say("Half an"), usage(7, 2), model_down]))
+    bread = traced(config=Config(agents=[agent]))
+    assert bread.run("f", "go", mode="sync").status == "failed"
+
+    chat = named(exporter.get_finished_spans(), "chat script")
+    assert chat.attributes[otel.FINISH_REASONS] == ("error",)
+    assert chat.attributes["error.type"] == MODEL_OVERLOADED
+    assert chat.status.status_code == StatusCode.ERROR
+    assert [event.name for event in chat.events] == ["first_token", "exception"]
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 7 and chat.attributes["gen_ai.usage.output_tokens"] == 2
+    assert "Half an" in chat.attributes["gen_ai.output.messages"]
+
+
+def test_a_model_call_its_run_stops_reading_is_cancelled_on_its_span(traced, exporter):
+    bread = traced()
+    run = bread.run("slow", {"count": 50, "delayMs": 0})
+    while next(run)["type"] != "text:delta":
+        pass
+    run.close()  # the caller went away mid-answer
+
+    chat = named(exporter.get_finished_spans(), "chat script")
+    assert chat.attributes[otel.FINISH_REASONS] == ("cancelled",)
+    assert chat.status.status_code != StatusCode.ERROR and "error.type" not in chat.attributes
+    assert [event.name for event in chat.events] == ["first_token"]
+
+
+def test_a_model_call_s_stream_is_closed_before_its_span_ends(traced, exporter):
+    """A provider's clean-up (its HTTP response let go) is inside its call's span, traced or not."""
+    from bread_sync import Agent, Config
+    from bread_sync.models import TextDelta
+
+    ended_when_closed = []
+
+    class Talking:
+        name = "talking"
+
+        def stream(self, request):
+            try:
+                yield from (TextDelta(f"word{k} ") for k in range(50))
+            finally:
+                ended_when_closed.append([span.name for span in exporter.get_finished_spans()])
+
+    bread = traced(config=Config(agents=[Agent(id="t", model=Talking())]))
+    run = bread.run("t", "go")
+    while next(run)["type"] != "text:delta":
+        pass
+    run.close()
+
+    assert ended_when_closed == [[]]
+    assert named(exporter.get_finished_spans(), "chat talking").attributes[otel.FINISH_REASONS] == ("cancelled",)
+
+
+def test_a_model_call_whose_run_is_cancelled_between_its_events_is_cancelled_on_its_span(traced, exporter):
+    from bread_sync import CancelToken
+
+    bread = traced()
+    token = CancelToken()
+    run = bread.run("slow", {"count": 50, "delayMs": 0}, signal=token)
+    while next(run)["type"] != "text:delta":
+        pass
+    token.cancel()
+    assert list(run)[-1]["error"].code == RUN_CANCELLED
+
+    assert named(exporter.get_finished_spans(), "chat script").attributes[otel.FINISH_REASONS] == ("cancelled",)
+
+
 def test_a_run_span_is_given_its_usage_and_status_in_one_call_as_it_ends(traced, exporter, monkeypatch):
     """Each attribute set on its own takes the span's lock and checks its value once more (the
     SDK's cost, per run): the run's end sets its usage and status at once."""
@@ -304,7 +386,8 @@ def test_a_run_the_sampler_left_out_makes_no_span_inside_it_and_sends_its_own_co
     run = tracer.run_trace("run_1", "ses_1", "echo", None)
     request = ModelRequest(model="m", system="", messages=[], tools=[], signal=CancelToken())
 
-    list(run.model_call("m", "script", request, lambda request: iter([])))
+    events, call = run.model_call("m", "script", request, lambda request: iter([]))
+    assert call is None and list(events) == []  # no chat span
     run.committed({"type": c.TOOL_CALL, "toolName": "noop", "toolCallId": "call_1", "input": {}})
 
     # a model call's request, and a log line in the tool call, name the run's own span (not sampled)

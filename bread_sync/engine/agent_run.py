@@ -33,7 +33,7 @@ from ..models import (
     Usage,
     resolve_provider,
 )
-from ..tracing import model_events
+from ..tracing import model_call, model_ended
 from . import RUN_ENDING, Activity, Pause, Steps
 from .context import RunContext
 from .relay import Relay
@@ -322,7 +322,7 @@ class AgentRun(AgentActivity):
         streamed: set[str] = set()
         used: list[Usage] = []
         token, run_id = self.ctx.token, self.ctx.run_id
-        events = model_events(self.ctx.trace, provider, model_name, request)
+        events, traced = model_call(self.ctx.trace, provider, model_name, request)
         try:
             for event in events:
                 token.raise_if_cancelled()
@@ -346,10 +346,12 @@ class AgentRun(AgentActivity):
                     if event.id not in streamed:
                         continue  # a call that was not streamed has no tool:input:* to close
                 yield self._crumb_of(event)
+        except BaseException as exc:  # its span told here, and of the rest as it ends: nothing per event
+            if traced is not None:
+                traced.failed(exc)
+            raise
         finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
+            model_ended(events, traced, text, bool(calls), used)
             # summed once the call ends (a cancelled one too: its tokens were spent)
             for event in used:
                 self.ctx.usage.add(event.model or self.agent.model_name, event.input_tokens, event.output_tokens)

@@ -5,9 +5,9 @@ installed and the standard variables ask for it (:func:`tracer_from_environment`
 runtime's ``tracer`` is None and the engine does nothing for it: no span, no check per crumb.
 On, each run (or continuation) gets a :class:`RunTrace`, which the run's choke point tells of
 each durable crumb it logs, for the spans their frames open and close (a tool call, a subagent, a
-task, a pipeline step, a loop iteration), and which wraps each model call. Nothing is traced per
-text delta: they are most of a run's crumbs, and a span's work on each would cost more than
-the delta's own.
+task, a pipeline step, a loop iteration), and which starts a span for each model call, told of
+its end by the loop that reads its events. Nothing is traced per text delta, nor per model event:
+they are most of a run's crumbs, and a span's work on each would cost more than the delta's own.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ class RunTrace(Protocol):
 
     def model_call(
         self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
-    ) -> Iterator[Any]:
-        """The events of ``stream(request)`` unchanged, under a ``chat`` span (first token, usage,
-        finish), the request's ``trace_headers`` set to that span's first."""
+    ) -> tuple[Iterator[Any], ModelCall | None]:
+        """The events of ``stream(request)``, the request's ``trace_headers`` set first to the call's
+        span, and that span (None when the run records none): its first token noted as it comes,
+        nothing done per event after it; the loop reading them tells it the rest (:class:`ModelCall`)."""
 
     def context(self) -> dict[str, str]:
         """The W3C headers (``traceparent``) of the innermost open span: what a request this run
@@ -52,6 +53,20 @@ class RunTrace(Protocol):
     def link(self) -> dict[str, str]:
         """The run span's context, kept with the run's record (``stores.TRACE_FIELD``) and with a
         checkpoint: a run carried on, or a resume, links to it."""
+
+
+class ModelCall(Protocol):
+    """A model call's span, told of the call by the loop that reads its events, as that loop
+    handles them already: nothing is done for the span per event."""
+
+    def failed(self, error: BaseException) -> None:
+        """The reading ended with ``error``. A cancel (the run's signal set) or its reader gone (a
+        ``GeneratorExit``, a greenlet killed: not an ``Exception``) is said as a cancel; any other
+        is the call's error."""
+
+    def ended(self, text: list[str], tool_calls: bool, usage: list[Any]) -> None:
+        """The call is over and its stream closed: ``text``, what it said, ``tool_calls``, whether it
+        called a tool, and ``usage``, the :class:`~bread_sync.models.Usage` events it reported."""
 
 
 class Tracer(Protocol):
@@ -73,11 +88,25 @@ class Tracer(Protocol):
     def close(self) -> None: ...
 
 
-def model_events(trace: RunTrace | None, provider: Any, model_name: str, request: Any) -> Iterator[Any]:
-    """A model call's events: the provider's stream, under the call's span when traced."""
+def model_call(
+    trace: RunTrace | None, provider: Any, model_name: str, request: Any
+) -> tuple[Iterator[Any], ModelCall | None]:
+    """A model call's events (the provider's stream), and its span when traced (else None)."""
     if trace is None:
-        return provider.stream(request)
+        return provider.stream(request), None
     return trace.model_call(model_name, provider.name, request, provider.stream)
+
+
+def model_ended(
+    events: Iterator[Any], call: ModelCall | None, text: list[str], tool_calls: bool, usage: list[Any]
+) -> None:
+    """A model call over, as the loop that read its events tells it: its stream closed (a reader
+    that stopped early leaves it open), then its span told (:meth:`ModelCall.ended`)."""
+    close = getattr(events, "close", None)
+    if close is not None:
+        close()
+    if call is not None:
+        call.ended(text, tool_calls, usage)
 
 
 def enabled() -> bool:

@@ -4,9 +4,10 @@ A run is an ``invoke_agent <agentId>`` span; under it each model call is ``chat 
 tool call ``execute_tool <name>`` (a subagent's ``invoke_agent`` or a task's ``execute_task``
 under the call that made it), each pipeline step ``step <name>`` and each loop iteration
 ``iteration <n>``. The spans are opened and closed as the run's choke point logs its frame
-crumbs (:meth:`OtelRunTrace.committed`), never one per crumb, and nothing is done per text delta
-but a check of a model event's class; parents are passed explicitly, since a run is driven in a
-greenlet of its own, not in its request's context.
+crumbs (:meth:`OtelRunTrace.committed`), never one per crumb; a ``chat`` span is told of its
+call by the loop that reads the model's events (:class:`OtelModelCall`), and nothing is done per
+event but by that loop. Parents are passed explicitly, since a run is driven in a greenlet of its
+own, not in its request's context.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from itertools import chain
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -25,7 +27,7 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from .. import crumbs as c
-from ..models import TextDelta, ToolCall, Usage
+from ..models import Usage
 
 #: W3C trace context, whatever global propagator an application set.
 PROPAGATOR = TraceContextTextMapPropagator()
@@ -158,10 +160,10 @@ class OtelRunTrace:
 
     def model_call(
         self, model: str, provider: str, request: Any, stream: Callable[[Any], Iterator[Any]]
-    ) -> Iterator[Any]:
+    ) -> tuple[Iterator[Any], OtelModelCall | None]:
         if not self._recording:
             request.trace_headers = self.link()
-            return stream(request)
+            return stream(request), None
         attributes = self._chat_attributes.get((provider, model))
         if attributes is None:
             attributes = self._chat_attributes[provider, model] = {
@@ -175,7 +177,8 @@ class OtelRunTrace:
         if self._capture:
             span.set_attribute("gen_ai.input.messages", _json(request.messages))
         request.trace_headers = _headers(span)
-        return self._watched(span, stream(request))
+        events = iter(stream(request))
+        return _Events(_first_token(span, events), events), OtelModelCall(span, request.signal, self._capture)
 
     def context(self) -> dict[str, str]:
         return _headers(self._open[-1][1])
@@ -186,45 +189,6 @@ class OtelRunTrace:
     def ids(self) -> tuple[str, str]:
         span_context = self._open[-1][1].get_span_context()
         return f"{span_context.trace_id:032x}", f"{span_context.span_id:016x}"
-
-    # -- model calls -------------------------------------------------------------------------
-
-    def _watched(self, span: Span, events: Iterator[Any]) -> Iterator[Any]:
-        """The call's events, its span told of the first, of the usage and of how it finished:
-        a text delta is passed on with one check of its class, its text kept only when content
-        is captured. What the span keeps of the events is set once, as it ends: one lock of the
-        span taken, not one per attribute."""
-        ended: dict[str, Any] = {FINISH_REASONS: "stop"}  # _note adds to it
-        text: list[str] | None = [] if self._capture else None
-        stream = iter(events)
-        try:
-            for event in stream:  # the first only
-                span.add_event("first_token")
-                _note(ended, event, text)
-                yield event
-                break
-            for event in stream:
-                if event.__class__ is not TextDelta or text is not None:
-                    _note(ended, event, text)
-                yield event
-        except GeneratorExit:
-            ended[FINISH_REASONS] = "cancelled"  # its caller stopped reading: a cancel, or the run's end
-            raise
-        except Exception as exc:
-            ended[FINISH_REASONS] = "error"
-            span.record_exception(exc)
-            span.set_status(StatusCode.ERROR, str(exc))
-            ended["error.type"] = getattr(exc, "code", None) or type(exc).__name__
-            raise
-        finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
-            ended[FINISH_REASONS] = (ended[FINISH_REASONS],)
-            if text is not None:
-                ended["gen_ai.output.messages"] = _json([{"role": "assistant", "content": "".join(text)}])
-            span.set_attributes(ended)
-            span.end()
 
     # -- frames ------------------------------------------------------------------------------
 
@@ -355,6 +319,62 @@ class OtelRunTrace:
         }
 
 
+class OtelModelCall:
+    """A ``chat`` span, told of its call by the loop that reads the model's events: what that
+    span keeps of them is set once, as it ends (one lock of the span taken, not one per attribute)."""
+
+    __slots__ = ("_span", "_signal", "_capture", "_failure")
+
+    def __init__(self, span: Span, signal: Any, capture: bool):
+        self._span = span
+        self._signal = signal
+        self._capture = capture
+        #: How the reading ended early, as the span's attributes (empty: it did not).
+        self._failure: dict[str, Any] = {}
+
+    def failed(self, error: BaseException) -> None:
+        if not isinstance(error, Exception) or self._signal.cancelled:
+            self._failure = {FINISH_REASONS: "cancelled"}
+            return
+        self._span.record_exception(error)
+        self._span.set_status(StatusCode.ERROR, str(error))
+        self._failure = {FINISH_REASONS: "error", "error.type": getattr(error, "code", None) or type(error).__name__}
+
+    def ended(self, text: list[str], tool_calls: bool, usage: list[Usage]) -> None:
+        ended: dict[str, Any] = {FINISH_REASONS: "tool_calls" if tool_calls else "stop"}
+        for event in usage:  # the last report of each figure stands
+            ended["gen_ai.usage.input_tokens"] = event.input_tokens
+            ended["gen_ai.usage.output_tokens"] = event.output_tokens
+            if event.model:  # a fallback chain's: the model that answered
+                ended["gen_ai.response.model"] = event.model
+        ended.update(self._failure)
+        ended[FINISH_REASONS] = (ended[FINISH_REASONS],)
+        if self._capture:
+            ended["gen_ai.output.messages"] = _json([{"role": "assistant", "content": "".join(text)}])
+        self._span.set_attributes(ended)
+        self._span.end()
+
+
+class _Events(chain):
+    """A traced model call's events: the first through :func:`_first_token`, the rest straight
+    from the provider's stream (a chain is C: no frame of ours per event). Its ``close`` is the
+    stream's (None when it has none), which the loop reading it calls as it would an untraced
+    call's (:func:`bread_sync.tracing.model_ended`)."""
+
+    __slots__ = ("close",)
+
+    def __init__(self, first: Iterator[Any], stream: Iterator[Any]):
+        self.close = getattr(stream, "close", None)
+
+
+def _first_token(span: Span, events: Iterator[Any]) -> Iterator[Any]:
+    """The first of ``events``, noted on the span as it comes (the time to first token)."""
+    for event in events:
+        span.add_event("first_token")
+        yield event
+        return
+
+
 #: What each frame crumb does to a run's spans. A table of the class's functions, not of a trace's
 #: bound methods: those would make each trace a cycle, which only the garbage collector frees,
 #: holding its spans until it does.
@@ -376,20 +396,6 @@ HANDLERS: dict[str, Callable[[OtelRunTrace, dict[str, Any]], None]] = {
     c.AGENT_RUN_END: OtelRunTrace._run_end,
     c.AGENT_ERROR: OtelRunTrace._run_error,
 }
-
-
-def _note(ended: dict[str, Any], event: Any, text: list[str] | None) -> None:
-    """What a model call's span keeps of one of its events, into the attributes it ends with
-    (``ended``): its usage, a tool call as its finish, its text (``text``: content captured)."""
-    if isinstance(event, Usage):
-        ended["gen_ai.usage.input_tokens"] = event.input_tokens
-        ended["gen_ai.usage.output_tokens"] = event.output_tokens
-        if event.model:  # a fallback chain's: the model that answered
-            ended["gen_ai.response.model"] = event.model
-    elif isinstance(event, ToolCall):
-        ended[FINISH_REASONS] = "tool_calls"
-    elif text is not None and isinstance(event, TextDelta):
-        text.append(event.text)
 
 
 def _fail(span: Span, error: Any) -> None:

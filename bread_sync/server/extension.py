@@ -77,7 +77,7 @@ class BreadSync:
             body_timeout_seconds=app.config["BREAD_SYNC_BODY_TIMEOUT_SECONDS"],
             auth=has_auth(bread.config.plugins),
             cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"], has_auth(bread.config.plugins)),
-            max_stream_backlog=app.config["BREAD_SYNC_MAX_STREAM_BACKLOG"],
+            max_stream_backlog=_frames(app.config["BREAD_SYNC_MAX_STREAM_BACKLOG"]),
             url_prefix=(self.url_prefix or "").rstrip("/"),
             playground=app.config["BREAD_SYNC_PLAYGROUND"] is True,
             authorize_run=run_authorizer(server.authorize_run, getattr(bread.transport, "authorize_stream", None)),
@@ -115,6 +115,13 @@ class BreadSync:
         authorize_args_of(app).update({f"bread_sync.{k}": v for k, v in authorize_args_of(blueprint).items()})
         app.register_blueprint(blueprint, url_prefix=self.url_prefix)
         app.cli.add_command(commands.flask_group())  # flask bread invoke|resume|chat|tail|gc
+
+
+def _frames(backlog: Any) -> int:
+    """``BREAD_SYNC_MAX_STREAM_BACKLOG`` of a Flask app's config, checked as the setting is."""
+    if isinstance(backlog, bool) or not isinstance(backlog, int) or backlog < 1:
+        raise ValueError(f"BREAD_SYNC_MAX_STREAM_BACKLOG must be a number of frames, at least 1, not {backlog!r}")
+    return backlog
 
 
 def _mounter(transport: Any) -> Any:

@@ -70,7 +70,9 @@ def client_tail(run_id: str, after: int, **opts: Any) -> Iterator[list[Any] | No
         after,
         batched=True,
         backlog=current.max_stream_backlog,
-        connection=request.environ.get("gunicorn.socket"),
+        # HEAD: no body is written, and its unread tail, closed only when collected, must never
+        # shut a connection that serves the client's next request meanwhile.
+        connection=None if request.method == "HEAD" else request.environ.get("gunicorn.socket"),
         **opts,
     )
 
@@ -164,7 +166,9 @@ def stream_body(
     in one chunk, ``heartbeat`` for each idle ``None``, then ``epilogue()``
     once the tail has ended. The run is driven elsewhere; a failure once the stream is open is
     its last chunks, ``failure(error)``. A tail that fell behind its bound (``client_tail``)
-    ends with ``behind`` instead of the epilogue: the run has not ended, its client reconnects.
+    ends with ``behind`` instead of the epilogue (the run has not ended, its client reconnects),
+    which reaches a client only where its connection was not cut (a server that hands over no
+    socket).
 
     A write to a client that keeps up never blocks, so between chunks the writer gives way now
     and then (a replay page or a fast run's frames would otherwise hold the worker)."""

@@ -7,7 +7,7 @@ each time (a tail's heartbeat) re-arms one timer rather than making one per wait
 with real threads and with greenlets.
 
 A stream's inbox is bounded: a client that stops reading stops its writer, and a run goes on
-putting. Past ``most`` items the inbox falls behind: it takes nothing more, its consumer finds
+putting. Past its bound the inbox falls behind: it takes nothing more, its consumer finds
 :data:`BEHIND` after what it holds, and the client's connection, when given, is shut, as a
 writer blocked on it would never come back to take. The client catches up from the log.
 """
@@ -30,20 +30,25 @@ _FELL_BEHIND = -1
 
 
 class Inbox:
-    """``most``: the items it holds before it falls behind (None: no bound). ``connection``: the
-    socket of the client it feeds, shut when it falls behind."""
+    """``connection``: the socket of the client it feeds, shut when it falls behind; no bound
+    until :meth:`bound`."""
 
     # One per open stream: slots, not a dict each.
     __slots__ = ("_alarm", "_connection", "_items", "_most", "_ready")
 
-    def __init__(self, most: int | None = None, connection: socket.socket | None = None) -> None:
+    def __init__(self, connection: socket.socket | None = None) -> None:
         # A list, not a deque: an empty one is 56 bytes where a deque is 600 (an idle stream's
         # memory), and a take moves its batch with one slice.
         self._items: list[Any] = []
         self._ready = threading.Event()
         self._alarm: Alarm | None = None
-        self._most = sys.maxsize if most is None else most
+        self._most = sys.maxsize
         self._connection = connection
+
+    def bound(self, most: int) -> None:
+        """Hold at most ``most`` items more than it holds now (a reconnect's replay of what the
+        transport keeps of its run is not counted: a bound below it would cut every reconnect)."""
+        self._most = len(self._items) + most
 
     @property
     def behind(self) -> bool:

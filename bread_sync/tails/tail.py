@@ -61,10 +61,12 @@ def tail(
     if replay and bread.store.get_run(run_id) is None:
         raise BreadError(RUN_NOT_FOUND, f"no run {run_id}")
     bread.follower.let_go()  # what tails dropped unclosed held, when the follower is not running
-    inbox = Inbox(backlog, connection)
+    inbox = Inbox(connection)
     subscription = None
     if can_subscribe(bread.transport):
         subscription = bread.transport.subscribe(run_id, after, inbox.put)
+    if backlog is not None:
+        inbox.bound(backlog)
     follow = _Follow(bread, run_id, after, inbox, subscription, heartbeat, through_pause, replay)
     return follow.frames(batched)
 
@@ -119,8 +121,9 @@ class _Follow:
         """The replay's next page, then what the next take of the inbox brings, deduplicated (at
         most BATCH), or None after ``heartbeat`` idle seconds."""
         if self._done:
+            behind = self._done is BEHIND
             self.close()
-            if self.inbox.behind:
+            if behind:
                 raise Behind(f"a stream of run {self.run_id} fell behind")
             raise StopIteration
         try:
@@ -191,8 +194,9 @@ class _Follow:
                 # Most items: a live delta, which neither ends a stream nor shows a hole.
                 if live_text(item) is not None:
                     out.append(item)
-            elif self._add(item, out):
-                self._done = True  # the next call ends the tail (and closes it)
+            elif ended := self._add(item, out):
+                self._done = ended  # the next call ends the tail (and closes it)
+                self.inbox.forget_connection()  # what is left to write is the stream's last
                 return out
         return out
 
@@ -219,15 +223,16 @@ class _Follow:
         # Nothing more will come, or a sink transport has nothing live to offer.
         return finished or self.subscription is None
 
-    def _add(self, item: Any, out: list[Frame | Gap]) -> bool:
+    def _add(self, item: Any, out: list[Frame | Gap]) -> Any:
         """Add to ``out`` what an inbox item other than a live delta brings (a hole in the
-        live frames is filled from the log first); True once the stream has ended."""
+        live frames is filled from the log first); True once the stream has ended, BEHIND once
+        it fell behind, else False."""
         if item.__class__ is FromLog:
             source, frame = LOG, item.frame
             if frame is ENDED:
                 return True
         elif item is BEHIND:
-            return True  # the frames before it go out; the next call raises Behind
+            return BEHIND  # the next call raises Behind (its connection, where cut, takes nothing more)
         else:
             source, frame = LIVE, item
         if source == LIVE and self._past_a_hole(frame):

@@ -32,7 +32,8 @@ class RunResult:
 class Run:
     """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb.
     :meth:`close` one left unfinished: it ends ``RUN_INTERRUPTED`` at once. One dropped unclosed
-    (this and its iterator) ends so too, a little later (see :class:`_Held`)."""
+    (this and its iterator) ends so too, a little later (see :class:`_Held`); one never iterated
+    was never driven, and a recovery sweep ends it once its lease lapses."""
 
     def __init__(
         self,

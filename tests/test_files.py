@@ -598,3 +598,16 @@ def test_a_loop_iteration_cannot_name_a_file_its_input_did_not_hold(make_bread):
     first, handed = bread.store.get_loop(loop["id"])["iterations"]
     assert (first["index"], first["status"], first["output"]) == (1, "completed", {"picture": alices})
     assert (handed["index"], handed["status"]) == (2, "failed")
+
+
+def test_a_pipeline_reads_the_files_its_input_entered_with_once(make_bread, monkeypatch):
+    """Not once per step: its first step's validation of the input is made again for each."""
+    from bread_sync.engine import pipeline_run
+    from bread_sync.pipelines import Pipeline, Step
+
+    asked = []
+    entering = pipeline_run.entering
+    monkeypatch.setattr(pipeline_run, "entering", lambda *args: asked.append(args) or entering(*args))
+    bread = make_bread(pipelines=[Pipeline(id="p", steps=[Step(agent="echo"), Step(agent="echo"), Step(agent="echo")])])
+    assert bread.run_pipeline("p", "hi", mode="sync").status == "completed"
+    assert len(asked) == 1

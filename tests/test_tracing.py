@@ -323,6 +323,29 @@ def test_a_model_call_s_stream_is_closed_before_its_span_ends(traced, exporter):
     assert named(exporter.get_finished_spans(), "chat talking").attributes[otel.FINISH_REASONS] == ("cancelled",)
 
 
+def test_a_model_call_whose_stream_fails_to_close_still_ends_its_span(traced, exporter):
+    from bread_sync import Agent, Config
+    from bread_sync.models import TextDelta
+
+    class Failing:
+        name = "failing"
+
+        def stream(self, request):
+            try:
+                yield from (TextDelta(f"word{k} ") for k in range(50))
+            finally:
+                raise OSError("the connection broke while closing")
+
+    bread = traced(config=Config(agents=[Agent(id="f", model=Failing())]))
+    run = bread.run("f", "go")
+    while next(run)["type"] != "text:delta":
+        pass
+    with pytest.raises(OSError):  # the provider's failure is its caller's to see
+        run.close()
+
+    assert named(exporter.get_finished_spans(), "chat failing").end_time is not None
+
+
 def test_a_model_call_whose_run_is_cancelled_between_its_events_is_cancelled_on_its_span(traced, exporter):
     from bread_sync import CancelToken
 

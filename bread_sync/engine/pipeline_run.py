@@ -31,6 +31,8 @@ class PipelineRun(Activity):
         #: Whether the step at ``index`` logged its start.
         self.started = False
         self.child: Any = None
+        #: The files its input entered with (made when a step first asks; never saved).
+        self._entered: set[str] | None = None
 
     def head(self) -> dict[str, Any]:
         return {"pipelineId": self.pipeline.id}
@@ -85,8 +87,9 @@ class PipelineRun(Activity):
     def _check_handed_down(self, step_input: Any) -> None:
         """A step's input (as the step reads it: its schema may add a file reference) is the
         model's output before it: it may name only the files the pipeline's input entered with."""
-        entered = input_files(entering(self.ctx.runtime, self.pipeline, self.input))
-        check_handed_down(step_input, self.ctx.runtime.blob_store, entered)
+        if self._entered is None:
+            self._entered = input_files(entering(self.ctx.runtime, self.pipeline, self.input))
+        check_handed_down(step_input, self.ctx.runtime.blob_store, self._entered)
 
     def _step_done(self, output: Any) -> Steps:
         """The step's end crumb, yielded once the pipeline moved on to the next step: the state

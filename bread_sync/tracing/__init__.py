@@ -103,10 +103,12 @@ def model_ended(
     """A model call over, as the loop that read its events tells it: its stream closed (a reader
     that stopped early leaves it open), then its span told (:meth:`ModelCall.ended`)."""
     close = getattr(events, "close", None)
-    if close is not None:
-        close()
-    if call is not None:
-        call.ended(text, tool_calls, usage)
+    try:
+        if close is not None:
+            close()
+    finally:  # a stream that fails to close still ends its span
+        if call is not None:
+            call.ended(text, tool_calls, usage)
 
 
 def enabled() -> bool:

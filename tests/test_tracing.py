@@ -344,6 +344,10 @@ def test_a_model_call_whose_stream_fails_to_close_still_ends_its_span(traced, ex
         run.close()
 
     assert named(exporter.get_finished_spans(), "chat failing").end_time is not None
+    # and the run is still let go, ended as one its caller stopped pulling
+    assert run.run_id not in bread.cancels.live_run_ids()
+    ended = bread.store.get_crumbs(run.run_id)[-1].crumb
+    assert (ended["type"], ended["error"]["code"]) == ("agent:error", "RUN_INTERRUPTED")
 
 
 def test_a_model_call_whose_run_is_cancelled_between_its_events_is_cancelled_on_its_span(traced, exporter):

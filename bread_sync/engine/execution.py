@@ -139,10 +139,12 @@ class Execution:
             yield self._fail(internal_error(exc))
         finally:
             try:
-                steps.close()
-                self._unregister()
-                if self._final is None:  # the caller stopped pulling: nobody will drive this run
-                    self._abandon()
+                try:
+                    steps.close()  # a step's own clean-up may fail (a provider's stream that fails to close)...
+                finally:  # ...and the run is still let go and, unfinished, abandoned
+                    self._unregister()
+                    if self._final is None:  # the caller stopped pulling: nobody will drive this run
+                        self._abandon()
             finally:  # told even when the clean-up failed (a store refusing the abandon's writes)
                 for ended in self._when_ended:
                     ended(self._final)

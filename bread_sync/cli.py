@@ -56,6 +56,18 @@ def _load(name: str | None) -> Config:
         raise _ConfigNotLoaded(str(exc)) from None
 
 
+def _load_served(name: str | None) -> Config:
+    """A config to serve: loaded, and its server settings checked as each worker's app would."""
+    from .server.listen import check_settings
+
+    config = _load(name)
+    try:
+        check_settings(config)
+    except ValueError as exc:
+        raise _ConfigNotLoaded(str(exc)) from None
+    return config
+
+
 def _runtime(config_name: str | None) -> BreadOpener:
     @contextmanager
     def open_bread() -> Iterator[Bread]:
@@ -111,7 +123,7 @@ def _serve(name: str, summary: str, more: str) -> Any:
         from .server import serve
 
         config_name = ctx.meta.get("config_name")
-        config = _load(config_name)
+        config = _load_served(config_name)
         # The demo's word-counter calls this server's own MCP endpoint, wherever it listens.
         os.environ.setdefault("BREAD_DEMO_MCP_URL", f"http://{_own_address(host)}:{port}/mcp")
         try:

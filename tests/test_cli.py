@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from bread_sync import Agent, BreadError, Config
+from bread_sync import Agent, BreadError, Config, ServerSettings
 from bread_sync.demo import config as demo_config
 from bread_sync.errors import MODEL_ERROR
 from bread_sync.models import script
@@ -340,7 +340,16 @@ UNLOADABLE = {
         {"BREAD_CONFIG": "tests.test_cli:guarded_transport_config", "BREAD_TRANSPORT": "http-sse"},
         "BREAD_TRANSPORT=http-sse would replace the config's transport object (HTTPTransport)",
     ),
+    "a server setting its app refuses": (
+        {"BREAD_CONFIG": "tests.test_cli:any_origin_config"},
+        "CORS origin * lets any web page drive a server without auth",
+    ),
 }
+
+
+def any_origin_config():
+    """CORS for any origin without auth: each worker's app would refuse it as it is built."""
+    return demo_config().model_copy(update={"server": ServerSettings(cors_origins=["*"])})
 
 
 def guarded_transport_config():

@@ -51,11 +51,12 @@ def on_starting(server: Any) -> None:
     master exits with one line, as ``bread-sync start`` does (2, or 1 for a listen rule)."""
     from ..config import LOAD_ERRORS, load_config
     from ..errors import BreadError
-    from .listen import EXIT_REFUSED, EXIT_UNLOADABLE, check_listen, host_of
+    from .listen import EXIT_REFUSED, EXIT_UNLOADABLE, check_listen, check_settings, host_of
 
     format_logs(server)
     try:
         config = load_config()
+        check_settings(config)
     except LOAD_ERRORS as exc:
         _refuse(server, f"cannot load the config: {exc}", EXIT_UNLOADABLE)
     try:

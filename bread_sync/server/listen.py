@@ -6,6 +6,7 @@ import logging
 
 from ..config import Config
 from ..errors import AUTH_NOT_CONFIGURED, BreadError
+from .cors import check_origins
 from .guard import LOOPBACK_BINDS, has_auth
 
 log = logging.getLogger("bread_sync.server")
@@ -31,6 +32,12 @@ def check_bind(config: Config, host: str) -> str | None:
     if host in LOOPBACK_BINDS or host.startswith(UNIX_BIND):
         return LOOPBACK_WARNING
     raise BreadError(AUTH_NOT_CONFIGURED, f"refusing to listen on {host} without auth: add the auth plugin")
+
+
+def check_settings(config: Config) -> None:
+    """Refuse (``ValueError``, as a config that cannot load) the server settings its app would
+    refuse as each worker builds it (the CORS origins): said once, before any worker boots."""
+    check_origins(config.server.cors_origins, has_auth(config.plugins))
 
 
 def check_authorize(config: Config) -> None:

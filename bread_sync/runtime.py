@@ -363,10 +363,15 @@ class Bread:
         """The agents this instance serves: those ``config.entrypoints`` names, or all, its own
         then the remote ones (a remote agent shadows an own agent of its id). The one answer
         ``GET /agents``, the in-process client's manifest and the MCP tools all give."""
-        entrypoints = self.config.entrypoints
         own = [ServedAgent(a.id, a) for a in self.agents.values() if a.id not in self.remote_agents]
         remote = [ServedAgent(id, agent, remote=True) for id, agent in self.remote_agents.items()]
-        return [served for served in own + remote if entrypoints is None or served.id in entrypoints]
+        return [served for served in own + remote if self.serves(served.id)]
+
+    def serves(self, agent_id: str) -> bool:
+        """Whether ``config.entrypoints`` (when set) names ``agent_id``: an agent it leaves out
+        (a subagent, say) is not listed, and runs over HTTP only as a tool of one it names."""
+        entrypoints = self.config.entrypoints
+        return entrypoints is None or agent_id in entrypoints
 
     # -- runs whose process died (engine/recovery.py) ----------------------------------------
 

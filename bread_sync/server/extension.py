@@ -63,6 +63,7 @@ class BreadSync:
         app.config.setdefault("BREAD_SYNC_MAX_STREAM_BACKLOG", server.max_stream_backlog)
         app.config.setdefault("BREAD_SYNC_PLAYGROUND", server.playground)
         mount = _mounter(bread.transport)
+        auth = has_auth(bread.config.plugins)
         blueprint = Blueprint("bread_sync", __name__)
         app.extensions["bread_sync"] = State(
             bread=bread,
@@ -75,8 +76,8 @@ class BreadSync:
             max_body_bytes=app.config["BREAD_SYNC_MAX_BODY_BYTES"],
             body_limits=body_limits_of(app),
             body_timeout_seconds=app.config["BREAD_SYNC_BODY_TIMEOUT_SECONDS"],
-            auth=has_auth(bread.config.plugins),
-            cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"], has_auth(bread.config.plugins)),
+            auth=auth,
+            cors_origins=cors.check_origins(app.config["BREAD_SYNC_CORS_ORIGINS"], auth),
             max_stream_backlog=_frames(app.config["BREAD_SYNC_MAX_STREAM_BACKLOG"]),
             url_prefix=(self.url_prefix or "").rstrip("/"),
             playground=app.config["BREAD_SYNC_PLAYGROUND"] is True,

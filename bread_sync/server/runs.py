@@ -77,8 +77,7 @@ class _Views:
     def _served(self, agent_id: str) -> str:
         """``agent_id``, when this server serves it: an agent ``Config.entrypoints`` leaves out
         (a subagent, say) is answered as an unknown one."""
-        entrypoints = self.bread.config.entrypoints
-        if entrypoints is not None and agent_id not in entrypoints:
+        if not self.bread.serves(agent_id):
             raise BreadError(AGENT_NOT_FOUND, f"no agent {agent_id!r}")
         return agent_id
 

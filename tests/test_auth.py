@@ -416,7 +416,7 @@ def test_no_cors_origins_no_cors(cors_client):
 @pytest.mark.parametrize("origin", ["https://app.example.com/", "app.example.com", "https://x.com/path", ""])
 def test_an_origin_a_browser_never_sends_is_a_config_error(origin):
     with pytest.raises(ValueError, match="no path"):
-        check_origins([origin])
+        check_origins([origin], auth=True)
 
 
 # -- the example of docs/security.md -----------------------------------------------------------

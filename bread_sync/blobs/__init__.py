@@ -31,12 +31,11 @@ class BlobStore(Protocol):
     def get(self, url: str) -> tuple[bytes, dict[str, Any]] | None:
         """The file's bytes and its metadata, or None when there is no such file."""
 
-    def meta(self, url: str) -> dict[str, Any] | None:
-        """The file's metadata alone, as ``get`` gives it, without reading its bytes; None when
-        there is no such file. A store of the older ``put``/``get`` contract, without it, is
-        asked through :func:`meta_of`, which reads the whole file there."""
-
-    # Optional, for retention (``bread-sync gc``), found with ``getattr``:
+    # Optional, found with ``getattr`` (the built-in stores have both):
+    # ``meta(url) -> dict | None``: the file's metadata alone, as ``get`` gives it, its bytes
+    # unread; None when there is no such file. Asked through :func:`meta_of`, which reads the
+    # whole file through ``get`` for a store without it.
+    # For retention (``bread-sync gc``):
     # ``purge(before: float, keep: Collection[str] = (), dry_run: bool = False) -> int`` deletes
     # the files stored before ``before`` (epoch seconds) whose url is not in ``keep``.
 

@@ -16,7 +16,7 @@ EXPOSE_HEADERS = "Bread-Run-Id, Location, Preference-Applied"
 MAX_AGE_SECONDS = 600
 
 
-def check_origins(origins: Sequence[str], auth: bool = True) -> list[str]:
+def check_origins(origins: Sequence[str], auth: bool) -> list[str]:
     """The configured origins, refusing ones a browser never sends (a path, a trailing slash),
     and ``*`` without auth: with auth off, the cross-site rule is all that keeps a web page from
     driving the server, and ``*`` would let every page's through."""

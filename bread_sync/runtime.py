@@ -23,7 +23,7 @@ from .engine.emitter import fan_out
 from .engine.execution import drain
 from .engine.lease import LeaseKeeper
 from .engine.opening import Opened, check_state, new_id, open_continuation, open_run
-from .engine.pipeline_run import PipelineRun, entering
+from .engine.pipeline_run import pipeline_root
 from .engine.relay import Relay
 from .engine.sessions import SessionGuard
 from .engine.task_run import run_task
@@ -212,8 +212,7 @@ class Bread:
         / ``pipeline:step:end``, ending with ``agent:run:end`` carrying the last step's output.
         ``after`` delays it, and ``may_read_file`` checks its input's files, as :meth:`run`'s."""
         pipeline = self.pipeline(pipeline_id)
-        check_files(entering(self, pipeline, input), self.blob_store, may_read_file)
-        make_root = partial(PipelineRun, pipeline=pipeline, input=input)
+        make_root = pipeline_root(self, pipeline, input, may_read_file)
         check_queue(self.executor)
         opened = open_run(self, make_root, session, run_id=run_id, signal=signal, after=_epoch(after))
         return self._deliver(self._started(opened, run_id, pipeline.id), mode)

@@ -13,7 +13,7 @@ from .agents import describe_validation
 from .cancel import CancelToken
 from .errors import INPUT_INVALID, OUTPUT_INVALID, BreadError
 from .models import ModelRequest, TextDelta, ToolCall, Usage, resolve_provider
-from .tracing import model_call, model_ended
+from .tracing import model_call
 from .usage import RunUsage, model_key
 
 
@@ -54,22 +54,17 @@ class Task:
         )
         text: list[str] = []
         used: list[Usage] = []
-        called = False  # a task offers no tool, but its span says so when a model calls one anyway
-        events, traced = model_call(trace, provider, model_name, request)
+        calls: list[ToolCall] = []  # a task offers no tool, but its span says so when a model calls one anyway
         try:
-            for event in events:
-                if isinstance(event, TextDelta):
-                    text.append(event.text)
-                elif isinstance(event, Usage):
-                    used.append(event)
-                elif isinstance(event, ToolCall):
-                    called = True
-        except BaseException as exc:
-            if traced is not None:
-                traced.failed(exc)
-            raise
+            with model_call(trace, provider, model_name, request, text, calls, used) as events:
+                for event in events:
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                    elif isinstance(event, Usage):
+                        used.append(event)
+                    elif isinstance(event, ToolCall):
+                        calls.append(event)
         finally:
-            model_ended(events, traced, text, called, used)
             if usage is not None:  # a failed call's tokens were spent too
                 for event in used:
                     usage.add(model_key(provider.name, model_name), event.input_tokens, event.output_tokens)

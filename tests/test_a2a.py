@@ -170,6 +170,26 @@ def test_inline_bytes_are_stored_and_named_by_their_url():
         run_input([{"file": {"bytes": "a!b="}}], blobs)
 
 
+def test_inline_files_media_types_are_told_before_any_is_stored_which_may_refuse_them():
+    class Blobs:
+        def put(self, data, mime_type, name=None, owner=None):
+            pytest.fail("stored before its type was told")
+
+    told = []
+
+    def refuse(media_types):
+        told.append(media_types)
+        raise BadParams("not these")
+
+    files = [
+        {"file": {"uri": "/files/f", "mimeType": "text/csv"}},
+        {"file": {"bytes": "AAAA", "mimeType": "image/png"}},
+    ]
+    with pytest.raises(BadParams, match="not these"):
+        run_input([*files, {"text": "t"}, {"file": {"bytes": "AAAA"}}], Blobs(), before_storing=refuse)
+    assert told == [["image/png", "application/octet-stream"]]
+
+
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 5, 1000, 1001, 1002])
 def test_the_decoded_size_is_read_from_the_base64s_length(size):
     assert decoded_size(base64.b64encode(b"x" * size).decode()) == size

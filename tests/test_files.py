@@ -366,6 +366,27 @@ def test_an_a2a_inline_file_a_run_would_be_refused_for_is_refused_before_it_is_s
     assert bread.blob_store._blobs == {} and provider_server.requests == []
 
 
+def test_an_a2a_inline_file_s_media_type_is_checked_once_and_one_that_is_none_refused(
+    make_bread, provider_server, monkeypatch
+):
+    """Once for the message: before it is stored (the caller's right to, the model's types) and as it is."""
+    from bread_sync.protocols.a2a import parts
+
+    checked = []
+    is_media_type = parts.is_media_type
+    monkeypatch.setattr(parts, "is_media_type", lambda text: checked.append(text) or is_media_type(text))
+    bread, client = server(make_bread, provider_server, plugins=[a2a_server("looker")])
+    provider_server.play(Stream(text("A cat.")))
+
+    task = a2a_send(client, {"kind": "file", "file": {"bytes": b64(PNG), "mimeType": "image/png"}})["result"]
+    assert task["status"]["state"] == "completed" and checked == ["image/png"]
+    monkeypatch.setattr(bread.blob_store, "put", lambda *args: pytest.fail("a refused file was stored"))
+    refused = a2a_send(client, {"kind": "file", "file": {"bytes": b64(PNG), "mimeType": "text"}})["error"]
+    assert refused["code"] == -32602
+    assert refused["message"] == "a file part's mimeType must be a media type such as image/png, not 'text'"
+    assert checked == ["image/png", "text"]
+
+
 class Picture(BaseModel):
     picture: dict
 

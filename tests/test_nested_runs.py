@@ -4,7 +4,7 @@ canonical-stream invariant, HITL and cancel inside each kind of nesting, and bad
 import threading
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from bread_sync import Agent, BreadError, CancelToken, Config, tool
 from bread_sync.agents import subagent
@@ -277,6 +277,30 @@ def test_a_loop_needs_at_least_one_iteration():
 def test_a_pipeline_step_input_failing_the_schema_fails_the_run(nested):
     result = nested.run_pipeline("draft-then-echo", {"wrong": 1}, mode="sync")
     assert result.error.code == "INPUT_INVALID"
+
+
+def test_a_pipeline_reads_its_first_step_s_input_once(make_bread):
+    """Where the run enters (the files its caller may read, as the step reads the input) and at
+    the step itself: one validation, accepted or refused."""
+    read = []
+
+    class Counted(BaseModel):
+        topic: str
+
+        @model_validator(mode="before")
+        @classmethod
+        def count(cls, data):
+            read.append(data)
+            return data
+
+    reader = Agent(id="reader", model="echo", input_schema=Counted)
+    bread = make_bread(agents=[reader], pipelines=[Pipeline("p", [Step(agent="reader")])])
+
+    assert bread.run_pipeline("p", {"topic": "rye"}, mode="sync").status == "completed"
+    assert read == [{"topic": "rye"}]
+    refused = bread.run_pipeline("p", {"topic": 3}, mode="sync")
+    assert refused.error.code == "INPUT_INVALID" and "topic" in refused.error.message
+    assert read == [{"topic": "rye"}, {"topic": 3}]
 
 
 # -- one run at a time per session ----------------------------------------------------------------

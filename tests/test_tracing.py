@@ -284,6 +284,55 @@ def test_a_model_call_that_fails_is_an_error_on_its_span_with_what_it_said_befor
     assert "Half an" in chat.attributes["gen_ai.output.messages"]
 
 
+def test_a_task_s_model_call_that_fails_is_an_error_on_its_span_and_its_tokens_still_count(exporter):
+    """A task reads its model's events as an agent's turn does (tracing.ModelReading): the same span."""
+    from pydantic import BaseModel
+
+    from bread_sync import CancelToken
+    from bread_sync.tasks import Task
+    from bread_sync.usage import RunUsage
+
+    class Words(BaseModel):
+        text: str
+
+    spans = TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    trace = otel.tracer(spans).run_trace("run_1", "ses_1", "t", None)
+    task = Task(id="t", input_schema=Words, output_schema=Words, model=provider([say('{"te'), usage(4, 1), model_down]))
+    used = RunUsage()
+    with pytest.raises(BreadError):
+        task.call({"text": "go"}, CancelToken(), used, trace)
+
+    chat = named(exporter.get_finished_spans(), "chat script")
+    assert chat.attributes[otel.FINISH_REASONS] == ("error",)
+    assert chat.attributes["error.type"] == MODEL_OVERLOADED
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 4
+    assert used.to_wire()["inputTokens"] == 4
+
+
+def test_reading_a_model_call_s_events_runs_no_tracing_code_per_event(traced, monkeypatch):
+    """The block around a call's events (tracing.ModelReading) is entered and left once per call."""
+    calls: dict[str, int] = {}
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == tracing.__file__:
+            calls[frame.f_code.co_name] = calls.get(frame.f_code.co_name, 0) + 1
+
+    bread = traced()
+
+    def calls_in_a_run_of(deltas: int) -> dict[str, int]:
+        calls.clear()
+        sys.setprofile(profile)
+        try:
+            bread.run("slow", {"count": deltas, "delayMs": 0}, mode="sync")
+        finally:
+            sys.setprofile(None)
+        return dict(calls)
+
+    assert calls_in_a_run_of(10) == calls_in_a_run_of(50)
+    assert calls_in_a_run_of(10)["__exit__"] == 1
+
+
 def test_a_model_call_its_run_stops_reading_is_cancelled_on_its_span(traced, exporter):
     bread = traced()
     run = bread.run("slow", {"count": 50, "delayMs": 0})

@@ -33,7 +33,7 @@ from ..models import (
     Usage,
     resolve_provider,
 )
-from ..tracing import model_call, model_ended
+from ..tracing import model_call
 from . import RUN_ENDING, Activity, Pause, Steps
 from .context import RunContext
 from .relay import Relay
@@ -322,36 +322,31 @@ class AgentRun(AgentActivity):
         streamed: set[str] = set()
         used: list[Usage] = []
         token, run_id = self.ctx.token, self.ctx.run_id
-        events, traced = model_call(self.ctx.trace, provider, model_name, request)
         try:
-            for event in events:
-                token.raise_if_cancelled()
-                if isinstance(event, TextDelta):  # most events: their crumb made here, not in _crumb_of
-                    text.append(event.text)
-                    yield {"type": c.TEXT_DELTA, "runId": run_id, "delta": event.text}
-                    continue
-                if isinstance(event, ReasoningDelta):  # shown, never remembered for the model
-                    yield {"type": c.REASONING_DELTA, "runId": run_id, "delta": event.text}
-                    continue
-                if isinstance(event, Usage):
-                    used.append(event)
-                    continue
-                if isinstance(event, ToolInputStart):
-                    streamed.add(event.id)
-                elif isinstance(event, FileOutput):
-                    yield self.ctx.store_file(event)
-                    continue
-                elif isinstance(event, ToolCall):
-                    calls.append({"id": event.id, "name": event.name, "input": event.input})
-                    if event.id not in streamed:
-                        continue  # a call that was not streamed has no tool:input:* to close
-                yield self._crumb_of(event)
-        except BaseException as exc:  # its span told here, and of the rest as it ends: nothing per event
-            if traced is not None:
-                traced.failed(exc)
-            raise
+            with model_call(self.ctx.trace, provider, model_name, request, text, calls, used) as events:
+                for event in events:
+                    token.raise_if_cancelled()
+                    if isinstance(event, TextDelta):  # most events: their crumb made here, not in _crumb_of
+                        text.append(event.text)
+                        yield {"type": c.TEXT_DELTA, "runId": run_id, "delta": event.text}
+                        continue
+                    if isinstance(event, ReasoningDelta):  # shown, never remembered for the model
+                        yield {"type": c.REASONING_DELTA, "runId": run_id, "delta": event.text}
+                        continue
+                    if isinstance(event, Usage):
+                        used.append(event)
+                        continue
+                    if isinstance(event, ToolInputStart):
+                        streamed.add(event.id)
+                    elif isinstance(event, FileOutput):
+                        yield self.ctx.store_file(event)
+                        continue
+                    elif isinstance(event, ToolCall):
+                        calls.append({"id": event.id, "name": event.name, "input": event.input})
+                        if event.id not in streamed:
+                            continue  # a call that was not streamed has no tool:input:* to close
+                    yield self._crumb_of(event)
         finally:
-            model_ended(events, traced, text, bool(calls), used)
             # summed once the call ends (a cancelled one too: its tokens were spent)
             for event in used:
                 self.ctx.usage.add(event.model or self.agent.model_name, event.input_tokens, event.output_tokens)

@@ -88,13 +88,50 @@ class Tracer(Protocol):
     def close(self) -> None: ...
 
 
+class ModelReading:
+    """A model call's events, read inside ``with``: as the block ends, its span is told how (a
+    failure, a cancel) and its stream closed, then the span ended with what the block gathered
+    in ``text``, ``tool_calls`` and ``usage`` (:func:`model_ended`). Per call, not per event:
+    the block reads the events themselves, so tracing adds no frame of ours per event."""
+
+    __slots__ = ("_events", "_call", "_text", "_tool_calls", "_usage")
+
+    def __init__(
+        self, events: Iterator[Any], call: ModelCall | None, text: list[str], tool_calls: list[Any], usage: list[Any]
+    ):
+        self._events = events
+        self._call = call
+        self._text = text
+        self._tool_calls = tool_calls
+        self._usage = usage
+
+    def __enter__(self) -> Iterator[Any]:
+        return self._events
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        try:
+            if error is not None and self._call is not None:
+                self._call.failed(error)
+        finally:
+            model_ended(self._events, self._call, self._text, bool(self._tool_calls), self._usage)
+
+
 def model_call(
-    trace: RunTrace | None, provider: Any, model_name: str, request: Any
-) -> tuple[Iterator[Any], ModelCall | None]:
-    """A model call's events (the provider's stream), and its span when traced (else None)."""
+    trace: RunTrace | None,
+    provider: Any,
+    model_name: str,
+    request: Any,
+    text: list[str],
+    tool_calls: list[Any],
+    usage: list[Any],
+) -> ModelReading:
+    """A model call (the provider's stream, its span when traced), its events read inside
+    ``with``; the lists are what the block gathers of them for the span: what it said, the
+    tool calls, the :class:`~bread_sync.models.Usage` events."""
     if trace is None:
-        return provider.stream(request), None
-    return trace.model_call(model_name, provider.name, request, provider.stream)
+        return ModelReading(provider.stream(request), None, text, tool_calls, usage)
+    events, call = trace.model_call(model_name, provider.name, request, provider.stream)
+    return ModelReading(events, call, text, tool_calls, usage)
 
 
 def model_ended(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Any
 
 from ...blobs import OPAQUE, is_media_type
@@ -36,16 +37,28 @@ def decoded_size(text: str) -> int:
     return len(text) * 3 // 4 - text[-2:].count("=")
 
 
-def run_input(parts: list[dict[str, Any]], blob_store: Any, owner: str | None = None) -> Any:
+def run_input(
+    parts: list[dict[str, Any]],
+    blob_store: Any,
+    owner: str | None = None,
+    before_storing: Callable[[list[str]], None] | None = None,
+) -> Any:
     """The run's input: text parts joined by newlines; one data part, its value; one file part,
     a file reference ``{type: "file", uri, mimeType?, name?}`` (bread_sync/files.py); any other
     mix, the tagged parts in order, each file part as its reference. Inline bytes are stored in
     ``blob_store`` first, as ``owner``'s (the caller's, as an upload is), and named by the url it
     gives; a uri is the run's to check (only this server's files are references a model
-    receives)."""
+    receives). ``before_storing`` is told the media type of each inline file part
+    (``application/octet-stream`` when it names none), in order, before any is stored: it may
+    refuse them, and then nothing is."""
     if not parts:
         raise BadParams("the message has no parts")
-    resolved = [_file(part["file"], blob_store, owner) if "file" in part else part for part in parts]
+    typed = [(part, _media_type(part["file"]) if "file" in part else None) for part in parts]
+    if before_storing is not None:
+        before_storing([media_type or OPAQUE for part, media_type in typed if _is_inline(part)])
+    resolved = [
+        _file(part["file"], media_type, blob_store, owner) if "file" in part else part for part, media_type in typed
+    ]
     if all("text" in part for part in resolved):
         return "\n".join(part["text"] for part in resolved)
     if len(resolved) == 1:
@@ -53,11 +66,9 @@ def run_input(parts: list[dict[str, Any]], blob_store: Any, owner: str | None = 
     return resolved
 
 
-def inline_media_types(parts: list[dict[str, Any]]) -> list[str]:
-    """The media type of each file part that carries its bytes (``application/octet-stream``
-    when it names none), in order: what storing them would store."""
-    inline = [part["file"] for part in parts if "file" in part and "uri" not in part["file"]]
-    return [_media_type(file) or OPAQUE for file in inline]
+def _is_inline(part: dict[str, Any]) -> bool:
+    """Whether ``part`` is a file part that carries its bytes."""
+    return "file" in part and "uri" not in part["file"]
 
 
 def _media_type(file: dict[str, Any]) -> str | None:
@@ -67,8 +78,8 @@ def _media_type(file: dict[str, Any]) -> str | None:
     return mime_type
 
 
-def _file(file: dict[str, Any], blob_store: Any, owner: str | None) -> dict[str, Any]:
-    mime_type, name = _media_type(file), file.get("name")
+def _file(file: dict[str, Any], mime_type: str | None, blob_store: Any, owner: str | None) -> dict[str, Any]:
+    name = file.get("name")
     if "uri" in file:
         uri = file["uri"]
     else:

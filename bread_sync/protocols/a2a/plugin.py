@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 from urllib.parse import urljoin
 
@@ -31,7 +32,7 @@ from ...stores import page_runs, read_log
 from ...wire import SSE_BEHIND
 from . import rpc, v03, v10
 from .card import card_facts
-from .parts import BadParams, check_inline_sizes, inline_media_types, pause_answer, run_input
+from .parts import BadParams, check_inline_sizes, pause_answer, run_input
 from .push import A2APushes, check_webhook, records_pushes, sender_of
 from .rpc import RpcError
 from .stream import CONNECTED, CONTENT_TYPE, HEARTBEAT, StreamEncoder, one_event
@@ -261,8 +262,7 @@ class A2AServer:
         if context_id is not None:
             self._check_context(context_id)
         session_id = context_id or new_id("ses")
-        self._check_inline_files(bread, parts)
-        value = run_input(parts, bread.blob_store, caller_key())
+        value = run_input(parts, bread.blob_store, caller_key(), partial(self._check_inline_files, bread))
         return (
             lambda token: bread.run(
                 self.agent_id,
@@ -275,11 +275,10 @@ class A2AServer:
             session_id,
         )
 
-    def _check_inline_files(self, bread: Any, parts: list[dict[str, Any]]) -> None:
-        """Inline bytes are stored as an upload is, before the run starts: only for a caller who
-        may upload (``file.write``), and only once the agent's model takes each one's type, so a
-        message the run would refuse for them stores nothing."""
-        media_types = inline_media_types(parts)
+    def _check_inline_files(self, bread: Any, media_types: list[str]) -> None:
+        """Inline bytes (of ``media_types``) are stored as an upload is, before the run starts:
+        only for a caller who may upload (``file.write``), and only once the agent's model takes
+        each one's type, so a message the run would refuse for them stores nothing."""
         if media_types and not may_write_files():
             raise BadParams("inline file bytes are stored as an upload, which this caller may not make (file.write)")
         for media_type in media_types:

@@ -31,6 +31,7 @@ class RunResult:
 
 class Run:
     """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb.
+    Its last crumb (its end or pause) finishes it as it is handed out: a caller may stop there.
     :meth:`close` one left unfinished: it ends ``RUN_INTERRUPTED`` at once. One dropped unclosed
     (this and its iterator) ends so too, a little later (see :class:`_Held`); one never iterated
     was never driven, and a recovery sweep ends it once its lease lapses."""
@@ -106,6 +107,12 @@ class _Held(BoundRun):
         self._driven = driven
         self._keeper = keeper
         keeper.hold(driven)
+
+    def __next__(self) -> dict[str, Any]:
+        crumb = BoundRun.__next__(self)  # not super()'s lookup: this is per crumb
+        if crumb["type"] in c.STREAM_END:  # its last: a caller may stop here, never asking for more
+            self.close()  # so what follows it (its span's end, its metrics) is done now
+        return crumb
 
     def close(self) -> None:
         super().close()

@@ -1,6 +1,7 @@
-"""How a library caller's run ends when the caller stops at its terminal crumb (a ``for`` loop
-that breaks there, never asking for the next item): the run is finished at once, not by a later
-let go: its span ended, its metrics counted."""
+"""How a library caller's run ends when the caller stops at its edges: at its terminal crumb (a
+``for`` loop that breaks there, never asking for the next item), or before its first crumb
+(closed never iterated). Either way the run is finished at once, not by a later let go or a
+recovery sweep: its span ended, its metrics counted, its record and session claim released."""
 
 from __future__ import annotations
 
@@ -61,3 +62,28 @@ def test_a_run_its_caller_leaves_at_its_last_crumb_is_finished_as_that_crumb_is_
     assert run_status_of_span(exporter, agent) == status
     assert finished(agent, status) == before + 1
     assert not observed.leases._held  # nothing is left for a let go, though the run is still referenced
+
+
+def test_a_run_closed_before_its_first_crumb_ends_at_once(observed, exporter):
+    before = finished("slow", "interrupted")
+    run = observed.run("slow", {"count": 3, "delayMs": 0}, session="s1")
+    run.close()
+
+    assert observed.store.get_run(run.run_id)["status"] == "interrupted"
+    assert [frame.crumb["error"]["code"] for frame in observed.store.get_crumbs(run.run_id)] == ["RUN_INTERRUPTED"]
+    assert observed.store.claim_session("s1", "another run") is None  # its claim released
+    assert run_status_of_span(exporter, "slow") == "interrupted"
+    assert finished("slow", "interrupted") == before + 1
+    assert not observed.leases._held
+    assert list(run) == []  # closed: nothing more to iterate
+
+
+def test_a_continuation_closed_before_its_first_crumb_ends_at_once(observed):
+    paused = observed.run("writer", {"topic": "rye"}, mode="sync")
+    resumed = observed.resume(paused.checkpoint["checkpointId"], {"approved": True})
+    resumed.close()
+
+    assert observed.store.get_run(paused.run_id)["status"] == "interrupted"
+    last = observed.store.get_crumbs(paused.run_id)[-1].crumb
+    assert (last["type"], last["error"]["code"]) == ("agent:error", "RUN_INTERRUPTED")
+    assert observed.store.get_checkpoint(paused.checkpoint["checkpointId"])["status"] != "pending"

@@ -31,9 +31,9 @@ class RunResult:
 
 class Run:
     """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb.
-    :meth:`close` one left unfinished: it ends ``RUN_INTERRUPTED`` at once. One dropped unclosed
-    (this and its iterator) ends so too, a little later (see :class:`_Held`); one never iterated
-    was never driven, and a recovery sweep ends it once its lease lapses."""
+    Its last crumb (its end or pause) finishes it as it is handed out: a caller may stop there.
+    :meth:`close` one left unfinished, or never iterated: it ends ``RUN_INTERRUPTED`` at once.
+    One dropped unclosed (this and its iterator) ends so too, a little later (see :class:`_Held`)."""
 
     def __init__(
         self,
@@ -107,9 +107,18 @@ class _Held(BoundRun):
         self._keeper = keeper
         keeper.hold(driven)
 
+    def __next__(self) -> dict[str, Any]:
+        crumb = BoundRun.__next__(self)  # not super()'s lookup: this is per crumb
+        if crumb["type"] in c.STREAM_END:  # its last: a caller may stop here, never asking for more
+            self.close()  # so what follows it (its span's end, its metrics) is done now
+        return crumb
+
     def close(self) -> None:
-        super().close()
-        self._keeper.close(self.labels, self._driven)  # a queued run's opening too, which its follower leaves
+        # The driver's crumbs by the keeper first: closed through the iterator (the same
+        # generator, unless queued), one never started would only be marked closed, its run
+        # left running (see close_driven).
+        self._keeper.close(self.labels, self._driven)
+        super().close()  # a queued run's follower of the rest
 
     def __del__(self) -> None:
         self._keeper.drop(self.labels, self._driven)

@@ -18,7 +18,7 @@ import pytest
 from bread_sync.server.lifecycle import Lifecycle
 from bread_sync.server.runner import Runner
 
-#: Drops a started run inside the lock named, in a thread (a greenlet under gevent): in a cycle
+#: Drops a started (or never iterated) run inside the lock named, in a thread (a greenlet under gevent): in a cycle
 #: that a collection made there frees ("collected"), or its last reference let go there
 #: ("released"); then waits for the run to be ended. In a process of its own: a clean-up that
 #: hangs holds that lock, and the garbage collector's, for good.
@@ -31,12 +31,13 @@ from bread_sync import create_bread
 from bread_sync.demo import config
 from bread_sync.stores import sqlite
 
-_, _, where, how, path = sys.argv
+_, _, where, how, started, path = sys.argv
 # One connection in the SQLite store's pool: the section holding it is every other use's wait.
 store = sqlite.store(path, pool_size=1) if where == "store" else "memory"
 bread = create_bread(config().model_copy(update={"store": store, "cancel_poll_seconds": 0.05}))
 run = bread.run("slow", {"count": 1000, "delayMs": 0}, session="s1")
-next(run)  # its start crumb logged: registered, watched, its session claimed
+if started == "started":
+    next(run)  # its start crumb logged: registered, watched, its session claimed
 run_id = run.run_id
 gc.disable()  # no collection but the test's
 held = [run]
@@ -65,6 +66,8 @@ threading.Thread(target=drop, daemon=True).start()
 if not dropped.wait(5):  # the store, or the lock, is held for good: the outcome is that
     print(json.dumps({"dropped": False}), flush=True)
     os._exit(0)
+if started != "started":  # never watched, it keeps no keeper passing: the next run's start lets it go
+    bread.run("echo", "hi", mode="sync")
 deadline = time.monotonic() + 5
 while time.monotonic() < deadline and not ended():
     time.sleep(0.005)
@@ -80,21 +83,23 @@ os._exit(0)  # a clean-up that hung holds locks an orderly exit could wait on
 """
 
 CASES = [
-    ("threads", "leases", "collected"),
-    ("threads", "leases", "released"),
-    ("threads", "store", "collected"),
-    ("gevent", "leases", "collected"),
-    ("gevent", "leases", "released"),
-    ("gevent", "store", "collected"),
+    ("threads", "leases", "collected", "started"),
+    ("threads", "leases", "released", "started"),
+    ("threads", "store", "collected", "started"),
+    ("gevent", "leases", "collected", "started"),
+    ("gevent", "leases", "released", "started"),
+    ("gevent", "store", "collected", "started"),
+    ("threads", "leases", "collected", "never-iterated"),
+    ("gevent", "store", "collected", "never-iterated"),
 ]
 
 
-@pytest.mark.parametrize(("threads", "where", "how"), CASES, ids=["-".join(case) for case in CASES])
+@pytest.mark.parametrize(("threads", "where", "how", "started"), CASES, ids=["-".join(case) for case in CASES])
 def test_a_run_dropped_unfinished_inside_a_lock_its_clean_up_takes_takes_none_and_still_ends(
-    tmp_path, threads, where, how
+    tmp_path, threads, where, how, started
 ):
     done = subprocess.run(
-        [sys.executable, "-c", DROP, threads, where, how, str(tmp_path / "bread.db")],
+        [sys.executable, "-c", DROP, threads, where, how, started, str(tmp_path / "bread.db")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -110,10 +115,11 @@ def test_a_run_dropped_unfinished_inside_a_lock_its_clean_up_takes_takes_none_an
 LET_GO_WITHIN_SECONDS = 10
 
 
-def dropped_in_a_cycle(bread, session: str) -> str:
-    """A run of ``session`` started, then dropped in a cycle and collected: its id."""
+def dropped_in_a_cycle(bread, session: str, started: bool = True) -> str:
+    """A run of ``session`` started (or never iterated), then dropped in a cycle and collected: its id."""
     run = bread.run("slow", {"count": 1000, "delayMs": 0}, session=session)
-    next(run)
+    if started:
+        next(run)
     run_id = run.run_id
     was_enabled = gc.isenabled()
     gc.disable()  # the run is collected here, below
@@ -163,6 +169,17 @@ def test_a_run_dropped_unfinished_is_ended_when_the_next_run_starts(make_bread):
     assert_left_to_a_let_go(bread, run_id, "s1")
     bread.run("echo", "hi", mode="sync")
     assert_ended(bread, run_id, "s1")
+
+
+def test_a_run_dropped_never_iterated_is_ended_when_the_next_run_starts(make_bread):
+    # Never driven, it is not left to a recovery sweep once its lease lapses: the let go drives
+    # its end, as a close would (tests/test_run_ends.py).
+    bread = make_bread(**QUIET_KEEPER)
+    run_id = dropped_in_a_cycle(bread, "s1", started=False)
+    assert_left_to_a_let_go(bread, run_id, "s1")
+    bread.run("echo", "hi", mode="sync")
+    assert_ended(bread, run_id, "s1")
+    assert [frame.type for frame in bread.store.get_crumbs(run_id)] == ["agent:error"]  # none of it ran
 
 
 def test_a_run_dropped_unfinished_is_ended_by_the_workers_next_sweep(make_bread):

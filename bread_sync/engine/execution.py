@@ -12,8 +12,10 @@ import logging
 import marshal
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextvars import ContextVar
 from functools import partial
+from inspect import GEN_CREATED, getgeneratorstate
 from typing import Any
 
 from .. import crumbs as c
@@ -41,6 +43,10 @@ WITHOUT_PROGRESS = (
 STATUS_OF_ERROR = {RUN_CANCELLED: "cancelled", RUN_TIMEOUT: "cancelled", RUN_INTERRUPTED: "interrupted"}
 #: What the steps of a run to be queued yield once its opening crumb is logged (see Execution).
 QUEUE_HERE = object()
+#: The id of the run whose crumbs :func:`close_driven` is closing before their first: its driver,
+#: started for that alone, ends it at once. By id, so no other run opened meanwhile (by a
+#: listener of the abandon's crumb, say) is ended with it.
+_CLOSED_UNSTARTED: ContextVar[str | None] = ContextVar("bread_closed_unstarted", default=None)
 
 
 class Execution:
@@ -88,8 +94,12 @@ class Execution:
         its pause (``resumed``: its ``human:resumed`` is logged already, by the process that
         queued it); with ``carry_on``, from its progress after its process died. Ends with
         exactly one terminal crumb (or a pause), and a caller that stops pulling early leaves
-        the run interrupted, so no run is left running without a driver."""
+        the run interrupted, so no run is left running without a driver, as does one that
+        closes the crumbs before their first (:func:`close_driven`)."""
         run_id = self.ctx.run_id
+        if _CLOSED_UNSTARTED.get() == run_id:
+            self._end_unstarted()
+            return
         self.runtime.cancels.register(run_id, self.ctx.token)
         self.runtime.leases.watch(run_id)
         steps = self._steps(resume, carry_on, resumed)
@@ -146,8 +156,19 @@ class Execution:
                     if self._final is None:  # the caller stopped pulling: nobody will drive this run
                         self._abandon()
             finally:  # told even when the clean-up failed (a store refusing the abandon's writes)
-                for ended in self._when_ended:
-                    ended(self._final)
+                self._tell_ended()
+
+    def _end_unstarted(self) -> None:
+        """End a run closed before its first crumb, none of its steps run (nor it registered):
+        interrupted, as one closed later, without waiting for its lease to lapse."""
+        try:
+            self._abandon()
+        finally:
+            self._tell_ended()
+
+    def _tell_ended(self) -> None:
+        for ended in self._when_ended:
+            ended(self._final)
 
     def _not_opened(self) -> bool:
         """Whether the run failed before it existed: its record was to come with its first
@@ -346,6 +367,20 @@ def packed(stack: dict[str, Any] | None) -> bytes | str:
 def progress_id(run_id: str) -> str:
     """The id of a run's progress: a checkpoint of status ``progress``, replaced as it goes."""
     return f"progress_{run_id}"
+
+
+def close_driven(run_id: str, crumbs: Generator[Any, None, None]) -> None:
+    """Close the crumbs of run ``run_id`` as its driver yields them (an opened run's, maybe
+    counted by the metrics): one left unfinished ends interrupted, and so does one never started,
+    its driver started for that alone (closing a generator never started runs none of it, and
+    the run would be left to a recovery sweep once its lease lapsed)."""
+    if getgeneratorstate(crumbs) == GEN_CREATED:
+        closing = _CLOSED_UNSTARTED.set(run_id)
+        try:
+            next(crumbs, None)
+        finally:
+            _CLOSED_UNSTARTED.reset(closing)
+    crumbs.close()
 
 
 def drain(labels: RunLabels, crumbs: Iterator[dict[str, Any]]) -> None:

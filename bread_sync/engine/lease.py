@@ -24,6 +24,7 @@ from typing import Any
 from ..logs import RunLabels, run_context
 from ..transports import cancel_channel
 from . import Runtime
+from .execution import close_driven
 
 log = logging.getLogger("bread_sync")
 
@@ -82,10 +83,11 @@ class LeaseKeeper:
             self._dropped.append((labels, crumbs))
 
     def close(self, labels: RunLabels, crumbs: Generator[Any, None, None]) -> None:
-        """Close a held run's crumbs now (an unfinished run ends interrupted), and let go of them."""
+        """Close a held run's crumbs now (an unfinished run ends interrupted, one never started
+        too), and let go of them."""
         try:
             with run_context(labels):  # its clean-up's log records name the run
-                crumbs.close()
+                close_driven(labels.run_id, crumbs)
         finally:
             self._held.discard(crumbs)
 

@@ -1,0 +1,89 @@
+"""How a library caller's run ends when the caller stops at its edges: at its terminal crumb (a
+``for`` loop that breaks there, never asking for the next item), or before its first crumb
+(closed never iterated). Either way the run is finished at once, not by a later let go or a
+recovery sweep: its span ended, its metrics counted, its record and session claim released."""
+
+from __future__ import annotations
+
+import pytest
+
+otel = pytest.importorskip("bread_sync.tracing.otel")
+pytest.importorskip("prometheus_client")
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from bread_sync.metrics import prometheus  # noqa: E402
+
+#: The lease keeper passes only every 40 s: no let go of this process's ends any run here.
+QUIET_KEEPER = {"cancel_poll_seconds": 60.0, "lease_seconds": 120.0}
+
+
+@pytest.fixture
+def exporter():
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def observed(make_bread, exporter):
+    """A Bread on the demo agents, its runs traced into ``exporter`` and counted in the metrics."""
+    spans = TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    bread = make_bread(server={"metrics": True}, **QUIET_KEEPER)
+    bread.tracer = otel.tracer(spans)
+    return bread
+
+
+def finished(agent: str, status: str) -> float:
+    """How many runs of ``agent`` the process's metrics counted finished with ``status``."""
+    labels = {"agent": agent, "status": status}
+    return prometheus.metrics().registry.get_sample_value("bread_runs_finished_total", labels) or 0.0
+
+
+def run_status_of_span(exporter, agent: str) -> str | None:
+    """The status the run span of ``agent`` ended with; None while it has not ended."""
+    ended = [span for span in exporter.get_finished_spans() if span.name == f"invoke_agent {agent}"]
+    return ended[0].attributes["bread.run.status"] if ended else None
+
+
+@pytest.mark.parametrize(
+    ("agent", "input", "last", "status"),
+    [("echo", "hi", "agent:run:end", "completed"), ("writer", {"topic": "rye"}, "human:required", "paused")],
+)
+def test_a_run_its_caller_leaves_at_its_last_crumb_is_finished_as_that_crumb_is_handed_out(
+    observed, exporter, agent, input, last, status
+):
+    before = finished(agent, status)
+    run = observed.run(agent, input)
+    for crumb in run:
+        if crumb["type"] == last:
+            break  # neither asks for the next item nor closes: the run is kept, unclosed
+
+    assert run_status_of_span(exporter, agent) == status
+    assert finished(agent, status) == before + 1
+    assert not observed.leases._held  # nothing is left for a let go, though the run is still referenced
+
+
+def test_a_run_closed_before_its_first_crumb_ends_at_once(observed, exporter):
+    before = finished("slow", "interrupted")
+    run = observed.run("slow", {"count": 3, "delayMs": 0}, session="s1")
+    run.close()
+
+    assert observed.store.get_run(run.run_id)["status"] == "interrupted"
+    assert [frame.crumb["error"]["code"] for frame in observed.store.get_crumbs(run.run_id)] == ["RUN_INTERRUPTED"]
+    assert observed.store.claim_session("s1", "another run") is None  # its claim released
+    assert run_status_of_span(exporter, "slow") == "interrupted"
+    assert finished("slow", "interrupted") == before + 1
+    assert not observed.leases._held
+    assert list(run) == []  # closed: nothing more to iterate
+
+
+def test_a_continuation_closed_before_its_first_crumb_ends_at_once(observed):
+    paused = observed.run("writer", {"topic": "rye"}, mode="sync")
+    resumed = observed.resume(paused.checkpoint["checkpointId"], {"approved": True})
+    resumed.close()
+
+    assert observed.store.get_run(paused.run_id)["status"] == "interrupted"
+    last = observed.store.get_crumbs(paused.run_id)[-1].crumb
+    assert (last["type"], last["error"]["code"]) == ("agent:error", "RUN_INTERRUPTED")
+    assert observed.store.get_checkpoint(paused.checkpoint["checkpointId"])["status"] != "pending"

@@ -10,7 +10,6 @@ import logging
 import subprocess
 import sys
 import time
-from collections import deque
 from pathlib import Path
 
 import pytest
@@ -188,26 +187,3 @@ def test_a_dropped_tails_subscription_that_fails_to_close_is_said_and_stops_noth
     assert next(frames) is not None  # its replay
     frames.close()
     assert transport._runs[run_id].handlers == ()
-
-
-class _TakenMeanwhile(deque):
-    """What a look then a take would meet: another thread (the follower's, a tail opening)
-    takes the last item between the two."""
-
-    def __bool__(self):
-        full = len(self) > 0
-        self.clear()
-        return full
-
-
-def test_a_dropped_tail_let_go_by_another_thread_meanwhile_is_no_failure(bread):
-    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
-    bread.follower._dropped = taken = _TakenMeanwhile()
-    bread.tail(run_id, heartbeat=0.05)
-    gc.collect()  # its replay, not begun, holds it in a cycle
-    assert len(taken) == 1  # what it held, recorded by its finalizer
-    opened = bread.tail(run_id, heartbeat=0.05, batched=True)  # its let_go finds it taken meanwhile
-    assert len(taken) == 0
-    opened.close()
-    # The opened tail let go of its own; the dropped one's is the other thread's to close.
-    assert len(bread.transport._runs[run_id].handlers) == 1

@@ -119,7 +119,8 @@ class Bread:
         """End the runs and let go of the tails their callers dropped unclosed, whose finalizers
         only queued their clean-up (engine/lease.py, tails/follower.py ``drop``): here, so call
         it only where no lock is held. The lease keeper and the log follower do at their passes;
-        so do a run's opening, a server worker's periodic pass and :meth:`close`."""
+        so do a run's opening (before its session's claim: engine/opening.py), a server
+        worker's periodic pass and :meth:`close`."""
         self.leases.let_go()
         self.follower.let_go()
 
@@ -309,7 +310,6 @@ class Bread:
         return self._run_of(opened)
 
     def _run_of(self, opened: Opened) -> Run:
-        self.let_go()  # what callers dropped unclosed: let go here, where no lock is held
         run_id, session_id, agent_id, trace = opened.labels
         rest = partial(self._follow_to_pause, run_id) if opened.queued else None
         return Run(

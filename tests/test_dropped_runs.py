@@ -165,6 +165,24 @@ def test_a_run_dropped_unfinished_is_ended_when_the_next_run_starts(make_bread):
     assert_ended(bread, run_id, "s1")
 
 
+def test_a_run_dropped_unfinished_is_ended_before_the_next_run_of_its_session_claims_it(make_bread):
+    """The next run's start ends it before its opening, so the session is free: not SESSION_BUSY."""
+    bread = make_bread(**QUIET_KEEPER)
+    run_id = dropped_in_a_cycle(bread, "s1")
+    assert_left_to_a_let_go(bread, run_id, "s1")
+    assert bread.run("echo", "hi", session="s1", mode="sync").status == "completed"
+    assert bread.store.get_run(run_id)["status"] == "interrupted"
+
+
+def test_a_run_dropped_unfinished_is_ended_before_a_resume_in_its_session_claims_it(make_bread):
+    bread = make_bread(**QUIET_KEEPER)
+    paused = bread.run("writer", {"topic": "bread"}, session="s1", mode="sync")
+    run_id = dropped_in_a_cycle(bread, "s1")
+    assert_left_to_a_let_go(bread, run_id, "s1")
+    assert bread.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync").status == "completed"
+    assert bread.store.get_run(run_id)["status"] == "interrupted"
+
+
 def test_a_run_dropped_unfinished_is_ended_by_the_workers_next_sweep(make_bread):
     bread = make_bread(sweep_seconds=0.05, **QUIET_KEEPER)
     run_id = dropped_in_a_cycle(bread, "s1")

@@ -26,10 +26,11 @@ DROP = """
 import sys
 if sys.argv[1] == "gevent":
     from gevent import monkey; monkey.patch_all()
-import gc, json, os, threading, time
+import gc, json, os, time
 from bread_sync import create_bread
 from bread_sync.demo import config
 from bread_sync.stores import sqlite
+from tests.dropping import drop_inside
 
 _, _, where, how, path = sys.argv
 # One connection in the SQLite store's pool: the section holding it is every other use's wait.
@@ -41,19 +42,8 @@ run_id = run.run_id
 gc.disable()  # no collection but the test's
 held = [run]
 del run
-if how == "collected":
-    held.append(held)  # a cycle: only a collection frees the run now
-    del held
 lock = bread.leases._lock if where == "leases" else bread.store.connection()
-dropped = threading.Event()
-
-def drop():
-    with lock:  # as a collection, or a release, inside a locked section would
-        if how == "collected":
-            gc.collect()
-        else:
-            held.clear()
-    dropped.set()
+dropped = drop_inside(lock, how, held)
 
 def claimed():  # another run may take the session (the probe keeps it: each look answers alike)
     return bread.store.claim_session("s1", "probe") is not None
@@ -61,7 +51,6 @@ def claimed():  # another run may take the session (the probe keeps it: each loo
 def ended():
     return bread.store.get_run(run_id)["status"] != "running" and not claimed()
 
-threading.Thread(target=drop, daemon=True).start()
 if not dropped.wait(5):  # the store, or the lock, is held for good: the outcome is that
     print(json.dumps({"dropped": False}), flush=True)
     os._exit(0)

@@ -29,10 +29,11 @@ DROP = """
 import sys
 if sys.argv[1] == "gevent":
     from gevent import monkey; monkey.patch_all()
-import gc, json, os, threading, time
+import gc, json, os, time
 from bread_sync import create_bread
 from bread_sync.demo import config
 from bread_sync.transports import redis, stream
+from tests.dropping import drop_inside
 
 _, _, batched, where, how, url = sys.argv
 transport = stream.transport() if where == "follower" else redis.transport(url=url)
@@ -45,24 +46,12 @@ while next(frames) is not None:  # the replay, up to the pause, then a heartbeat
     pass
 held = [frames]
 del frames
-if how == "collected":
-    held.append(held)  # a cycle: only a collection frees the tail now
-    del held
 lock = bread.follower._lock if where == "follower" else transport._reader._lock
-dropped = threading.Event()
-
-def drop():
-    with lock:  # as a collection, or a release, inside a locked section would
-        if how == "collected":
-            gc.collect()
-        else:
-            held.clear()
-    dropped.set()
+dropped = drop_inside(lock, how, held)
 
 def subscribed():
     return bool(transport._runs[run_id].handlers if where == "follower" else transport._reader._subscriptions)
 
-threading.Thread(target=drop, daemon=True).start()
 dropped.wait(5)
 deadline = time.monotonic() + 5
 while time.monotonic() < deadline and (run_id in bread.follower._watching or subscribed()):

@@ -115,11 +115,19 @@ class Bread:
         recovery.sweep(self)
         return self
 
+    def let_go(self) -> None:
+        """End the runs and let go of the tails their callers dropped unclosed, whose finalizers
+        only queued their clean-up (engine/lease.py, tails/follower.py ``drop``): here, so call
+        it only where no lock is held. The lease keeper and the log follower do at their passes;
+        so do a run's opening (before its session's claim: engine/opening.py), a server
+        worker's periodic pass and :meth:`close`."""
+        self.leases.let_go()
+        self.follower.let_go()
+
     def close(self) -> None:
         """Stop this instance's background work and close its store's connections."""
-        self.leases.let_go()  # the runs dropped unfinished, ended while the store is open
+        self.let_go()  # while the store is open: a dropped run's end is written
         self.leases.stop()
-        self.follower.let_go()  # what tails dropped unclosed held: their subscriptions too
         if self.tracer is not None:
             self.tracer.close()
         close = getattr(self.store, "close", None)
@@ -301,7 +309,6 @@ class Bread:
         return self._run_of(opened)
 
     def _run_of(self, opened: Opened) -> Run:
-        self.leases.let_go()  # runs dropped unfinished: ended here, where no lock is held
         run_id, session_id, agent_id, trace = opened.labels
         rest = partial(self._follow_to_pause, run_id) if opened.queued else None
         return Run(

@@ -26,10 +26,11 @@ DROP = """
 import sys
 if sys.argv[1] == "gevent":
     from gevent import monkey; monkey.patch_all()
-import gc, json, os, threading, time
+import gc, json, os, time
 from bread_sync import create_bread
 from bread_sync.demo import config
 from bread_sync.stores import sqlite
+from tests.dropping import drop_inside
 
 _, _, where, how, started, path = sys.argv
 # One connection in the SQLite store's pool: the section holding it is every other use's wait.
@@ -42,19 +43,8 @@ run_id = run.run_id
 gc.disable()  # no collection but the test's
 held = [run]
 del run
-if how == "collected":
-    held.append(held)  # a cycle: only a collection frees the run now
-    del held
 lock = bread.leases._lock if where == "leases" else bread.store.connection()
-dropped = threading.Event()
-
-def drop():
-    with lock:  # as a collection, or a release, inside a locked section would
-        if how == "collected":
-            gc.collect()
-        else:
-            held.clear()
-    dropped.set()
+dropped = drop_inside(lock, how, held)
 
 def claimed():  # another run may take the session (the probe keeps it: each look answers alike)
     return bread.store.claim_session("s1", "probe") is not None
@@ -62,7 +52,6 @@ def claimed():  # another run may take the session (the probe keeps it: each loo
 def ended():
     return bread.store.get_run(run_id)["status"] != "running" and not claimed()
 
-threading.Thread(target=drop, daemon=True).start()
 if not dropped.wait(5):  # the store, or the lock, is held for good: the outcome is that
     print(json.dumps({"dropped": False}), flush=True)
     os._exit(0)
@@ -180,6 +169,24 @@ def test_a_run_dropped_never_iterated_is_ended_when_the_next_run_starts(make_bre
     bread.run("echo", "hi", mode="sync")
     assert_ended(bread, run_id, "s1")
     assert [frame.type for frame in bread.store.get_crumbs(run_id)] == ["agent:error"]  # none of it ran
+
+
+def test_a_run_dropped_unfinished_is_ended_before_the_next_run_of_its_session_claims_it(make_bread):
+    """The next run's start ends it before its opening, so the session is free: not SESSION_BUSY."""
+    bread = make_bread(**QUIET_KEEPER)
+    run_id = dropped_in_a_cycle(bread, "s1")
+    assert_left_to_a_let_go(bread, run_id, "s1")
+    assert bread.run("echo", "hi", session="s1", mode="sync").status == "completed"
+    assert bread.store.get_run(run_id)["status"] == "interrupted"
+
+
+def test_a_run_dropped_unfinished_is_ended_before_a_resume_in_its_session_claims_it(make_bread):
+    bread = make_bread(**QUIET_KEEPER)
+    paused = bread.run("writer", {"topic": "bread"}, session="s1", mode="sync")
+    run_id = dropped_in_a_cycle(bread, "s1")
+    assert_left_to_a_let_go(bread, run_id, "s1")
+    assert bread.resume(paused.checkpoint["checkpointId"], {"approved": True}, mode="sync").status == "completed"
+    assert bread.store.get_run(run_id)["status"] == "interrupted"
 
 
 def test_a_run_dropped_unfinished_is_ended_by_the_workers_next_sweep(make_bread):

@@ -10,7 +10,6 @@ import logging
 import subprocess
 import sys
 import time
-from collections import deque
 from pathlib import Path
 
 import pytest
@@ -30,10 +29,11 @@ DROP = """
 import sys
 if sys.argv[1] == "gevent":
     from gevent import monkey; monkey.patch_all()
-import gc, json, os, threading, time
+import gc, json, os, time
 from bread_sync import create_bread
 from bread_sync.demo import config
 from bread_sync.transports import redis, stream
+from tests.dropping import drop_inside
 
 _, _, batched, where, how, url = sys.argv
 transport = stream.transport() if where == "follower" else redis.transport(url=url)
@@ -46,24 +46,12 @@ while next(frames) is not None:  # the replay, up to the pause, then a heartbeat
     pass
 held = [frames]
 del frames
-if how == "collected":
-    held.append(held)  # a cycle: only a collection frees the tail now
-    del held
 lock = bread.follower._lock if where == "follower" else transport._reader._lock
-dropped = threading.Event()
-
-def drop():
-    with lock:  # as a collection, or a release, inside a locked section would
-        if how == "collected":
-            gc.collect()
-        else:
-            held.clear()
-    dropped.set()
+dropped = drop_inside(lock, how, held)
 
 def subscribed():
     return bool(transport._runs[run_id].handlers if where == "follower" else transport._reader._subscriptions)
 
-threading.Thread(target=drop, daemon=True).start()
 dropped.wait(5)
 deadline = time.monotonic() + 5
 while time.monotonic() < deadline and (run_id in bread.follower._watching or subscribed()):
@@ -188,26 +176,3 @@ def test_a_dropped_tails_subscription_that_fails_to_close_is_said_and_stops_noth
     assert next(frames) is not None  # its replay
     frames.close()
     assert transport._runs[run_id].handlers == ()
-
-
-class _TakenMeanwhile(deque):
-    """What a look then a take would meet: another thread (the follower's, a tail opening)
-    takes the last item between the two."""
-
-    def __bool__(self):
-        full = len(self) > 0
-        self.clear()
-        return full
-
-
-def test_a_dropped_tail_let_go_by_another_thread_meanwhile_is_no_failure(bread):
-    run_id = bread.run("writer", {"topic": "bread"}, mode="sync").run_id
-    bread.follower._dropped = taken = _TakenMeanwhile()
-    bread.tail(run_id, heartbeat=0.05)
-    gc.collect()  # its replay, not begun, holds it in a cycle
-    assert len(taken) == 1  # what it held, recorded by its finalizer
-    opened = bread.tail(run_id, heartbeat=0.05, batched=True)  # its let_go finds it taken meanwhile
-    assert len(taken) == 0
-    opened.close()
-    # The opened tail let go of its own; the dropped one's is the other thread's to close.
-    assert len(bread.transport._runs[run_id].handlers) == 1

@@ -71,6 +71,9 @@ class Runtime(Protocol):
 
     def cancel(self, run_id: str) -> bool: ...
 
+    def let_go(self) -> None:
+        """End the runs and let go of the tails dropped unclosed: call it where no lock is held."""
+
     def agent(self, agent_id: str) -> Any: ...
 
     def pipeline(self, pipeline_id: str) -> Any: ...

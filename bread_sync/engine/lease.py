@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Generator
+from functools import partial
 from inspect import GEN_CLOSED, getgeneratorstate
 from typing import Any
 
+from ..deferred import Deferred
 from ..logs import RunLabels, run_context
 from ..transports import cancel_channel
 from . import Runtime
@@ -46,7 +47,7 @@ class LeaseKeeper:
         #: The crumbs of the runs handed out (see hold): what keeps them from the collector.
         self._held: set[Generator[Any, None, None]] = set()
         #: Runs dropped unfinished: closed at this keeper's next pass, or another let go.
-        self._dropped: deque[tuple[RunLabels, Generator[Any, None, None]]] = deque()
+        self._dropped = Deferred("closing run %s, dropped unfinished, failed")
 
     def announce_cancel(self, run_id: str) -> None:
         """Tell the process running ``run_id`` over the cancel channel, if there is one."""
@@ -76,11 +77,11 @@ class LeaseKeeper:
     def drop(self, labels: RunLabels, crumbs: Generator[Any, None, None]) -> None:
         """A run's caller let go of it, from its finalizer (which a collection may run inside a
         locked section): an unfinished run is kept to be closed later, as taking a lock or
-        writing here could wait forever. A set's discard and a deque's append take none."""
+        writing here could wait forever. A set's discard and a defer take none."""
         if getgeneratorstate(crumbs) == GEN_CLOSED:  # it ended: nothing is left to do
             self._held.discard(crumbs)
         else:
-            self._dropped.append((labels, crumbs))
+            self._dropped.defer(partial(self.close, labels, crumbs), labels.run_id)
 
     def close(self, labels: RunLabels, crumbs: Generator[Any, None, None]) -> None:
         """Close a held run's crumbs now (an unfinished run ends interrupted, one never started
@@ -93,18 +94,8 @@ class LeaseKeeper:
 
     def let_go(self) -> None:
         """Close the runs dropped unfinished, where no lock is held: this keeper's passes (a
-        dropped run is still watched, so they go on), the next run's start, a server worker's
-        periodic pass (server/lifecycle.py) and ``Bread.close``."""
-        dropped = self._dropped
-        while dropped:  # usually empty: a run's start pays one look
-            try:
-                labels, crumbs = dropped.popleft()
-            except IndexError:  # another thread took the last one since the look
-                return
-            try:
-                self.close(labels, crumbs)
-            except Exception:  # a failure of one run's clean-up stops neither the others nor the caller
-                log.exception("closing run %s, dropped unfinished, failed", labels.run_id)
+        dropped run is still watched, so they go on) and ``Bread.let_go``."""
+        self._dropped.let_go()
 
     def stop(self) -> None:
         with self._lock:

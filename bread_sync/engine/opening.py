@@ -85,6 +85,7 @@ def open_run(
     pipeline the root runs); None when a run ``run_id`` exists already (a retried request: its
     caller follows that run). With ``after`` (epoch seconds) the run is queued, and no worker
     claims it before then."""
+    runtime.let_go()  # first: a run its caller dropped unfinished holds its session until then
     session_id, tags, made = session_ref(session)
     if run_id is not None and runtime.store.get_run(run_id) is not None:
         return None
@@ -130,6 +131,7 @@ def open_continuation(
 ) -> Opened:
     """Continue a paused run from its checkpoint. The response is validated before the
     checkpoint is claimed, so a malformed one does not burn it; a checkpoint resumes once."""
+    runtime.let_go()  # first: a run its caller dropped unfinished holds its session until then
     store = runtime.store
     checkpoint = store.get_checkpoint(checkpoint_id)
     if checkpoint is None:

@@ -65,8 +65,7 @@ class Lifecycle:
     def _sweeping(self, interval: float, once: bool) -> None:
         swept = False
         while not self._stop_sweeping.wait(interval):
-            self.bread.follower.let_go()
-            self.bread.leases.let_go()
+            self.bread.let_go()
             if not (once and swept):
                 self._sweep_now()
                 swept = True

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Collection
+from functools import partial
 from typing import Any, NamedTuple
 
+from ..deferred import Deferred
 from ..engine import Runtime, recovery
 from ..errors import STORE_BUSY, STORE_UNAVAILABLE, BreadError
 from ..stores import FINISHED, AppendListener, append_listener, last_seqs
@@ -72,7 +73,7 @@ class LogFollower:
         #: logs, unless the store heard that they may have grown (see _looked_at).
         self._paused: set[str] = set()
         #: What tails dropped unclosed held: let go at the next pass, or when a tail opens.
-        self._dropped: deque[tuple[str, _Watch | None, Subscription | None]] = deque()
+        self._dropped = Deferred("run %s: letting go of a tail dropped unclosed failed")
 
     def watch(self, run_id: str, inbox: Inbox, after: int, local: bool = False) -> Any:
         entry = _Watch(inbox, after, local)
@@ -97,28 +98,20 @@ class LogFollower:
         """What a tail dropped unclosed held (its watch, its subscription), from its finalizer:
         kept to be let go later, as taking a lock there could wait forever. A collection runs
         finalizers wherever it happens, inside a locked section of this follower or of the
-        transport too (each allocates), on the thread or greenlet that holds the lock. A
-        deque's append takes none."""
-        self._dropped.append((run_id, entry, subscription))
+        transport too (each allocates), on the thread or greenlet that holds the lock. A defer
+        takes none."""
+        self._dropped.defer(partial(self._let_go_of, run_id, entry, subscription), run_id)
 
     def let_go(self) -> None:
         """Let go of what dropped tails held, where no lock is held: the follower's passes
-        (which a dropped watch keeps going), a tail's opening, a server worker's periodic pass
-        (server/lifecycle.py) and ``Bread.close``."""
-        dropped = self._dropped
-        while dropped:  # usually empty: a tail's opening pays one look
-            try:
-                run_id, entry, subscription = dropped.popleft()
-            except IndexError:  # another thread (a tail opening) took the last one since the look
-                return
-            if entry is not None:
-                self.unwatch(run_id, entry)
-            if subscription is None:
-                continue
-            try:
-                subscription.close()
-            except Exception:  # a transport's failure stops neither the follower nor a tail
-                log.exception("closing the subscription of a tail dropped unclosed failed")
+        (which a dropped watch keeps going), a tail's opening and ``Bread.let_go``."""
+        self._dropped.let_go()
+
+    def _let_go_of(self, run_id: str, entry: Any, subscription: Subscription | None) -> None:
+        if entry is not None:
+            self.unwatch(run_id, entry)
+        if subscription is not None:
+            subscription.close()
 
     def _loop(self) -> None:
         shared = reports_health(self.bread.transport)

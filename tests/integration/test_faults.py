@@ -16,6 +16,7 @@ from contextlib import ExitStack, contextmanager
 
 import httpx2 as httpx
 
+from ..waiting import wait_for
 from .client import (
     RUN_END,
     TERMINAL,
@@ -29,7 +30,6 @@ from .client import (
     run,
     shared_client,
     text_of,
-    wait_for,
 )
 
 FAULTS = "tests.integration.fault_config:config"

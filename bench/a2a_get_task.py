@@ -107,11 +107,9 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    parser = harness.parser(__doc__, 5)
     parser.add_argument("--requests", type=int, default=100, help="requests of each kind per repetition")
     parser.add_argument("--crumbs", type=int, default=1_000, help="crumbs in the task's log (default 1000)")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.run(args, argv, SCRIPT, TITLE, "bread-bench-a2a-get-task-", bench, report, figures)
 

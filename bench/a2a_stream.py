@@ -128,12 +128,10 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    parser = harness.parser(__doc__, 5)
     parser.add_argument("--deltas", type=int, default=5_000, help="deltas of the single task (default 5000)")
     parser.add_argument("--streams", type=int, default=200, help="concurrent tasks (default 200)")
     parser.add_argument("--each", type=int, default=250, help="deltas of each concurrent task (default 250)")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.run(args, argv, SCRIPT, TITLE, "bread-bench-a2a-", bench, report, figures)
 

@@ -33,4 +33,4 @@ AG_UI = Bridge(
 )
 
 if __name__ == "__main__":
-    bridge_stream.main(AG_UI, __doc__.split("\n\n")[0])
+    bridge_stream.main(AG_UI, __doc__)

@@ -32,4 +32,4 @@ AI_SDK = Bridge(
 )
 
 if __name__ == "__main__":
-    bridge_stream.main(AI_SDK, __doc__.split("\n\n")[0])
+    bridge_stream.main(AI_SDK, __doc__)

@@ -238,15 +238,14 @@ def profile_table(bridge: Bridge, profiles: dict[str, dict[str, Any]], deltas: i
     return lines
 
 
-def main(bridge: Bridge, description: str, argv: list[str] | None = None) -> None:
-    """The command line of a bridge's script: the workloads' sizes, ``--write`` and ``--json``."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+def main(bridge: Bridge, doc: str, argv: list[str] | None = None) -> None:
+    """The command line of a bridge's script (``doc``: its docstring): the workloads' sizes,
+    ``--write`` and ``--json``."""
+    parser = harness.parser(doc, 5)
     parser.add_argument("--deltas", type=int, default=5000, help="deltas of the single run (default 5000)")
     parser.add_argument("--streams", type=int, default=200, help="concurrent runs (default 200)")
     parser.add_argument("--concurrent-deltas", type=int, default=250, help="deltas per concurrent run (default 250)")
     parser.add_argument("--profile", action="store_true", help="also profile the worker during one run per route")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.raise_open_files(args.streams * 2 + 100)
     prefix = f"bread-bench-{bridge.script.removesuffix('_stream.py').replace('_', '-')}-"

@@ -203,12 +203,10 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions (default 3)")
+    parser = harness.parser(__doc__, 3)
     parser.add_argument("--words", type=int, default=WORDS, help=f"words of the huge run's input (default {WORDS})")
     parser.add_argument("--idle-probes", type=int, default=200, help="probes of the idle worker per repetition")
     parser.add_argument("--wires", nargs="+", choices=list(WIRES), default=list(WIRES))
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.run(args, argv, SCRIPT, TITLE, "bread-bench-busy-", bench, report, figures)
 

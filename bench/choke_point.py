@@ -21,7 +21,6 @@ then summarised (median, min-max)::
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import datetime
 import gc
@@ -339,13 +338,11 @@ def profile_table(rows: list[tuple], crumbs: int, top: int = 10) -> list[str]:
 
 
 def main(argv: list[str] | None = None, out: Callable[[str], Any] = print) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    parser = harness.parser(__doc__, 5)
     parser.add_argument("--calls", type=int, default=1000, help="tool calls in the run (default 1000)")
     parser.add_argument("--deltas", type=int, default=10, help="text deltas before each call (default 10)")
     parser.add_argument("--chunk", type=int, default=1000, help="crumbs per interleaved chunk (default 1000)")
     parser.add_argument("--profile", action="store_true", help="also profile one run of (b) with cProfile")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     if min(args.repeat, args.calls, args.chunk) < 1 or args.deltas < 0:
         parser.error("--repeat, --calls and --chunk must be at least 1, --deltas at least 0")

@@ -483,8 +483,7 @@ def progress_line(name: str, seen: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions of the events/s pair (default 5)")
+    parser = harness.parser(__doc__, 5, "repetitions of the events/s pair")
     parser.add_argument("--kills", type=int, default=7, help="runs killed and carried on (default 7)")
     parser.add_argument("--steps", type=int, default=30, help="steps of the killed run (default 30)")
     parser.add_argument("--step-ms", type=int, default=20, help="ms between a step's two chunks (default 20)")
@@ -497,7 +496,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-folder", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--unsaved", action="store_true", help=argparse.SUPPRESS)
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     if args.child:
         child_rate(args.child, args.calls, args.deltas, args.runs, args.child_folder, args.unsaved)

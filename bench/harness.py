@@ -486,6 +486,16 @@ def write_section(path: Path, script: str, title: str, block: str) -> None:
 # -- the command line ------------------------------------------------------------------------
 
 
+def parser(doc: str, repeat: int, repeats: str = "repetitions") -> argparse.ArgumentParser:
+    """A benchmark's command line with what every one has: its description (the first paragraph
+    of ``doc``, the script's docstring), ``--repeat`` (``repeats``: what one is), ``--write`` and
+    ``--json``; the script adds the sizes of its workloads."""
+    made = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    made.add_argument("--repeat", type=int, default=repeat, help=f"{repeats} (default {repeat})")
+    add_output_options(made)
+    return made
+
+
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     """The options every benchmark has: ``--write`` into the markdown file, ``--json`` figures."""
     parser.add_argument("--write", type=Path, metavar="MD", help="write the figures into this markdown file")

@@ -420,8 +420,7 @@ def add_lateness_options(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    parser = harness.parser(__doc__, 5)
     parser.add_argument("--deltas", type=int, default=5000, help="deltas of the single run (default 5000)")
     parser.add_argument("--first-crumbs", type=int, default=100, help="echo requests per server per repetition")
     parser.add_argument("--streams", type=int, default=200, help="concurrent streams (default 200)")
@@ -437,7 +436,6 @@ def main(argv: list[str] | None = None) -> None:
         help="which workloads to run (default: all)",
     )
     parser.add_argument("--profile", action="store_true", help="also profile the worker during one run")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.raise_open_files(args.streams * 2 + 100)
     harness.run(args, argv, SCRIPT, TITLE, "bread-bench-http-", bench, report, figures)

@@ -226,11 +226,9 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=2, help="repetitions, each with fresh servers (default 2)")
+    parser = harness.parser(__doc__, 2, "repetitions, each with fresh servers")
     parser.add_argument("--streams", type=int, default=2000, help="idle streams at the last step (default 2000)")
     parser.add_argument("--idle-seconds", type=float, default=3.0, help="idling measured at each step (default 3)")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     limit = harness.raise_open_files(args.streams + 256)
     if limit < args.streams + 64:

@@ -207,11 +207,9 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=2, help="repetitions, side by side (default 2)")
+    parser = harness.parser(__doc__, 2, "repetitions, side by side")
     parser.add_argument("--runs", type=int, default=10_000, help="runs per repetition (default 10000)")
     parser.add_argument("--timeout", type=float, default=480, help="seconds a repetition may take (default 480)")
-    harness.add_output_options(parser)
     parser.add_argument("--traced", type=int, default=1, help="repetitions run with tracemalloc on (default 1)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--retention", action="store_true", help=argparse.SUPPRESS)

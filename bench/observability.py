@@ -303,8 +303,7 @@ def protobuf_backend() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    parser = harness.parser(__doc__, 5)
     parser.add_argument("--calls", type=int, default=1000, help="tool calls of the one run (default 1000)")
     parser.add_argument("--deltas", type=int, default=10, help="text deltas before each call (default 10)")
     parser.add_argument("--runs", type=int, default=200, help="runs at once (default 200)")
@@ -316,7 +315,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--run-text-deltas", type=int, default=250, help="deltas of each text run at once (default 250)"
     )
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.run(args, argv, SCRIPT, TITLE, "bread-bench-observability-", bench, report, figures)
 

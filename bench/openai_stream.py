@@ -46,4 +46,4 @@ OPENAI = Bridge(
 )  # fmt: skip
 
 if __name__ == "__main__":
-    bridge_stream.main(OPENAI, __doc__.split("\n\n")[0])
+    bridge_stream.main(OPENAI, __doc__)

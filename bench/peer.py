@@ -349,15 +349,13 @@ def langgraph_command(given: Path | None) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions (default 3)")
+    parser = harness.parser(__doc__, 3)
     parser.add_argument("--deltas", type=int, default=5000, help="events of the single run (default 5000)")
     parser.add_argument("--streams", type=int, nargs="+", default=[50, 200], help="concurrent runs (default 50 200)")
     parser.add_argument("--concurrent-deltas", type=int, default=250, help="ticks per concurrent run (default 250)")
     parser.add_argument("--first", type=int, default=30, help="first-event samples per repetition (default 30)")
     parser.add_argument("--replay-deltas", type=int, default=400, help="ticks of the replayed run (default 400)")
     parser.add_argument("--langgraph", type=Path, help="the langgraph command (default: beside this Python)")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     args.langgraph = langgraph_command(args.langgraph)
     if args.langgraph is None:

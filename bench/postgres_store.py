@@ -230,14 +230,12 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    parser = harness.parser(__doc__, 5)
     parser.add_argument("--calls", type=int, default=1000, help="tool calls in the choke point's run (default 1000)")
     parser.add_argument("--deltas", type=int, default=10, help="text deltas before each call (default 10)")
     parser.add_argument("--chunk", type=int, default=1000, help="crumbs per interleaved chunk (default 1000)")
     parser.add_argument("--big", type=int, default=100_000, help="crumbs in the long log (default 100000)")
     parser.add_argument("--small", type=int, default=1_000, help="crumbs in the baseline log (default 1000)")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     if min(args.repeat, args.calls, args.chunk) < 1 or args.deltas < 0 or not 200 <= args.small < args.big:
         parser.error("--repeat, --calls, --chunk at least 1, --deltas at least 0, 200 <= --small < --big")

@@ -127,10 +127,8 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
+    parser = harness.parser(__doc__, 5)
     parser.add_argument("--deltas", type=int, default=5000, help="text deltas in the run (default 5000)")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.run(args, argv, SCRIPT, TITLE, "bread-bench-relay-", bench, report, figures)
 

@@ -117,11 +117,9 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str) -> st
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser = harness.parser(__doc__, 3)
     parser.add_argument("--first-crumbs", type=int, default=100, help="echo requests per server per repetition")
     parser.add_argument("--wire", choices=sorted(http_stream.WIRES), default="sse")
-    harness.add_output_options(parser)
     args = parser.parse_args(argv)
     harness.raise_open_files(STREAMS * 2 + 100)
     harness.run(args, argv, SCRIPT, TITLE, "bread-bench-floor-", bench, report, figures)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from .waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SECONDS = 60.0
@@ -48,20 +49,10 @@ def alive(pid: int) -> bool:
     return state != "Z"  # a zombie has stopped; its parent (init) reaps it
 
 
-def wait_for(predicate, what: str):
-    deadline = time.monotonic() + SECONDS
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {SECONDS:g} s")
-
-
 def started(cmd: list[str], written: Path) -> tuple[subprocess.Popen, list[int]]:
     proc = harness.start_script(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        pids = wait_for(lambda: written.exists() and written.read_text(), "pids written")
+        pids = wait_for(lambda: written.exists() and written.read_text(), SECONDS, "pids written")
     except AssertionError:
         harness.stop_script(proc, grace=1.0)
         raise
@@ -77,7 +68,7 @@ def test_a_script_stopped_over_its_budget_stops_its_servers(tmp_path):
     harness.stop_script(proc)
 
     assert proc.returncode == 128 + 15, "the script did not exit through its SIGTERM handler"
-    wait_for(lambda: not any(alive(pid) for pid in pids), "end of the gunicorn master and worker")
+    wait_for(lambda: not any(alive(pid) for pid in pids), SECONDS, "end of the gunicorn master and worker")
     assert "Shutting down" in (tmp_path / "server.log").read_text()  # stopped by the script, not killed
 
 
@@ -88,4 +79,4 @@ def test_what_ignores_sigterm_is_killed_after_the_grace(tmp_path):
     harness.stop_script(proc, grace=0.5)
 
     assert proc.returncode == -9
-    wait_for(lambda: not alive(child), "end of the child in a group of its own")
+    wait_for(lambda: not alive(child), SECONDS, "end of the child in a group of its own")

@@ -20,6 +20,7 @@ from bread_sync.stores import STORES
 
 from .contract import test_store as contract_store
 from .dying import Died, failing_at_the_end
+from .waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The claimer's lease: long enough to see that nobody ends its claim while it runs.
@@ -105,10 +106,8 @@ def test_a_claim_whose_process_died_before_the_crumb_is_ended_by_the_next_sweep(
     survivor = ending(make_bread, store)
 
     assert survivor.sweep_interrupted() == 0  # the claim's lease runs: nobody ends it twice meanwhile
-    deadline = time.monotonic() + SWEEP_WITHIN_SECONDS
-    while survivor.sweep_interrupted() == 0:  # its lease lapses (its owner string names a live process)
-        assert time.monotonic() < deadline, "no sweep ended the run"
-        time.sleep(0.02)
+    # Its lease lapses (its owner string names a live process): a sweep then ends the run.
+    wait_for(survivor.sweep_interrupted, SWEEP_WITHIN_SECONDS, "a sweep that ends the run", interval=0.02)
 
     assert assert_ended_once(store, end) == ["agent:run:start", "agent:error"]
 

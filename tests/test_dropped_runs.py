@@ -10,13 +10,14 @@ import gc
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from bread_sync.server.lifecycle import Lifecycle
 from bread_sync.server.runner import Runner
+
+from .waiting import wait_for
 
 #: Drops a started (or never iterated) run inside the lock named, in a thread (a greenlet under gevent): in a cycle
 #: that a collection made there frees ("collected"), or its last reference let go there
@@ -135,12 +136,6 @@ def assert_ended(bread, run_id: str, session: str) -> None:
     assert bread.store.claim_session(session, "another run") is None  # its claim released
 
 
-def wait_for(ended, seconds: float = LET_GO_WITHIN_SECONDS) -> None:
-    deadline = time.monotonic() + seconds
-    while not ended() and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 #: Settings under which the lease keeper passes only every 40 s: what lets go is the one tested.
 QUIET_KEEPER = {"cancel_poll_seconds": 60.0, "lease_seconds": 120.0}
 
@@ -148,7 +143,7 @@ QUIET_KEEPER = {"cancel_poll_seconds": 60.0, "lease_seconds": 120.0}
 def test_a_run_dropped_unfinished_is_ended_by_the_lease_keepers_next_pass(make_bread):
     bread = make_bread(cancel_poll_seconds=0.05)
     run_id = dropped_in_a_cycle(bread, "s1")
-    wait_for(lambda: bread.store.get_run(run_id)["status"] != "running")
+    wait_for(lambda: bread.store.get_run(run_id)["status"] != "running", LET_GO_WITHIN_SECONDS, "its end")
     assert_ended(bread, run_id, "s1")
 
 
@@ -196,7 +191,7 @@ def test_a_run_dropped_unfinished_is_ended_by_the_workers_next_sweep(make_bread)
     life = Lifecycle(bread, Runner(max_runs=1, timeout=None), graceful_timeout=1.0)
     life.sweep_later()
     try:
-        wait_for(lambda: bread.store.get_run(run_id)["status"] != "running")
+        wait_for(lambda: bread.store.get_run(run_id)["status"] != "running", LET_GO_WITHIN_SECONDS, "its end")
         assert_ended(bread, run_id, "s1")
     finally:
         life.stop(1.0)

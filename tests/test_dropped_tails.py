@@ -9,7 +9,6 @@ import json
 import logging
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,8 @@ import pytest
 from bread_sync.server.lifecycle import Lifecycle
 from bread_sync.server.runner import Runner
 from bread_sync.transports import stream
+
+from .waiting import wait_for
 
 #: A bound on the wait for the worker's pass, not its pace (it passes every 0.05 s here).
 LET_GO_WITHIN_SECONDS = 10
@@ -121,10 +122,7 @@ def test_a_tail_dropped_before_it_followed_the_log_is_let_go_by_the_workers_next
     life = Lifecycle(bread, Runner(max_runs=1, timeout=None), graceful_timeout=1.0)
     life.sweep_later()
     try:
-        deadline = time.monotonic() + LET_GO_WITHIN_SECONDS
-        while bread.transport._runs[run_id].handlers and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert bread.transport._runs[run_id].handlers == ()
+        wait_for(lambda: bread.transport._runs[run_id].handlers == (), LET_GO_WITHIN_SECONDS, "its subscription let go")
     finally:
         life.stop(1.0)
 

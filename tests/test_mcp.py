@@ -16,6 +16,7 @@ from bread_sync.protocols.mcp import MCP_ACTIONS, mcp_server
 from bread_sync.protocols.mcp.tools import agent_tool, can_pause
 from bread_sync.server import auth_plugin, create_server
 from bread_sync.tasks import Task
+from bread_sync.wire import SSE_BEHIND_FOR_GOOD
 
 VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 KEY = "k" * 40
@@ -367,6 +368,20 @@ class Thinker:
     def stream(self, request):
         yield ReasoningDelta("Let me think.")
         yield TextDelta("42")
+
+
+def test_a_call_whose_client_fell_behind_ends_its_stream_with_no_advice_to_reconnect(make_bread):
+    """An MCP stream has no resume: a client that stopped reading loses the call's response,
+    and the stream's last words say so, and that its run goes on (no Last-Event-ID)."""
+    session = Mcp(serve(make_bread, mcp_server(), max_stream_backlog=20))
+    session.initialize()
+    params = {"name": "agent_slow", "arguments": {"count": 300, "delayMs": 0}, "_meta": {"progressToken": "p"}}
+    answer = session.request("tools/call", params, headers=STREAMED)  # its client reads nothing yet
+    bread = session.client.application.extensions["bread_sync"].bread
+    assert bread.wait(answer.headers["Bread-Run-Id"], 30)["status"] == "completed"
+    body = answer.get_data()
+    assert body.endswith(SSE_BEHIND_FOR_GOOD)
+    assert {note.get("method") for note in sse_messages(body.decode())} == {"notifications/progress"}
 
 
 def test_the_models_thinking_is_progress_marked_as_a_thought(make_bread):

@@ -17,7 +17,7 @@ from bread_sync.protocols.mcp.client import McpClient as Client
 from bread_sync.protocols.mcp.client import drained
 
 from .fake_provider import STALL, Fail, Stream
-from .integration.client import wait_for
+from .waiting import wait_for
 
 SLOW_TICKS = {"count": 1000, "delayMs": 20}
 

@@ -27,6 +27,7 @@ from bread_sync.protocols.openai_api import (
 )
 from bread_sync.protocols.openai_api.requests import chat_turn, responses_turn
 from bread_sync.server import auth_plugin, create_server
+from bread_sync.wire import SSE_BEHIND_FOR_GOOD
 
 from .demo_runs import DEMO_IDS, DEMO_RUNS, FRAMED_IDS, FRAMED_RUNS
 from .integration import openai_config
@@ -320,6 +321,24 @@ def test_a_streamed_response_is_typed_events(make_bread):
         event["type"] for event in events
     ]
     assert events[-1]["response"]["output"][0]["content"][0]["text"] == "one two"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "end"),
+    [
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "word " * 300}]}, b"[DONE]"),
+        ("/v1/responses", {"input": "word " * 300}, b"response.completed"),
+    ],
+)
+def test_a_stream_whose_client_fell_behind_ends_with_no_advice_to_reconnect(make_bread, path, body, end):
+    """These streams have no resume: a client that stopped reading loses the answer's end, and
+    the stream's last words say so, and that its run goes on (no Last-Event-ID)."""
+    client = serve(make_bread, max_stream_backlog=20)
+    answer = client.post(path, json={"model": "echo", "stream": True, **body})  # its client reads nothing yet
+    bread = client.application.extensions["bread_sync"].bread
+    assert bread.wait(answer.headers["Bread-Run-Id"], 30)["status"] == "completed"
+    text = answer.get_data()
+    assert text.endswith(SSE_BEHIND_FOR_GOOD) and end not in text
 
 
 def test_the_client_s_history_is_the_run_s_and_a_named_session_s_replaces_it(make_bread):

@@ -1,12 +1,13 @@
 """The Postgres live channel's own cases beside the transport contract (tests/contract/): what
 LISTEN/NOTIFY limits (a payload's size, a transaction's identical payloads) and its health."""
 
-import threading
 import time
 
 import pytest
 
 from bread_sync.crumbs import Frame
+
+from .waiting import delivered
 
 postgres = pytest.importorskip("bread_sync.transports.postgres")
 
@@ -23,14 +24,6 @@ def pair(postgres_url):
     subscriber.close()
 
 
-def until(got, count):
-    deadline, pause = time.monotonic() + DELIVERY_SECONDS, threading.Event()
-    while len(got) < count and time.monotonic() < deadline:
-        pause.wait(0.002)
-    assert len(got) >= count, f"{len(got)} of {count} frames delivered"
-    return got
-
-
 def test_every_payload_fits_a_notification():
     text = "é€😀x" * 10_000
     parts = postgres.payloads("origin", 7, text)
@@ -44,7 +37,7 @@ def test_a_crumb_bigger_than_a_notification_arrives_whole(pair):
     subscriber.subscribe("r", 0, got.append)
     publisher.publish(big)
     publisher.publish(Frame("r", 2, {"type": "tool:call", "runId": "r"}))
-    assert until(got, 2) == [big, Frame("r", 2, {"type": "tool:call", "runId": "r"})]
+    assert delivered(got, 2, DELIVERY_SECONDS) == [big, Frame("r", 2, {"type": "tool:call", "runId": "r"})]
 
 
 def test_identical_deltas_sent_in_one_batch_each_arrive(pair):
@@ -54,7 +47,7 @@ def test_identical_deltas_sent_in_one_batch_each_arrive(pair):
     for _ in range(50):
         publisher.publish(Frame("r", 1, {"type": "text:delta", "runId": "r", "delta": "ha"}))
     assert publisher.flush() and subscriber.flush()
-    assert [f.crumb["delta"] for f in until(got, 50)] == ["ha"] * 50
+    assert [f.crumb["delta"] for f in delivered(got, 50, DELIVERY_SECONDS)] == ["ha"] * 50
 
 
 def test_it_is_healthy_only_while_it_listens(postgres_url):
@@ -87,8 +80,8 @@ def test_a_cancel_reaches_every_process(pair):
     undo = publisher.on_cancel(mine.append)
     assert publisher.flush()
     assert publisher.request_cancel("r-1")
-    assert until(heard, 1) == ["r-1"] and until(mine, 1) == ["r-1"]
+    assert delivered(heard, 1, DELIVERY_SECONDS) == ["r-1"] and delivered(mine, 1, DELIVERY_SECONDS) == ["r-1"]
     undo()
     publisher.request_cancel("r-2")
     assert publisher.flush() and subscriber.flush()
-    assert until(heard, 2) == ["r-1", "r-2"] and mine == ["r-1"]
+    assert delivered(heard, 2, DELIVERY_SECONDS) == ["r-1", "r-2"] and mine == ["r-1"]

@@ -23,19 +23,9 @@ from bread_sync.transports.http import HTTPTransport
 from bread_sync.wire.frames import encode_frame
 
 from . import replica_config
+from .waiting import wait_for
 
 DEADLINE = 5.0
-
-
-def wait_for(predicate, seconds=DEADLINE, what="it"):
-    deadline = time.monotonic() + seconds
-    pause = threading.Event()  # never set: its wait is the pause between polls
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        pause.wait(0.005)
-    raise AssertionError(f"timed out after {seconds:g} s waiting for {what}")
 
 
 def new_run_id(label="run"):
@@ -105,7 +95,7 @@ def test_many_subscriptions_share_one_reader_thread_and_connection(make_redis_tr
         thread.join(DEADLINE)
     for run_id in runs:
         t.publish(durable(run_id, 1))
-    wait_for(lambda: all(inboxes.values()), what="every subscriber's frame")
+    wait_for(lambda: all(inboxes.values()), DEADLINE, what="every subscriber's frame")
     assert all(len(inbox) == 1 for inbox in inboxes.values())
 
     names = [client["name"] for client in raw.client_list()]
@@ -122,7 +112,7 @@ def test_the_reader_stops_when_nothing_is_left_to_read(make_redis_transport):
     subscription.close()
     stop_hearing()
     t.subscribe(new_run_id(), 0, lambda frame: None).close()  # wakes the reader: it finds nothing to do
-    wait_for(lambda: not reader_threads(), what="the reader to stop")
+    wait_for(lambda: not reader_threads(), DEADLINE, what="the reader to stop")
 
 
 def test_a_failing_handler_does_not_stop_the_others(make_redis_transport):
@@ -137,7 +127,7 @@ def test_a_failing_handler_does_not_stop_the_others(make_redis_transport):
     t.subscribe(run_id, 0, got.append)
     t.publish(durable(run_id, 1))
     t.publish(durable(run_id, 2))
-    wait_for(lambda: len(got) == 2, what="both frames")
+    wait_for(lambda: len(got) == 2, DEADLINE, what="both frames")
 
 
 # -- the cancel channel ---------------------------------------------------------------------------
@@ -149,10 +139,10 @@ def test_a_cancel_request_reaches_every_listening_process(make_redis_transport):
     first.on_cancel(heard_first.append)
     stop_second = second.on_cancel(heard_second.append)
     assert sender.request_cancel("run-a")
-    wait_for(lambda: heard_first and heard_second, what="both listeners")
+    wait_for(lambda: heard_first and heard_second, DEADLINE, what="both listeners")
     stop_second()
     assert sender.request_cancel("run-b")
-    wait_for(lambda: len(heard_first) == 2, what="the second cancel")
+    wait_for(lambda: len(heard_first) == 2, DEADLINE, what="the second cancel")
     assert heard_first == ["run-a", "run-b"] and heard_second == ["run-a"]
 
 
@@ -162,7 +152,7 @@ def test_cancels_sent_before_a_process_listened_are_not_replayed(make_redis_tran
     heard = []
     late.on_cancel(heard.append)
     assert sender.request_cancel("new-run")
-    wait_for(lambda: heard, what="the new cancel")
+    wait_for(lambda: heard, DEADLINE, what="the new cancel")
     assert heard == ["new-run"]
 
 
@@ -196,7 +186,7 @@ def test_bread_cancel_of_a_run_owned_elsewhere_records_it_and_sends_it(make_brea
     store.create_run(record)
     assert sender.cancel(run_id)
     assert store.get_run(run_id)["cancelRequested"]  # the fallback, should the channel be down
-    wait_for(lambda: heard == [run_id], what="the cancel on the channel")
+    wait_for(lambda: heard == [run_id], DEADLINE, what="the cancel on the channel")
 
 
 def test_the_helpers_find_the_channel_inside_an_http_transport(make_redis_transport, bread):
@@ -216,7 +206,7 @@ def test_publishing_while_redis_is_down_does_not_block_and_fan_out_resumes(make_
     got = []
     t.subscribe(run_id, 0, got.append)
     t.publish(durable(run_id, 1))
-    wait_for(lambda: got, what="the first frame")
+    wait_for(lambda: got, DEADLINE, what="the first frame")
     assert t.healthy
 
     redis_server.stop()
@@ -237,7 +227,7 @@ def test_publishing_while_redis_is_down_does_not_block_and_fan_out_resumes(make_
         t.publish(durable(run_id, seq))
         return any(frame.seq > 100 for frame in got)
 
-    wait_for(delivered_after_recovery, seconds=3 * redis_transport.RETRY_SECONDS + DEADLINE, what="fan-out")
+    wait_for(delivered_after_recovery, 3 * redis_transport.RETRY_SECONDS + DEADLINE, what="fan-out")
     assert t.healthy
     assert got[0].seq == 1 and all(frame.seq > 100 for frame in got[1:])
 
@@ -255,7 +245,7 @@ def test_a_tail_of_a_local_run_reads_the_store_while_redis_is_down(make_bread, m
     collector = threading.Thread(target=lambda: frames.extend(own))
     collector.start()
     # Durable progress reaches the tail while the run still executes here, from the store.
-    wait_for(lambda: sum(f.type == "tool:result" for f in list(frames)) >= 2, what="two steps")
+    wait_for(lambda: sum(f.type == "tool:result" for f in list(frames)) >= 2, DEADLINE, what="two steps")
     assert driver.is_alive() and not is_healthy(bread.transport)
     collector.join(DEADLINE)
     driver.join(DEADLINE)

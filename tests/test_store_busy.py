@@ -11,8 +11,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -21,26 +19,7 @@ from bread_sync.errors import STORE_BUSY, BreadError
 from bread_sync.stores import sqlite
 from bread_sync.stores.sqlite.busy import BUSY_PAUSES
 
-HOLDER = textwrap.dedent(
-    """
-    import sqlite3, sys, time
-    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-    conn.execute("BEGIN EXCLUSIVE")
-    print("locked", flush=True)
-    time.sleep(float(sys.argv[2]))
-    conn.execute("COMMIT")
-    """
-)
-
-
-@contextmanager
-def lock_held(path, seconds: float) -> Iterator[None]:
-    """Another process holding ``BEGIN EXCLUSIVE`` on the file for ``seconds`` from now."""
-    with subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)], stdout=subprocess.PIPE,
-                          text=True) as holder:  # fmt: skip
-        assert holder.stdout.readline().strip() == "locked"
-        yield
-        holder.wait(10)
+from .sqlite_lock import lock_held
 
 
 def frame(run_id: str, seq: int) -> Frame:

@@ -7,11 +7,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 from bread_sync.crumbs import Frame
 from bread_sync.stores import sqlite
 from bread_sync.stores.sqlite import wal
+
+from .waiting import wait_for
 
 PAGE = 4096
 #: Crumbs of about a page each: past SQLite's own checkpoint mark (1,000 pages) in all.
@@ -21,15 +22,6 @@ BIG_CRUMBS = 1_500
 def write_big_crumbs(store, count=BIG_CRUMBS):
     for seq in range(1, count + 1):
         store.append_crumbs("r1", [Frame("r1", seq, {"type": "tool:call", "runId": "r1", "pad": "x" * PAGE})])
-
-
-def wait_for(predicate, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)  # the pause between polls, bounded by the deadline
-    return False
 
 
 def checkpointers(path):
@@ -54,12 +46,12 @@ def test_the_checkpointer_copies_the_log_into_the_file_and_stops_with_the_store(
     store = sqlite.store(path, checkpoint_seconds=0.05)
     try:
         write_big_crumbs(store, count=300)
-        assert wait_for(lambda: os.path.getsize(path) > 300 * PAGE)
+        wait_for(lambda: os.path.getsize(path) > 300 * PAGE, 10, "the WAL past 300 pages")
         assert checkpointers(path)
         assert store.get_crumbs("r1")[-1].seq == 300
     finally:
         store.close()
-    assert wait_for(lambda: not checkpointers(path))
+    wait_for(lambda: not checkpointers(path), 10, "the checkpointer to stop")
 
 
 def test_without_a_checkpointer_commits_checkpoint_as_sqlite_does(tmp_path):
@@ -89,7 +81,7 @@ def test_a_failed_checkpoint_is_logged_and_the_next_one_runs(tmp_path, monkeypat
     store = sqlite.store(path, checkpoint_seconds=0.05)
     try:
         write_big_crumbs(store, count=300)
-        assert wait_for(lambda: os.path.getsize(path) > 300 * PAGE)
+        wait_for(lambda: os.path.getsize(path) > 300 * PAGE, 10, "the WAL past 300 pages")
         assert len(calls) >= 2 and "checkpointing" in caplog.text
     finally:
         store.close()

@@ -138,11 +138,11 @@ class Execution:
                 return
             if self._hands_over(exc):
                 return
-            if self._not_opened():
+            if self._fails_unopened():
                 raise
             yield self._fail(exc)
         except Exception as exc:
-            if self._not_opened():
+            if self._fails_unopened():
                 log.exception("run %s could not open", run_id)
                 raise internal_error(exc) from exc
             log.exception("run %s failed", run_id)
@@ -170,9 +170,10 @@ class Execution:
         for ended in self._when_ended:
             ended(self._final)
 
-    def _not_opened(self) -> bool:
-        """Whether the run failed before it existed: its record was to come with its first
-        crumb, which was not logged (so none of its writes was committed)."""
+    def _fails_unopened(self) -> bool:
+        """A run that failed before it existed (its record was to come with its first crumb,
+        which was not logged, so none of its writes was committed) ends failed here, with no
+        crumb to yield: True then, and its caller raises the failure instead."""
         if not (self.unrecorded and self.emitter.last_seq == 0):
             return False
         self._final = "failed"

@@ -103,9 +103,10 @@ def open_run(
     if after is not None:
         record["notBefore"] = after
     _trace_new_run(ctx, definition_id, record)
-    # Only with the claim: a claim of a session others know, held by a run without a record,
-    # would look stale to them (engine/sessions.py) from now until its first crumb's commit.
-    unrecorded = at_once and claimed and (made or not root.claims_session)
+    # Its record comes with its first crumb only where its session's claim does too (or it claims
+    # none): a claim of a session others know, held by a run without a record, would look stale
+    # to them (engine/sessions.py) from now until its first crumb's commit.
+    unrecorded = at_once and (made or not root.claims_session)
     if unrecorded:
         ctx.emitter.defer(partial(_create_leased, runtime, record))
     elif not runtime.store.create_run(record):

@@ -166,9 +166,9 @@ def stream_body(
     in one chunk, ``heartbeat`` for each idle ``None``, then ``epilogue()``
     once the tail has ended. The run is driven elsewhere; a failure once the stream is open is
     its last chunks, ``failure(error)``. A tail that fell behind its bound (``client_tail``)
-    ends with ``behind`` instead of the epilogue (the run has not ended, its client reconnects),
-    which reaches a client only where its connection was not cut (a server that hands over no
-    socket).
+    ends with ``behind`` instead of the epilogue (the run has not ended; a client whose stream
+    resumes reconnects), which reaches a client only where its connection was not cut (a server
+    that hands over no socket).
 
     A write to a client that keeps up never blocks, so between chunks the writer gives way now
     and then (a replay page or a fast run's frames would otherwise hold the worker)."""

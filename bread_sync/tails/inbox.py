@@ -50,10 +50,6 @@ class Inbox:
         transport keeps of its run is not counted: a bound below it would cut every reconnect)."""
         self._most = len(self._items) + most
 
-    @property
-    def behind(self) -> bool:
-        return self._most == _FELL_BEHIND
-
     def put(self, item: Any) -> None:
         items = self._items
         if len(items) >= self._most:  # the one look a put pays for the bound

@@ -20,6 +20,9 @@ SSE_PING = b": ping\n\n"
 #: Why a stream ends before its run does: its client fell too far behind (a comment, which every
 #: SSE client skips; an EventSource reconnects with Last-Event-ID and catches up from the log).
 SSE_BEHIND = b": behind: reconnect with Last-Event-ID to catch up\n\n"
+#: The same, for a stream that has no resume (the MCP and OpenAI-compatible bridges'): no
+#: reconnect would catch it up, but its run goes on, read back by the id of its ``Bread-Run-Id``.
+SSE_BEHIND_FOR_GOOD = b": behind: this stream does not resume; its run goes on at GET /runs/<Bread-Run-Id>\n\n"
 NDJSON_HEARTBEAT = b"\n"
 
 

@@ -8,13 +8,14 @@ witness subscription that the same delivery passes.
 import subprocess
 import sys
 import threading
-import time
 import uuid
 
 import pytest
 
 from bread_sync.crumbs import AGENT_RUN_END, Frame
 from bread_sync.transports import can_subscribe, stream
+
+from ..waiting import delivered
 
 DELIVERY_SECONDS = 5.0
 
@@ -96,16 +97,6 @@ def keys(frames):
     return [(f.run_id, f.seq, f.type) for f in frames]
 
 
-def until(got, count):
-    """Wait for ``count`` deliveries into ``got``; the list."""
-    deadline = time.monotonic() + DELIVERY_SECONDS
-    pause = threading.Event()  # never set: its wait is the pause between polls
-    while len(got) < count and time.monotonic() < deadline:
-        pause.wait(0.002)
-    assert len(got) >= count, f"{len(got)} of {count} frames delivered within {DELIVERY_SECONDS:g} s"
-    return got
-
-
 def test_it_is_duplex(make_transport):
     assert can_subscribe(make_transport())
 
@@ -135,12 +126,12 @@ def test_live_frames_follow_the_replay_in_publish_order_per_run(make_transport, 
     sub = t.subscribe(r, 0, got.append)
     t.publish(durable(other, 1))
     t.publish(durable(r, 2))
-    until(got, 2)
+    delivered(got, 2, DELIVERY_SECONDS)
     witness = []
     t.subscribe(r, 2, witness.append)
     sub.close()
     t.publish(durable(r, 3))
-    until(witness, 1)  # frame 3 was handed out: a closed subscription did not get it
+    delivered(witness, 1, DELIVERY_SECONDS)  # frame 3 was handed out: a closed subscription did not get it
     assert keys(got) == [(r, 1, "tool:call"), (r, 2, "tool:call")]
     assert keys(witness) == [(r, 3, "tool:call")]
 
@@ -163,7 +154,7 @@ def test_a_subscriber_joining_mid_stream_sees_every_seq_once_in_order(make_trans
     t.subscribe(r, 0, got.append)
     joined.set()
     publisher.join(10)
-    until(got, total)
+    delivered(got, total, DELIVERY_SECONDS)
     assert [f.seq for f in got] == list(range(1, total + 1))
 
 

@@ -264,20 +264,6 @@ def text_of(events: list[Event]) -> str:
     return "".join(e.data["delta"] for e in events if e.type == TEXT_DELTA)
 
 
-def wait_for(predicate: Callable[[], Any], seconds: float, what: str, interval: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy, within ``seconds``."""
-    deadline = time.monotonic() + seconds
-    pause = threading.Event()  # never set: its wait is the pause between polls
-    for _ in range(int(seconds / interval) + 2):
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            break
-        pause.wait(interval)
-    raise AssertionError(f"timed out after {seconds:g} s waiting for {what}")
-
-
 class Tail(threading.Thread):
     """A stream read on a thread of its own (with its own connection), so a test can act while
     the stream stays open and then see what it relayed."""

@@ -29,6 +29,7 @@ from a2a.types import (
     TaskPushNotificationConfig,
 )
 
+from ..waiting import wait_for
 from . import servers
 from .a2a_fixtures import DELIVERY_SECONDS, Webhook, rpc_body, strict_v03, strict_v10, v03_ended, v10_ended
 
@@ -110,9 +111,7 @@ def test_deliveries_survive_a_restart(http, pushing, hook):
     hook.fail = 10**6  # nothing gets through while the server restarts
     task = started(http, pushing, "/a2a/push", "2")
     subscribe_v03(http, pushing, task["id"], hook.url)
-    deadline = time.monotonic() + DELIVERY_SECONDS
-    while hook.refused == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: hook.refused, DELIVERY_SECONDS, "a delivery refused")
     pushing.restart()
     hook.fail = 0
     bodies = hook.wait_for_end(task["id"], v03_ended, seconds=DELIVERY_SECONDS + 30)  # backoff may be at 16 s
@@ -139,10 +138,8 @@ def test_the_v03_config_methods(http, pushing, hook):
     assert subscribe_v03(http, pushing, task["id"], "ftp://x/y")["error"]["code"] == -32602
     assert hook.wait_for_end(task["id"], v03_ended)
     # "a" and "b" deliver on their own time: the end that came may be a's alone.
-    deadline = time.monotonic() + DELIVERY_SECONDS
-    while not any(h.get("Authorization") == "Bearer xyz" for _, h in hook.received) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert any(h.get("Authorization") == "Bearer xyz" for _, h in hook.received)
+    wait_for(lambda: any(h.get("Authorization") == "Bearer xyz" for _, h in hook.received), DELIVERY_SECONDS,
+             "b's delivery, with its token")  # fmt: skip
 
 
 def test_a_private_webhook_is_refused_unless_the_mount_allows_it(http, pushing, hook):
@@ -262,13 +259,10 @@ class Silent:
 
 
 def ended(http, server, task_id):
-    deadline = time.monotonic() + DELIVERY_SECONDS
-    while time.monotonic() < deadline:
-        got = call(http, server, "/a2a/push", "tasks/get", {"id": task_id})["result"]
-        if got["status"]["state"] == "completed":
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"task {task_id} did not end")
+    def completed():
+        return call(http, server, "/a2a/push", "tasks/get", {"id": task_id})["result"]["status"]["state"] == "completed"
+
+    wait_for(completed, DELIVERY_SECONDS, f"task {task_id} to end")
 
 
 def test_a_webhook_that_never_answers_holds_up_no_other_tasks_deliveries(http, pushing, hook):
@@ -278,12 +272,10 @@ def test_a_webhook_that_never_answers_holds_up_no_other_tasks_deliveries(http, p
     try:
         for n in range(10):
             subscribe_v03(http, pushing, stalled["id"], f"{silent.url}?{n}", id=f"s{n}")
-        deadline = time.monotonic() + DELIVERY_SECONDS
-        while len(silent.held) < 2 and time.monotonic() < deadline:  # both workers' senders wait on it
-            time.sleep(0.05)
-        assert len(silent.held) >= 2
+        wait_for(lambda: len(silent.held) >= 2, DELIVERY_SECONDS, "both workers' senders to wait on it")
         ended(http, pushing, task["id"])
         subscribed = time.monotonic()
+        deadline = subscribed + DELIVERY_SECONDS
         subscribe_v03(http, pushing, task["id"], hook.url)
         while not hook.bodies_for(task["id"]) and time.monotonic() < deadline:
             time.sleep(0.02)

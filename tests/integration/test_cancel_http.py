@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from ..waiting import wait_for
 from .client import (
     TEXT_DELTA,
     assert_error_body,
@@ -18,7 +19,6 @@ from .client import (
     run,
     run_error_of,
     text_of,
-    wait_for,
 )
 
 #: 1000 ticks 200 ms apart: 200 s unless something stops it.

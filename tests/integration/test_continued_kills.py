@@ -11,6 +11,7 @@ from __future__ import annotations
 import httpx2 as httpx
 import pytest
 
+from ..waiting import wait_for
 from . import servers
 from .client import (
     RUN_END,
@@ -22,7 +23,6 @@ from .client import (
     open_stream,
     passive_url,
     text_of,
-    wait_for,
 )
 from .client import resume as resume_run
 

@@ -15,7 +15,8 @@ from contextlib import ExitStack
 
 import pytest
 
-from .client import RUN_END, Tail, assert_log, durable_seqs, log_of, new_client, open_stream, passive_url, wait_for
+from ..waiting import wait_for
+from .client import RUN_END, Tail, assert_log, durable_seqs, log_of, new_client, open_stream, passive_url
 from .test_faults import CONTINUED, faulty
 
 #: 60 steps of 100 ms, each a tool call: long enough to be killed, or handed over, in the middle.

@@ -6,16 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import textwrap
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 import httpx2 as httpx
 
+from ..sqlite_lock import lock_held
+from ..waiting import wait_for
 from .client import (
     RUN_END,
     TERMINAL,
@@ -29,7 +27,6 @@ from .client import (
     run,
     shared_client,
     text_of,
-    wait_for,
 )
 
 FAULTS = "tests.integration.fault_config:config"
@@ -166,28 +163,8 @@ def test_a_tail_on_another_server_sees_the_run_carried_on_once_the_server_runnin
 
 # -- the SQLite file locked by another process -----------------------------------------------------
 
-HOLDER = textwrap.dedent(
-    """
-    import sqlite3, sys, time
-    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-    conn.execute("BEGIN EXCLUSIVE")
-    print("locked", flush=True)
-    time.sleep(float(sys.argv[2]))
-    conn.execute("COMMIT")
-    """
-)
 LOCK_SECONDS = 2.0
 WRITERS_WAIT_SECONDS = 0.5
-
-
-@contextmanager
-def lock_held(path, seconds: float) -> Iterator[None]:
-    """Another process holding ``BEGIN EXCLUSIVE`` on the SQLite file for ``seconds``."""
-    with subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)], stdout=subprocess.PIPE,
-                          text=True) as holder:  # fmt: skip
-        assert holder.stdout.readline().strip() == "locked"
-        yield
-        assert holder.wait(seconds + 10) == 0
 
 
 class Background(threading.Thread):

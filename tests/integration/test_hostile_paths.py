@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from .client import assert_error_body, fetch, wait_for
+from ..waiting import wait_for
+from .client import assert_error_body, fetch
 from .test_bad_requests import assert_no_leak
 from .test_hostile_input import raw_request, serves, sse  # noqa: F401 - the sse fixture
 

@@ -11,6 +11,7 @@ import httpx2 as httpx
 
 from bread_sync.stores.sqlite import store as sqlite_store
 
+from ..waiting import wait_for
 from .client import (
     RUN_END,
     Tail,
@@ -21,7 +22,6 @@ from .client import (
     passive_url,
     run,
     run_error_of,
-    wait_for,
 )
 from .test_faults import AT_ONCE_SECONDS, FAULT_ENV, LONG_LEASE, LONG_STEPPING, faulty
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from ..waiting import wait_for
 from . import servers
-from .client import open_stream, resume, run, run_error_of, wait_for
+from .client import open_stream, resume, run, run_error_of
 
 WIRE = "sse"
 CONFIG = "tests.integration.mcp_tools_config:config"

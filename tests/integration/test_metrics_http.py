@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .client import log_of, new_client, pause_writer, resume, run, wait_for
+from ..waiting import wait_for
+from .client import log_of, new_client, pause_writer, resume, run
 from .servers import Worker
 
 ECHOES = 6

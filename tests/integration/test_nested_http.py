@@ -21,6 +21,7 @@ import pytest
 from bread_sync.demo import DOT_PNG, MANAGER_TEXT
 
 from ..nested_http_config import SKILL_TEXT, SLOW_TICKS, TICK_SECONDS
+from ..waiting import wait_for
 from .client import (
     AGENT_ERROR,
     HUMAN_REQUIRED,
@@ -46,7 +47,6 @@ from .client import (
     run,
     run_error_of,
     text_of,
-    wait_for,
 )
 from .servers import BIND_ATTEMPTS, MAIN, READY_SECONDS
 

@@ -14,8 +14,9 @@ import time
 import pytest
 
 from .. import postgres_server
+from ..waiting import wait_for
 from . import servers
-from .client import RUN_END, Tail, assert_log, log_of, passive_url, wait_for
+from .client import RUN_END, Tail, assert_log, log_of, passive_url
 from .test_replicas import WIRE, count, non_text_seqs, start_stepper, wait_for_run
 
 TOOL_RESULT = "tool:result"

@@ -16,7 +16,8 @@ import pytest
 from bread_sync.executors import huey as huey_executor
 from bread_sync.schedules import tick_run_id
 
-from .client import RUN_END, RUN_START, assert_log, failure_of, log_of, new_client, open_stream, run, wait_for
+from ..waiting import wait_for
+from .client import RUN_END, RUN_START, assert_log, failure_of, log_of, new_client, open_stream, run
 from .schedule_config import EVERY_FIVE_MINUTES
 from .servers import Server, Worker
 from .tcp_proxy import TCPProxy

@@ -24,6 +24,7 @@ from bread_sync.errors import BreadError
 from bread_sync.stores import sqlite
 from bread_sync.transports import http_chunked, http_sse
 
+from ..waiting import wait_for
 from . import ownership_config, servers
 from .client import (
     AGENT_ERROR,
@@ -43,7 +44,6 @@ from .client import (
     run,
     run_error_of,
     text_of,
-    wait_for,
 )
 from .hostile_remote import CAP_BYTES, EndlessRemote
 from .test_examples import run_example

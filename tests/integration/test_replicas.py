@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from .. import postgres_server
+from ..waiting import wait_for
 from . import servers
 from .client import (
     HUMAN_REQUIRED,
@@ -37,7 +38,6 @@ from .client import (
     passive_url,
     resume,
     run_error_of,
-    wait_for,
 )
 
 WIRE, TRANSPORT = "sse", "http-sse"

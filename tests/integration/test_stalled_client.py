@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 
+from ..waiting import wait_for
 from .client import new_client
 
 FLOOD = "tests.integration.backlog_config:config"
@@ -89,13 +89,9 @@ def header(head: bytes, name: str) -> str:
 
 
 def wait_for_status(url: str, run_id: str, status: str) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
     with new_client() as http:
-        while time.monotonic() < deadline:
-            if http.get(f"{url}/runs/{run_id}").json().get("status") == status:
-                return
-            time.sleep(0.1)
-    raise AssertionError(f"run {run_id} not {status} within {DEADLINE_SECONDS:g} s")
+        wait_for(lambda: http.get(f"{url}/runs/{run_id}").json().get("status") == status, DEADLINE_SECONDS,
+                 f"run {run_id} {status}")  # fmt: skip
 
 
 def parse_events(body: bytes) -> list[tuple[int, str]]:

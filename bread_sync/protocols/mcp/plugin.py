@@ -44,7 +44,7 @@ from ...errors import CHECKPOINT_NOT_FOUND, INPUT_INVALID, INTERNAL, BreadError,
 from ...server import register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import NotJson, caller_key, json_value, may_reach_run, may_read_file, reachable_checkpoint
 from ...stores import missing_methods
-from ...wire import SSE_BEHIND
+from ...wire import SSE_BEHIND_FOR_GOOD
 from .tools import McpTool, completed, ended, failed, progress, tool_table
 
 log = logging.getLogger("bread_sync.protocols.mcp")
@@ -363,7 +363,7 @@ def _progressed(request_id: Any, tool: McpTool, frames: Iterator[Any], token: An
         name=f"MCP call of run {run_id}",
         failure=lambda error: [_event(_response_body(request_id, failed(error)))],
         epilogue=lambda: [_event(_response_body(request_id, ended(tool, seen.last)))],
-        behind=SSE_BEHIND,
+        behind=SSE_BEHIND_FOR_GOOD,
     )
 
 

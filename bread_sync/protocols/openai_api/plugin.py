@@ -17,7 +17,7 @@ from ...errors import AGENT_NOT_FOUND, INVALID_REQUEST, BreadError
 from ...runtime import new_id
 from ...server import authorize_run, register_http_route, start_run_stream, stream_body, stream_response
 from ...server.guard import Forbidden, json_body, may_reach_run
-from ...wire import SSE_BEHIND
+from ...wire import SSE_BEHIND_FOR_GOOD
 from ..answers import paused_run, text_answer
 from .requests import Turn, chat_turn, responses_turn
 from .translator import DONE, ChatCompletionsTranslator, ResponsesTranslator, error_object
@@ -244,7 +244,7 @@ def _stream(api: _Api, frames: Iterator[Any], translator: Any, run_id: str) -> I
         heartbeat=HEARTBEAT,
         failure=lambda error: [translator.frame(chunk) for chunk in translator(error_crumb(run_id, error))],
         epilogue=lambda: api.epilogue,
-        behind=SSE_BEHIND,
+        behind=SSE_BEHIND_FOR_GOOD,
         name=f"OpenAI stream of run {run_id}",
     )
 

@@ -6,8 +6,15 @@ lock, and the collector's, for good). Imported there after gevent's monkey-patch
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
+
+#: Where the scripts run, so that they import ``tests.dropping``.
+ROOT = Path(__file__).parent.parent
 
 
 def drop_inside(lock: Any, how: str, held: list[Any]) -> threading.Event:
@@ -31,3 +38,11 @@ def drop_inside(lock: Any, how: str, held: list[Any]) -> threading.Event:
 
     threading.Thread(target=drop_in_the_lock, daemon=True).start()
     return dropped
+
+
+def outcome_of(script: str, *args: str) -> dict[str, Any]:
+    """Run a hang script in a process of its own, bounded (a hang is the failure it looks for),
+    and read the outcome it printed as JSON; it must have exited cleanly."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)

@@ -7,16 +7,13 @@ claim released) by the next let go, soon after."""
 from __future__ import annotations
 
 import gc
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from bread_sync.server.lifecycle import Lifecycle
 from bread_sync.server.runner import Runner
 
+from .dropping import outcome_of
 from .waiting import wait_for
 
 #: Drops a started (or never iterated) run inside the lock named, in a thread (a greenlet under gevent): in a cycle
@@ -88,15 +85,7 @@ CASES = [
 def test_a_run_dropped_unfinished_inside_a_lock_its_clean_up_takes_takes_none_and_still_ends(
     tmp_path, threads, where, how, started
 ):
-    done = subprocess.run(
-        [sys.executable, "-c", DROP, threads, where, how, started, str(tmp_path / "bread.db")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).parent.parent,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    outcome = json.loads(done.stdout)
+    outcome = outcome_of(DROP, threads, where, how, started, str(tmp_path / "bread.db"))
     assert outcome["dropped"], "the dropped run's clean-up waited on a lock its caller holds"
     assert outcome == {"dropped": True, "status": "interrupted", "last": "RUN_INTERRUPTED", "claimed": False}
 

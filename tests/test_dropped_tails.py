@@ -5,11 +5,7 @@ locked section of the log follower or of a transport too, so it takes no lock; w
 from __future__ import annotations
 
 import gc
-import json
 import logging
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +13,7 @@ from bread_sync.server.lifecycle import Lifecycle
 from bread_sync.server.runner import Runner
 from bread_sync.transports import stream
 
+from .dropping import outcome_of
 from .waiting import wait_for
 
 #: A bound on the wait for the worker's pass, not its pace (it passes every 0.05 s here).
@@ -78,15 +75,7 @@ def test_a_tail_dropped_unclosed_inside_a_lock_it_held_takes_none_and_is_still_l
     request, threads, batched, where, how
 ):
     url = request.getfixturevalue("redis_url") if where == "redis" else ""
-    done = subprocess.run(
-        [sys.executable, "-c", DROP, threads, batched, where, how, url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).parent.parent,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    outcome = json.loads(done.stdout)
+    outcome = outcome_of(DROP, threads, batched, where, how, url)
     assert outcome["dropped"], "the finalizer waited on a lock its caller holds"
     assert outcome == {"dropped": True, "watched": False, "subscribed": False}, "the dropped tail was kept"
 

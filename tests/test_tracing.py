@@ -284,6 +284,27 @@ def test_a_model_call_that_fails_is_an_error_on_its_span_with_what_it_said_befor
     assert "Half an" in chat.attributes["gen_ai.output.messages"]
 
 
+def test_a_model_call_whose_stream_cannot_start_is_an_error_on_its_ended_span(traced, exporter):
+    """A provider's ``stream`` that raises as it is called, before there are events to read: the
+    run fails as it would untraced, and its call's span still ends, with the error."""
+    from bread_sync import Agent, Config
+
+    class Refusing:
+        name = "refusing"
+
+        def stream(self, request):
+            raise BreadError(MODEL_OVERLOADED, "the model is overloaded")
+
+    bread = traced(config=Config(agents=[Agent(id="r", model=Refusing())]))
+    result = bread.run("r", "go", mode="sync")
+    assert (result.status, result.error.code) == ("failed", MODEL_OVERLOADED)
+
+    chat = named(exporter.get_finished_spans(), "chat refusing")
+    assert chat.status.status_code == StatusCode.ERROR
+    assert chat.attributes[otel.FINISH_REASONS] == ("error",)
+    assert chat.attributes["error.type"] == MODEL_OVERLOADED
+
+
 def test_a_task_s_model_call_that_fails_is_an_error_on_its_span_and_its_tokens_still_count(exporter):
     """A task reads its model's events as an agent's turn does (tracing.ModelReading): the same span."""
     from pydantic import BaseModel

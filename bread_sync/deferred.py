@@ -46,7 +46,3 @@ class Deferred:
                 piece()
             except Exception:
                 log.exception(self._failed, about)
-
-    def __len__(self) -> int:
-        """The pieces waiting for a let go."""
-        return len(self._pieces)

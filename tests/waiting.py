@@ -25,6 +25,10 @@ def wait_for(predicate: Callable[[], Any], seconds: float, what: str, interval: 
 
 
 def delivered(got: list[Any], count: int, seconds: float) -> list[Any]:
-    """``got`` once ``count`` deliveries (of a transport's frames, say) have come into it."""
-    wait_for(lambda: len(got) >= count, seconds, f"{count} deliveries", interval=0.002)
+    """``got`` once ``count`` deliveries (of a transport's frames, say) have come into it; else
+    a failure saying how many came (none, or all but the last, tell different stories)."""
+    try:
+        wait_for(lambda: len(got) >= count, seconds, f"{count} deliveries", interval=0.002)
+    except AssertionError:
+        raise AssertionError(f"{len(got)} of {count} delivered within {seconds:g} s") from None
     return got

@@ -107,7 +107,7 @@ class LogFollower:
         (which a dropped watch keeps going), a tail's opening and ``Bread.let_go``."""
         self._dropped.let_go()
 
-    def _let_go_of(self, run_id: str, entry: Any, subscription: Subscription | None) -> None:
+    def _let_go_of(self, run_id: str, entry: _Watch | None, subscription: Subscription | None) -> None:
         if entry is not None:
             self.unwatch(run_id, entry)
         if subscription is not None:

@@ -41,7 +41,8 @@ class RunTrace(Protocol):
     ) -> tuple[Iterator[Any], ModelCall | None]:
         """The events of ``stream(request)``, the request's ``trace_headers`` set first to the call's
         span, and that span (None when the run records none): its first token noted as it comes,
-        nothing done per event after it; the loop reading them tells it the rest (:class:`ModelCall`)."""
+        nothing done per event after it; the loop reading them tells it the rest (:class:`ModelCall`).
+        A ``stream`` that raises as it is called ends that span with its error, then raises it."""
 
     def context(self) -> dict[str, str]:
         """The W3C headers (``traceparent``) of the innermost open span: what a request this run

@@ -177,8 +177,14 @@ class OtelRunTrace:
         if self._capture:
             span.set_attribute("gen_ai.input.messages", _json(request.messages))
         request.trace_headers = _headers(span)
-        events = iter(stream(request))
-        return _Events(_first_token(span, events), events), OtelModelCall(span, request.signal, self._capture)
+        call = OtelModelCall(span, request.signal, self._capture)
+        try:
+            events = iter(stream(request))
+        except BaseException as error:  # no events to read, so no ModelReading to end the span
+            call.failed(error)
+            call.ended([], False, [])
+            raise
+        return _Events(_first_token(span, events), events), call
 
     def context(self) -> dict[str, str]:
         return _headers(self._open[-1][1])

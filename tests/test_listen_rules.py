@@ -161,6 +161,17 @@ def test_gunicorn_without_the_shipped_conf_never_serves_auth_without_authorize(s
         assert sock.connect_ex(("127.0.0.1", port)) != 0
 
 
+def _listening(path: Path) -> bool:
+    """Whether the server listens on the Unix socket ``path`` (the master binds it; a request
+    then waits for a worker to accept it, however long that worker takes to boot)."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:  # no socket file yet, or bound and not listening yet
+            return False
+    return True
+
+
 def test_a_unix_socket_bind_without_auth_is_local_and_served(spawn, tmp_path):
     """Only this machine reaches a Unix socket: the listen rules let it be bound without auth,
     and its callers, who have no peer address, are local to the loopback-peer rule."""
@@ -170,10 +181,11 @@ def test_a_unix_socket_bind_without_auth_is_local_and_served(spawn, tmp_path):
     gunicorn = str(Path(sys.executable).parent / "gunicorn")
     proc, log = spawn(False, False, "-c", "gunicorn.conf.py", "-w", "1", "-b", f"unix:{path}", "wsgi:app",
                       command=(gunicorn,))  # fmt: skip
-    with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), timeout=2) as client:
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), timeout=DEADLINE) as client:
         deadline = time.monotonic() + DEADLINE
-        while not path.exists() or client.get("http://localhost/health").status_code != 200:
+        while not _listening(path):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
+        assert client.get("http://localhost/health").status_code == 200
         assert client.get("http://localhost/agents").status_code == 200
         assert client.get("http://localhost/agents", headers={"Host": "evil.example"}).status_code == 403

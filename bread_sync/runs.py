@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,8 @@ from .logs import BoundRun, RunLabels, run_context
 
 if TYPE_CHECKING:
     from .engine.lease import LeaseKeeper
+
+log = logging.getLogger("bread_sync")
 
 
 @dataclass
@@ -110,7 +113,10 @@ class _Held(BoundRun):
     def __next__(self) -> dict[str, Any]:
         crumb = BoundRun.__next__(self)  # not super()'s lookup: this is per crumb
         if crumb["type"] in c.STREAM_END:  # its last: a caller may stop here, never asking for more
-            self.close()  # so what follows it (its span's end, its metrics) is done now
+            try:
+                self.close()  # so what follows it (its span's end, its metrics) is done now
+            except Exception:  # the crumb is the caller's all the same (a pause's checkpoint id)
+                log.exception("run %s: its clean-up after its last crumb failed", self.labels.run_id)
         return crumb
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 otel = pytest.importorskip("bread_sync.tracing.otel")
 pytest.importorskip("prometheus_client")
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
@@ -87,3 +87,30 @@ def test_a_continuation_closed_before_its_first_crumb_ends_at_once(observed):
     last = observed.store.get_crumbs(paused.run_id)[-1].crumb
     assert (last["type"], last["error"]["code"]) == ("agent:error", "RUN_INTERRUPTED")
     assert observed.store.get_checkpoint(paused.checkpoint["checkpointId"])["status"] != "pending"
+
+
+class FailsOnRunSpan(SpanProcessor):
+    """A span processor of a third party that fails as a run's span ends: the run's clean-up,
+    done as its last crumb is handed out, raises."""
+
+    def on_end(self, span) -> None:
+        if span.name.startswith("invoke_agent"):
+            raise OSError("the collector went away")
+
+
+@pytest.mark.parametrize(
+    ("agent", "input", "last"), [("echo", "hi", "agent:run:end"), ("writer", {"topic": "rye"}, "human:required")]
+)
+def test_a_clean_up_that_fails_at_the_last_crumb_still_hands_the_crumb_out_and_is_logged(
+    observed, agent, input, last, caplog
+):
+    spans = TracerProvider()
+    spans.add_span_processor(FailsOnRunSpan())
+    observed.tracer = otel.tracer(spans)
+
+    seen = [crumb["type"] for crumb in observed.run(agent, input)]
+
+    assert seen[-1] == last
+    (failed,) = [record for record in caplog.records if record.exc_info and record.levelname == "ERROR"]
+    assert "clean-up after its last crumb failed" in failed.getMessage()
+    assert isinstance(failed.exc_info[1], OSError)

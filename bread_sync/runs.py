@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from .engine.lease import LeaseKeeper
 
 log = logging.getLogger("bread_sync")
+#: Bound once: :meth:`_Held.__next__` looks at every crumb's type.
+_STREAM_END = c.STREAM_END
 
 
 @dataclass
@@ -112,7 +114,7 @@ class _Held(BoundRun):
 
     def __next__(self) -> dict[str, Any]:
         crumb = BoundRun.__next__(self)  # not super()'s lookup: this is per crumb
-        if crumb["type"] in c.STREAM_END:  # its last: a caller may stop here, never asking for more
+        if crumb["type"] in _STREAM_END:  # its last: a caller may stop here, never asking for more
             try:
                 self.close()  # so what follows it (its span's end, its metrics) is done now
             except Exception:  # the crumb is the caller's all the same (a pause's checkpoint id)

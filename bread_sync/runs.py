@@ -125,8 +125,10 @@ class _Held(BoundRun):
         # The driver's crumbs by the keeper first: closed through the iterator (the same
         # generator, unless queued), one never started would only be marked closed, its run
         # left running (see close_driven).
-        self._keeper.close(self.labels, self._driven)
-        super().close()  # a queued run's follower of the rest
+        try:
+            self._keeper.close(self.labels, self._driven)
+        finally:  # even when the driver's clean-up failed: else a queued run's follower goes on
+            super().close()  # a queued run's follower of the rest
 
     def __del__(self) -> None:
         self._keeper.drop(self.labels, self._driven)

@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
+from bread_sync.executors import huey as huey_executor  # noqa: E402
 from bread_sync.metrics import prometheus  # noqa: E402
 
 #: The lease keeper passes only every 40 s: no let go of this process's ends any run here.
@@ -114,3 +115,19 @@ def test_a_clean_up_that_fails_at_the_last_crumb_still_hands_the_crumb_out_and_i
     (failed,) = [record for record in caplog.records if record.exc_info and record.levelname == "ERROR"]
     assert "clean-up after its last crumb failed" in failed.getMessage()
     assert isinstance(failed.exc_info[1], OSError)
+
+
+def test_a_queued_run_whose_close_fails_follows_nothing_more(make_bread):
+    """Its driver's clean-up fails as the caller closes it in its opening: the follower of the
+    rest is closed all the same, so iterating on does not follow the run's abandon."""
+    bread = make_bread(executor=huey_executor.executor(), **QUIET_KEEPER)
+    spans = TracerProvider()
+    spans.add_span_processor(FailsOnRunSpan())
+    bread.tracer = otel.tracer(spans)
+    run = bread.run("echo", "hi")
+    assert next(run)["type"] == "agent:run:start"
+
+    with pytest.raises(OSError):  # the failure is the closing caller's to see
+        run.close()
+
+    assert list(run) == []

@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
+from bread_sync.engine.opening import opening_at_once  # noqa: E402
 from bread_sync.executors import huey as huey_executor  # noqa: E402
 from bread_sync.metrics import prometheus  # noqa: E402
 
@@ -131,3 +132,19 @@ def test_a_queued_run_whose_close_fails_follows_nothing_more(make_bread):
         run.close()
 
     assert list(run) == []
+
+
+def test_a_run_opened_at_once_closed_before_its_first_crumb_writes_nothing(observed, exporter):
+    """Its record and session claim were to come with its first crumb (the server's start,
+    whose subscription failed, say), and its id reached no one: there is no run to end."""
+    before = finished("slow", "interrupted")
+    with opening_at_once():
+        run = observed.run("slow", {"count": 3, "delayMs": 0})
+    run.close()
+
+    assert observed.store.get_run(run.run_id) is None
+    assert observed.store.get_crumbs(run.run_id) == []
+    assert observed.store.list_sessions() == []  # no session made, nor claimed
+    assert run_status_of_span(exporter, "slow") == "interrupted"
+    assert finished("slow", "interrupted") == before + 1
+    assert not observed.leases._held

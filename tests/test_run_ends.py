@@ -148,3 +148,14 @@ def test_a_run_opened_at_once_closed_before_its_first_crumb_writes_nothing(obser
     assert run_status_of_span(exporter, "slow") == "interrupted"
     assert finished("slow", "interrupted") == before + 1
     assert not observed.leases._held
+
+
+def test_a_continuation_closed_before_its_first_crumb_replaces_no_session_state(observed):
+    paused = observed.run("writer", {"topic": "rye"}, session="s1", state={"v": 1}, mode="sync")
+    traced_as = observed.store.get_run(paused.run_id)["trace"]
+    resumed = observed.resume(paused.checkpoint["checkpointId"], {"approved": True}, state={"v": 2})
+    resumed.close()
+
+    assert observed.store.get_session("s1")["state"] == {"v": 1}  # no step of it ran
+    # while its record names the span of the driving that logged its abandon, as any driving's
+    assert observed.store.get_run(paused.run_id)["trace"] != traced_as

@@ -64,6 +64,11 @@ def test_a_run_its_caller_leaves_at_its_last_crumb_is_finished_as_that_crumb_is_
     assert run_status_of_span(exporter, agent) == status
     assert finished(agent, status) == before + 1
     assert not observed.leases._held  # nothing is left for a let go, though the run is still referenced
+    assert observed.store.get_run(run.run_id)["status"] == status
+    if last == "human:required":  # its clean-up is done, and it stays paused and resumable
+        assert observed.store.get_checkpoint(crumb["checkpointId"])["status"] == "pending"
+        resumed = observed.resume(crumb["checkpointId"], {"approved": True}, mode="sync")
+        assert resumed.status == "completed"
 
 
 def test_a_run_closed_before_its_first_crumb_ends_at_once(observed, exporter):

@@ -36,7 +36,8 @@ class RunResult:
 
 class Run:
     """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb.
-    Its last crumb (its end or pause) finishes it as it is handed out: a caller may stop there.
+    Its last crumb (its end or pause) is handed out with the run's clean-up done (its span
+    ended, its metrics counted): a caller may stop there. A paused run stays paused, resumable.
     :meth:`close` one left unfinished, or never iterated: it ends ``RUN_INTERRUPTED`` at once.
     One dropped unclosed (this and its iterator) ends so too, a little later (see :class:`_Held`)."""
 

@@ -1,7 +1,8 @@
 """How a library caller's run ends when the caller stops at its edges: at its terminal crumb (a
 ``for`` loop that breaks there, never asking for the next item), or before its first crumb
-(closed never iterated). Either way the run is finished at once, not by a later let go or a
-recovery sweep: its span ended, its metrics counted, its record and session claim released."""
+(closed never iterated). Either way its clean-up is done at once, not by a later let go or a
+recovery sweep: its span ended, its metrics counted, its record and session claim released (a
+paused run stays paused and resumable)."""
 
 from __future__ import annotations
 

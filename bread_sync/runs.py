@@ -67,7 +67,7 @@ class Run:
         self.queued = rest is not None
         #: Whether its first crumb comes without a wait for another run: see :meth:`open`.
         self.ready = ready
-        seen = crumbs if rest is None else _then_follow(crumbs, rest, first_seq)
+        seen = crumbs if rest is None else _ThenFollow(crumbs, rest, first_seq)
         # Its log records carry its labels; its driver's crumbs, what a keeper holds.
         self._crumbs = BoundRun(self._labels, seen) if keeper is None else _Held(self._labels, seen, crumbs, keeper)
 
@@ -135,17 +135,45 @@ class _Held(BoundRun):
         self._keeper.drop(self.labels, self._driven)
 
 
-def _then_follow(
-    crumbs: Iterator[dict[str, Any]], rest: Callable[[int], Iterator[dict[str, Any]]], first_seq: int
-) -> Iterator[dict[str, Any]]:
+class _ThenFollow:
     """A queued run's crumbs: its opening, driven here, then the rest, followed from the log
-    after it, to the run's end or pause (a worker drives them)."""
-    after, last = first_seq - 1, None
-    for last in crumbs:
-        after += last["type"] not in c.NOT_DURABLE
-        yield last
-    if last is None or last["type"] not in c.STREAM_END:
-        yield from rest(after)
+    after it (``rest(after)``, a tail), to the run's end or pause (a worker drives them).
+
+    Not a generator: its :meth:`close` (the caller's, or :class:`_Held`'s at the run's last
+    crumb) closes the tail now, while one dropped only lets go of the tail, whose finalizer
+    takes no lock; a generator's close, run by its finalizer, would close the tail there."""
+
+    __slots__ = ("_after", "_last", "_opening", "_rest", "_tail")
+
+    def __init__(
+        self, opening: Iterator[dict[str, Any]], rest: Callable[[int], Iterator[dict[str, Any]]], first_seq: int
+    ):
+        self._opening = opening
+        self._rest = rest
+        self._after = first_seq - 1
+        self._last: str | None = None
+        self._tail: Iterator[dict[str, Any]] | None = None
+
+    def __iter__(self) -> _ThenFollow:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if self._tail is None:
+            crumb = next(self._opening, None)
+            if crumb is not None:
+                self._last = crumb["type"]
+                self._after += self._last not in c.NOT_DURABLE
+                return crumb
+            # An opening that ended the run (or paused it) has no rest to follow.
+            self._tail = iter(()) if self._last in c.STREAM_END else self._rest(self._after)
+        return next(self._tail)
+
+    def close(self) -> None:
+        """Nothing more comes; the tail, if open, is closed now."""
+        tail, self._tail = self._tail, iter(())
+        close = getattr(tail, "close", None)
+        if close is not None:
+            close()
 
 
 def summarize(run_id: str, seen: list[dict[str, Any]]) -> RunResult:

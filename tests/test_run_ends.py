@@ -6,6 +6,8 @@ paused run stays paused and resumable)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 otel = pytest.importorskip("bread_sync.tracing.otel")
@@ -15,8 +17,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from bread_sync.engine.opening import opening_at_once  # noqa: E402
+from bread_sync.engine.queued import drive_queued  # noqa: E402
 from bread_sync.executors import huey as huey_executor  # noqa: E402
 from bread_sync.metrics import prometheus  # noqa: E402
+
+from .waiting import wait_for  # noqa: E402
 
 #: The lease keeper passes only every 40 s: no let go of this process's ends any run here.
 QUIET_KEEPER = {"cancel_poll_seconds": 60.0, "lease_seconds": 120.0}
@@ -165,3 +170,30 @@ def test_a_continuation_closed_before_its_first_crumb_replaces_no_session_state(
     assert observed.store.get_session("s1")["state"] == {"v": 1}  # no step of it ran
     # while its record names the span of the driving that logged its abandon, as any driving's
     assert observed.store.get_run(paused.run_id)["trace"] != traced_as
+
+
+@pytest.mark.parametrize(
+    ("agent", "input", "last"), [("echo", "hi", "agent:run:end"), ("writer", {"topic": "rye"}, "human:required")]
+)
+def test_a_queued_run_left_at_its_last_crumb_has_its_tail_closed_at_once(make_bread, agent, input, last):
+    """Its rest is a tail of the log a worker writes: closed as that crumb is handed out, it
+    leaves the follower at once, not at the follower's next pass (a tail dropped unclosed)."""
+    bread = make_bread(executor=huey_executor.executor(), **QUIET_KEEPER)
+    run = bread.run(agent, input)
+    assert next(run)["type"] == "agent:run:start"
+    worker = threading.Thread(target=drive_once_tailed, args=(bread, run.run_id))
+    worker.start()
+
+    for crumb in run:
+        if crumb["type"] == last:
+            break  # neither asks for the next item nor closes
+
+    assert run.run_id not in bread.follower._watching
+    worker.join()
+
+
+def drive_once_tailed(bread, run_id: str) -> None:
+    """A worker's driving of a queued run, once its caller's tail follows it (so the tail is
+    live when the run ends, not a replay of the whole log)."""
+    wait_for(lambda: run_id in bread.follower._watching, 10, "the caller's tail")
+    drive_queued(bread, run_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,10 @@ from .logs import BoundRun, RunLabels, run_context
 
 if TYPE_CHECKING:
     from .engine.lease import LeaseKeeper
+
+log = logging.getLogger("bread_sync")
+#: Bound once: :meth:`_Held.__next__` looks at every crumb's type.
+_STREAM_END = c.STREAM_END
 
 
 @dataclass
@@ -31,7 +36,8 @@ class RunResult:
 
 class Run:
     """A started run: iterate it for its crumbs. ``run_id`` is fixed before the first crumb.
-    Its last crumb (its end or pause) finishes it as it is handed out: a caller may stop there.
+    Its last crumb (its end or pause) is handed out with the run's clean-up done (its span
+    ended, its metrics counted): a caller may stop there. A paused run stays paused, resumable.
     :meth:`close` one left unfinished, or never iterated: it ends ``RUN_INTERRUPTED`` at once.
     One dropped unclosed (this and its iterator) ends so too, a little later (see :class:`_Held`)."""
 
@@ -61,7 +67,7 @@ class Run:
         self.queued = rest is not None
         #: Whether its first crumb comes without a wait for another run: see :meth:`open`.
         self.ready = ready
-        seen = crumbs if rest is None else _then_follow(crumbs, rest, first_seq)
+        seen = crumbs if rest is None else _ThenFollow(crumbs, rest, first_seq)
         # Its log records carry its labels; its driver's crumbs, what a keeper holds.
         self._crumbs = BoundRun(self._labels, seen) if keeper is None else _Held(self._labels, seen, crumbs, keeper)
 
@@ -109,32 +115,65 @@ class _Held(BoundRun):
 
     def __next__(self) -> dict[str, Any]:
         crumb = BoundRun.__next__(self)  # not super()'s lookup: this is per crumb
-        if crumb["type"] in c.STREAM_END:  # its last: a caller may stop here, never asking for more
-            self.close()  # so what follows it (its span's end, its metrics) is done now
+        if crumb["type"] in _STREAM_END:  # its last: a caller may stop here, never asking for more
+            try:
+                self.close()  # so what follows it (its span's end, its metrics) is done now
+            except Exception:  # the crumb is the caller's all the same (a pause's checkpoint id)
+                log.exception("run %s: its clean-up after its last crumb failed", self.labels.run_id)
         return crumb
 
     def close(self) -> None:
         # The driver's crumbs by the keeper first: closed through the iterator (the same
         # generator, unless queued), one never started would only be marked closed, its run
         # left running (see close_driven).
-        self._keeper.close(self.labels, self._driven)
-        super().close()  # a queued run's follower of the rest
+        try:
+            self._keeper.close(self.labels, self._driven)
+        finally:  # even when the driver's clean-up failed: else a queued run's follower goes on
+            super().close()  # a queued run's follower of the rest
 
     def __del__(self) -> None:
         self._keeper.drop(self.labels, self._driven)
 
 
-def _then_follow(
-    crumbs: Iterator[dict[str, Any]], rest: Callable[[int], Iterator[dict[str, Any]]], first_seq: int
-) -> Iterator[dict[str, Any]]:
+class _ThenFollow:
     """A queued run's crumbs: its opening, driven here, then the rest, followed from the log
-    after it, to the run's end or pause (a worker drives them)."""
-    after, last = first_seq - 1, None
-    for last in crumbs:
-        after += last["type"] not in c.NOT_DURABLE
-        yield last
-    if last is None or last["type"] not in c.STREAM_END:
-        yield from rest(after)
+    after it (``rest(after)``, a tail), to the run's end or pause (a worker drives them).
+
+    Not a generator: its :meth:`close` (the caller's, or :class:`_Held`'s at the run's last
+    crumb) closes the tail now, while one dropped only lets go of the tail, whose finalizer
+    takes no lock; a generator's close, run by its finalizer, would close the tail there."""
+
+    __slots__ = ("_after", "_last", "_opening", "_rest", "_tail")
+
+    def __init__(
+        self, opening: Iterator[dict[str, Any]], rest: Callable[[int], Iterator[dict[str, Any]]], first_seq: int
+    ):
+        self._opening = opening
+        self._rest = rest
+        self._after = first_seq - 1
+        self._last: str | None = None
+        self._tail: Iterator[dict[str, Any]] | None = None
+
+    def __iter__(self) -> _ThenFollow:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        if self._tail is None:
+            crumb = next(self._opening, None)
+            if crumb is not None:
+                self._last = crumb["type"]
+                self._after += self._last not in c.NOT_DURABLE
+                return crumb
+            # An opening that ended the run (or paused it) has no rest to follow.
+            self._tail = iter(()) if self._last in c.STREAM_END else self._rest(self._after)
+        return next(self._tail)
+
+    def close(self) -> None:
+        """Nothing more comes; the tail, if open, is closed now."""
+        tail, self._tail = self._tail, iter(())
+        close = getattr(tail, "close", None)
+        if close is not None:
+            close()
 
 
 def summarize(run_id: str, seen: list[dict[str, Any]]) -> RunResult:

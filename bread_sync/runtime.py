@@ -310,7 +310,7 @@ class Bread:
 
     def _run_of(self, opened: Opened) -> Run:
         run_id, session_id, agent_id, trace = opened.labels
-        rest = partial(self._follow_to_pause, run_id) if opened.queued else None
+        rest = partial(_ToPause, self, run_id) if opened.queued else None
         return Run(
             run_id,
             opened.crumbs,
@@ -328,15 +328,7 @@ class Bread:
         record = self.store.get_run(run_id)
         if record is None or record["agentId"] != agent_id:
             raise BreadError(RUN_ID_CONFLICT, f"run {run_id} exists and belongs to another agent or pipeline")
-        return Run(
-            run_id, self._follow_to_pause(run_id), attached=True, session_id=record["sessionId"], agent_id=agent_id
-        )
-
-    def _follow_to_pause(self, run_id: str, after: int = 0) -> Iterator[dict[str, Any]]:
-        # A generator, so the tail subscribes only once someone iterates the attached run.
-        for frame in tail(self, run_id, after, through_pause=False):
-            if isinstance(frame, Frame):
-                yield frame.crumb
+        return Run(run_id, _ToPause(self, run_id), attached=True, session_id=record["sessionId"], agent_id=agent_id)
 
     def task(self, task_id: str) -> Task:
         task = self.tasks.get(task_id)
@@ -413,6 +405,36 @@ class Bread:
         if mode != "stream":
             raise ValueError(f"mode must be 'stream' or 'sync', not {mode!r}")
         return run
+
+
+class _ToPause:
+    """A run's crumbs followed from any process past ``after`` (its tail's frames, no gap) to
+    its end or pause; the tail subscribes only once this is iterated. Not a generator, for the
+    reason :class:`~bread_sync.runs._ThenFollow` gives: closed, it closes the tail now."""
+
+    __slots__ = ("_after", "_bread", "_frames", "_run_id")
+
+    def __init__(self, bread: Bread, run_id: str, after: int = 0):
+        self._bread, self._run_id, self._after = bread, run_id, after
+        self._frames: Iterator[Any] | None = None
+
+    def __iter__(self) -> _ToPause:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = tail(self._bread, self._run_id, self._after, through_pause=False)
+        while True:
+            frame = next(frames)
+            if isinstance(frame, Frame):
+                return frame.crumb
+
+    def close(self) -> None:
+        frames, self._frames = self._frames, iter(())
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()
 
 
 def create_bread(config: Config | None = None) -> Bread:

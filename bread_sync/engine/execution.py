@@ -160,9 +160,14 @@ class Execution:
 
     def _end_unstarted(self) -> None:
         """End a run closed before its first crumb, none of its steps run (nor it registered):
-        interrupted, as one closed later, without waiting for its lease to lapse."""
+        interrupted, as one closed later, without waiting for its lease to lapse. One
+        ``unrecorded`` has nothing in the store (its record and claim were to come with that
+        crumb) and its id reached no one: it writes nothing, as any run that failed to open."""
         try:
-            self._abandon()
+            if self.unrecorded:
+                self._final = "interrupted"
+            else:
+                self._abandon()
         finally:
             self._tell_ended()
 

@@ -93,8 +93,10 @@ class LeaseKeeper:
             self._held.discard(crumbs)
 
     def let_go(self) -> None:
-        """Close the runs dropped unfinished, where no lock is held: this keeper's passes (a
-        dropped run is still watched, so they go on) and ``Bread.let_go``."""
+        """Close the runs dropped unfinished, where no lock is held: this keeper's passes and
+        ``Bread.let_go``. A run dropped under way is still watched, so the passes go on; one
+        never iterated was never watched, and waits for a pass some other run keeps going, or a
+        let go."""
         self._dropped.let_go()
 
     def stop(self) -> None:

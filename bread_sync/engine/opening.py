@@ -152,11 +152,9 @@ def open_continuation(
     store.update_run(
         run_id, status="running", checkpointId=None, owner=runtime.owner, leaseUntil=lease_end(runtime.config)
     )
-    if state is not None:  # kept with the continuation's first crumb
-        ctx.touch_session_with_next_crumb(None, state)
     queue = _queues(runtime, root)
     wait = None if queue else _session_wait(runtime, ctx, claimed)
-    execution = Execution(ctx, root, None if wait is None else _waiting(wait), queue=queue)
+    execution = Execution(ctx, root, _continuation_opening(ctx, state, wait), queue=queue)
     crumbs = observed(ctx, root.definition_id, execution, lambda e: e.start(resume=(checkpoint, response)), checkpoint)
     labels = RunLabels(run_id, session_id, root.definition_id, ctx.trace)
     return Opened(labels, crumbs, next_seq, queued=queue)
@@ -389,9 +387,14 @@ def _session_wait(runtime: Runtime, ctx: RunContext, claimed: bool) -> Callable[
     return None if claimed else partial(runtime.sessions.wait, ctx.session_id, ctx.run_id, ctx.token)
 
 
-def _waiting(wait: Callable[[], None]) -> Steps:
-    # A continuation has no opening crumb of its own: only the wait.
-    wait()
+def _continuation_opening(ctx: RunContext, state: dict[str, Any] | None, wait: Callable[[], None] | None) -> Steps:
+    """A continuation has no opening crumb of its own: only the wait for its session, and its
+    ``state``, kept with its first crumb. A step, not done as it opens: one closed before its
+    first crumb replaces no state, its abandon being the only crumb it logs."""
+    if wait is not None:
+        wait()
+    if state is not None:
+        ctx.touch_session_with_next_crumb(None, state)
     yield from ()
 
 

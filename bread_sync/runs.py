@@ -171,9 +171,14 @@ class _ThenFollow:
     def close(self) -> None:
         """Nothing more comes; the tail, if open, is closed now."""
         tail, self._tail = self._tail, iter(())
-        close = getattr(tail, "close", None)
-        if close is not None:
-            close()
+        close_tail(tail)
+
+
+def close_tail(tail: Iterator[Any] | None) -> None:
+    """Close a run's tail now, if one was opened (an iterator that has no ``close`` holds nothing)."""
+    close = getattr(tail, "close", None)
+    if close is not None:
+        close()
 
 
 def summarize(run_id: str, seen: list[dict[str, Any]]) -> RunResult:

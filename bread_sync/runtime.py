@@ -42,7 +42,7 @@ from .metrics import metrics_from_config
 from .models import resolve_provider
 from .pipelines import Pipeline
 from .plugins import hooks
-from .runs import Run, RunResult
+from .runs import Run, RunResult, close_tail
 from .schedules import Schedule, tick_run_id
 from .tails import LogFollower, tail
 from .tasks import Task
@@ -432,9 +432,7 @@ class _ToPause:
 
     def close(self) -> None:
         frames, self._frames = self._frames, iter(())
-        close = getattr(frames, "close", None)
-        if close is not None:
-            close()
+        close_tail(frames)
 
 
 def create_bread(config: Config | None = None) -> Bread:

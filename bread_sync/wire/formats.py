@@ -22,7 +22,10 @@ SSE_PING = b": ping\n\n"
 SSE_BEHIND = b": behind: reconnect with Last-Event-ID to catch up\n\n"
 #: The same, for a stream that has no resume (the MCP and OpenAI-compatible bridges'): no
 #: reconnect would catch it up, but its run goes on, read back by the id of its ``Bread-Run-Id``.
-SSE_BEHIND_FOR_GOOD = b": behind: this stream does not resume; its run goes on at GET /runs/<Bread-Run-Id>\n\n"
+SSE_BEHIND_FOR_GOOD = (
+    b": behind: this stream does not resume; its run goes on: GET /runs/<id>/wait answers its output,"
+    b" <id> being this response's Bread-Run-Id header\n\n"
+)
 NDJSON_HEARTBEAT = b"\n"
 
 

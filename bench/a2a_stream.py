@@ -11,7 +11,7 @@ runs on both routes in turn (rotating which goes first):
 - concurrent: 200 runs of ``slow`` (``count`` 250) at once, aggregate events/s from the first
   request's start to the last chunk.
 
-For both, the worker's CPU time per event (``/proc/<pid>/stat``) too: what an event costs the
+For both, the worker's CPU time per event (its CPU-time clock) too: what an event costs the
 server, whatever the client and the scheduler did meanwhile (a figure that holds on a busy
 machine, where the rates swing).
 

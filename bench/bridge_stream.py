@@ -13,7 +13,7 @@ every route in turn (rotating which goes first):
 - concurrent: 200 runs of 250 deltas at once, aggregate events/s from the first request's start
   to the last chunk.
 
-The worker's CPU time per event over each workload (``/proc/<pid>/stat``) is measured too. Every
+The worker's CPU time per event over each workload (its CPU-time clock) is measured too. Every
 bridge run is a conversation of its own (a session each, as each native run has). The first
 response of each workload on each route is checked whole (its events, the deltas, the end)
 before anything is timed. The client is bench/rawhttp.py: one thread, one selector, every wait

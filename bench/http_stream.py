@@ -19,7 +19,7 @@ runs on both servers in turn (rotating which goes first):
   200 schedules staggered over one period); each delta's arrival at the client against its
   due time (same machine, same clock). The minimal app holds each chunk to the same schedule.
 
-For single and concurrent, the worker's CPU time (``/proc/<pid>/stat``) over the workload,
+For single and concurrent, the worker's CPU time (its CPU-time clock) over the workload,
 per event, is measured too: what a crumb costs the server, whatever the client and the
 scheduler did meanwhile.
 

@@ -114,6 +114,7 @@ def test_a_tail_dropped_before_it_followed_the_log_is_let_go_by_the_workers_next
         wait_for(lambda: bread.transport._runs[run_id].handlers == (), LET_GO_WITHIN_SECONDS, "its subscription let go")
     finally:
         life.stop(1.0)
+    assert bread.transport._runs[run_id].handlers == ()  # and it stays let go
 
 
 def test_a_tail_dropped_before_it_followed_the_log_is_let_go_when_its_bread_closes(bread):

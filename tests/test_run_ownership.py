@@ -258,10 +258,15 @@ def test_without_auth_unknown_routes_stay_404(make_bread):
     assert client.get("/nope").status_code == 404
 
 
+def alice_holding_the_shared_session(client):
+    """Alice's run ``alice-slow``, streaming in session ``shared`` (its response, to close)."""
+    slow = {"input": {"count": 10_000, "delayMs": 5}, "session": {"id": "shared"}, "runId": "alice-slow"}
+    return client.post("/agents/slow/run", json=slow, headers=AS_ALICE)
+
+
 def test_a_busy_session_names_its_run_only_to_a_caller_who_may_reach_it(app_with):
     client = app_with(authorize_run=owns)
-    slow = {"input": {"count": 10_000, "delayMs": 5}, "session": {"id": "shared"}}
-    held = client.post("/agents/slow/run", json={**slow, "runId": "alice-slow"}, headers=AS_ALICE)
+    held = alice_holding_the_shared_session(client)
     rejecting = {"input": "hi", "session": {"id": "shared"}, "sessionPolicy": "reject"}
     to_bob = events(client.post("/agents/echo/run", json=rejecting, headers=AS_BOB))
     to_alice = events(client.post("/agents/echo/run", json={**rejecting, "runId": "alice-2"}, headers=AS_ALICE))
@@ -273,8 +278,7 @@ def test_a_busy_session_names_its_run_only_to_a_caller_who_may_reach_it(app_with
 
 def test_the_interrupt_policy_cancels_only_a_run_the_caller_may_reach(app_with):
     client = app_with(authorize_run=owns)
-    slow = {"input": {"count": 10_000, "delayMs": 5}, "session": {"id": "shared"}}
-    held = client.post("/agents/slow/run", json={**slow, "runId": "alice-slow"}, headers=AS_ALICE)
+    held = alice_holding_the_shared_session(client)
     interrupting = {"input": "hi", "session": {"id": "shared"}, "sessionPolicy": "interrupt"}
     refused = events(client.post("/agents/echo/run", json=interrupting, headers=AS_BOB))
     assert [e["payload"]["code"] for e in refused] == ["SESSION_BUSY"]

@@ -193,10 +193,11 @@ def test_a_submission_past_the_redis_queues_connections_waits_for_one_rather_tha
                 time.sleep(0.005)  # a pause between polls, bounded by the deadline
             pool.release(held.pop())
             submitted.result(timeout=DEADLINE)  # redis-py's default pool raised MaxConnectionsError
+        assert queue.huey.pending_count() == 1
     finally:
         for conn in held:
             pool.release(conn)
-    assert queue.huey.pending_count() == 1
+        pool.disconnect()  # the pool's connections, all open: left to the collector they warn in a later test
 
 
 def _waiting_for_a_connection(pool) -> bool:

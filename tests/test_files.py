@@ -632,3 +632,9 @@ def test_a_pipeline_reads_the_files_its_input_entered_with_once(make_bread, monk
     bread = make_bread(pipelines=[Pipeline(id="p", steps=[Step(agent="echo"), Step(agent="echo"), Step(agent="echo")])])
     assert bread.run_pipeline("p", "hi", mode="sync").status == "completed"
     assert len(asked) == 1
+
+
+def test_a_bread_on_the_memory_store_that_stores_no_file_writes_nothing_to_disk(make_bread, tmp_path):
+    bread = make_bread(instance_path=tmp_path / "instance")  # the filesystem blob store, by default
+    assert [c["type"] for c in bread.run("echo", "hello there")][-1] == "agent:run:end"
+    assert not (tmp_path / "instance").exists()

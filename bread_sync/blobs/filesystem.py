@@ -1,4 +1,5 @@
-"""Blobs as files in a folder (by default ``<instance>/files``), shared by every process on the host."""
+"""Blobs as files in a folder (by default ``<instance>/files``), shared by every process on the host.
+The folder is made with the first file: a ``Bread`` that stores none writes nothing to disk."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from . import URL_PREFIX, blob_id
 class FilesystemBlobStore:
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
 
     def put(self, data: bytes, mime_type: str, name: str | None = None, owner: str | None = None) -> dict[str, Any]:
         key = uuid.uuid4().hex
+        self.root.mkdir(parents=True, exist_ok=True)
         meta = {"url": URL_PREFIX + key, "mimeType": mime_type, "name": name, "size": len(data), "owner": owner}
         # Data first, metadata last: a file whose metadata exists is complete.
         _write_atomically(self.root / key, data)
@@ -41,6 +42,8 @@ class FilesystemBlobStore:
         """Delete the files stored before ``before`` (epoch seconds) whose url is not in
         ``keep``, with any leftover of an interrupted write; how many files."""
         purged = set()
+        if not self.root.is_dir():
+            return 0  # nothing stored yet
         # Metadata first: a file without it is already gone for get(), never half there.
         for path in sorted(self.root.iterdir(), key=lambda p: p.suffix != ".json"):
             key = path.name.split(".", 1)[0]

@@ -66,6 +66,22 @@ def test_a_purged_file_is_gone_bytes_and_metadata(blobs):
     assert blobs.meta(kept["url"]) == kept
 
 
+def test_a_store_that_stored_nothing_gets_and_purges_nothing(blobs):
+    assert blobs.get(UNKNOWN) is None and blobs.meta(UNKNOWN) is None
+    assert blobs.purge(time.time() + 1) == 0
+
+
+def test_the_filesystem_store_makes_its_folder_with_its_first_file(tmp_path):
+    root = tmp_path / "instance" / "files"
+    blobs = resolve("filesystem", BLOB_STORES, "store", root=root)
+    blobs.purge(time.time() + 1)
+    assert not (tmp_path / "instance").exists()  # an app that stores no file writes nothing to disk
+
+    stored = blobs.put(PNG, "image/png")
+
+    assert blobs.get(stored["url"]) == (PNG, stored)
+
+
 def test_the_filesystem_store_reads_metadata_without_opening_the_data_file(tmp_path):
     blobs = resolve("filesystem", BLOB_STORES, "store", root=tmp_path)
     stored = blobs.put(PNG, "image/png", owner="alice")

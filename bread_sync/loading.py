@@ -23,6 +23,11 @@ EXTRAS = {
 }
 
 
+def install_hint(extra: str) -> str:
+    """How to install ``extra``: by the package's name, or from a clone as the README does."""
+    return f'pip install "bread-sync[{extra}]" (in a clone: pip install -e ".[{extra}]")'
+
+
 def import_string(path: str) -> Any:
     """``package.module:attribute`` (or ``package.module.attribute``) to the object it names."""
     module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
@@ -40,7 +45,7 @@ def import_module(name: str) -> Any:
         extra = EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:
             raise
-        raise ImportError(f'{name} needs the {extra!r} extra: pip install "bread-sync[{extra}]"') from exc
+        raise ImportError(f"{name} needs the {extra!r} extra: {install_hint(extra)}") from exc
 
 
 def require(name: str) -> None:

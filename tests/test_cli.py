@@ -519,4 +519,5 @@ def test_url_without_the_client_extra_is_one_line_and_exit_2(env, args):
     result = subprocess.run([sys.executable, "-c", WITHOUT_HTTPX2, *args, "--url", "http://127.0.0.1:9"], env=env,
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr == 'error: --url needs the HTTP client: pip install "bread-sync[client]"\n'
+    hint = 'pip install "bread-sync[client]" (in a clone: pip install -e ".[client]")'
+    assert result.stderr == f"error: --url needs the HTTP client: {hint}\n"

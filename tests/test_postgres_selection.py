@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BREAD_SYNC = str(Path(sys.executable).parent / "bread-sync")
 GUNICORN = str(Path(sys.executable).parent / "gunicorn")
 DEADLINE = 30.0
-FIX = 'pip install "bread-sync[postgres]"'
+FIX = 'pip install "bread-sync[postgres]" (in a clone: pip install -e ".[postgres]")'
 
 
 @pytest.fixture

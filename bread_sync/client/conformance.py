@@ -20,10 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..loading import install_hint
+
 try:
     import pytest
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError('the conformance suite runs under pytest: pip install "bread-sync[test]"') from exc
+    raise ImportError(f"the conformance suite runs under pytest: {install_hint('test')}") from exc
 
 from ..crumbs import Frame
 from ..errors import (

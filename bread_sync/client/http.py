@@ -18,10 +18,12 @@ from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import quote, unquote
 
+from ..loading import install_hint
+
 try:
     import httpx2 as httpx
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError('the HTTP client needs httpx2: pip install "bread-sync[client]"') from exc
+    raise ImportError(f"the HTTP client needs httpx2: {install_hint('client')}") from exc
 
 from ..crumbs import AGENT_ERROR, HUMAN_RESUMED, Frame
 from ..errors import FILE_NOT_FOUND, FORBIDDEN, INTERNAL, SERVER_UNREACHABLE, BreadError

@@ -13,6 +13,7 @@ from typing import Any
 from flask import jsonify, request
 
 from ..errors import INVALID_REQUEST, NOT_SUPPORTED, RUN_NOT_FOUND, BreadError
+from ..loading import install_hint
 from ..webhooks import records_pushes
 from ..webhooks.runs import SETTLED, start_sender, subscribe
 from .guard import authorize_run, valid_query
@@ -44,9 +45,7 @@ def check_webhook(webhook: WebhookRef | None) -> None:
     try:
         from ..webhooks.address import BadWebhook, Webhook
     except ImportError:  # httpx is an extra's
-        raise BreadError(
-            NOT_SUPPORTED, 'this server cannot call webhooks: pip install "bread-sync[webhooks]"'
-        ) from None
+        raise BreadError(NOT_SUPPORTED, f"this server cannot call webhooks: {install_hint('webhooks')}") from None
     if not records_pushes(current.store):
         raise BreadError(NOT_SUPPORTED, "this server's store keeps no webhook subscriptions")
     try:

@@ -21,6 +21,7 @@ from click.core import ParameterSource
 from ..cancel import CancelToken
 from ..client import AgentClient, Outcome, ThreadRun, create_agent_client, local
 from ..errors import AGENT_NOT_FOUND, BreadError
+from ..loading import install_hint
 from ..runtime import Bread
 from ..transports import stdout
 
@@ -83,7 +84,7 @@ def over_http(url: str, api_key: str | None) -> Iterator[Console]:
     try:
         from ..client import http as client_http
     except ImportError:
-        raise ClientMissing('--url needs the HTTP client: pip install "bread-sync[client]"') from None
+        raise ClientMissing(f"--url needs the HTTP client: {install_hint('client')}") from None
 
     with create_agent_client(client_http.transport(url, api_key=api_key)) as client:
         yield Console(client, stdout.transport(), _server_flags(url, api_key))

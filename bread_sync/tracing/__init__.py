@@ -17,6 +17,8 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from ..loading import install_hint
+
 log = logging.getLogger("bread_sync")
 
 
@@ -169,6 +171,6 @@ def tracer_from_environment() -> Tracer | None:
     try:
         from . import otel
     except ImportError:
-        log.warning('OTEL_* variables ask for traces but the otel extra is missing: pip install "bread-sync[otel]"')
+        log.warning(f"OTEL_* variables ask for traces but the otel extra is missing: {install_hint('otel')}")
         return None
     return otel.tracer()

@@ -10,10 +10,12 @@ imports a server stack); ``parts.py`` maps a message's parts to a run's input. S
 Needs the extra: ``pip install "bread-sync[a2a]"``.
 """
 
+from ...loading import install_hint
+
 try:
     import a2a.types  # noqa: F401 - the extra: without it, say how to install it
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError('the A2A bridge needs its extra: pip install "bread-sync[a2a]"') from exc
+    raise ImportError(f"the A2A bridge needs its extra: {install_hint('a2a')}") from exc
 
 from .parts import MAX_INLINE_BYTES
 from .plugin import A2A_ACTIONS, DEFAULT_MAX_BODY_BYTES, A2AServer, a2a_server

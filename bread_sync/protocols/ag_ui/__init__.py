@@ -10,10 +10,12 @@ one transformer per run. See docs/http.md.
 Needs the extra: ``pip install "bread-sync[ag-ui]"``.
 """
 
+from ...loading import install_hint
+
 try:
     import ag_ui.core  # noqa: F401 - the extra: without it, say how to install it
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError('the AG-UI bridge needs its extra: pip install "bread-sync[ag-ui]"') from exc
+    raise ImportError(f"the AG-UI bridge needs its extra: {install_hint('ag-ui')}") from exc
 
 from .plugin import AG_UI_ACTIONS, AgUiPlugin, ag_ui
 from .translator import (

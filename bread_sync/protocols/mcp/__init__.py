@@ -11,10 +11,12 @@ tools, called through a synchronous Streamable HTTP client (``client.py``). See 
 Needs the extra: ``pip install "bread-sync[mcp]"``.
 """
 
+from ...loading import install_hint
+
 try:
     import mcp_types  # noqa: F401 - the extra: without it, say how to install it
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError('the MCP bridge needs its extra: pip install "bread-sync[mcp]"') from exc
+    raise ImportError(f"the MCP bridge needs its extra: {install_hint('mcp')}") from exc
 
 from .plugin import MCP_ACTIONS, McpPlugin, mcp_server
 from .tools import RESUME, McpTool

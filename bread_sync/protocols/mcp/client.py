@@ -16,10 +16,12 @@ from contextlib import contextmanager, suppress
 from importlib.metadata import version as package_version
 from typing import Any
 
+from ...loading import install_hint
+
 try:
     import httpx2 as httpx
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError('the MCP client needs httpx2: pip install "bread-sync[mcp]"') from exc
+    raise ImportError(f"the MCP client needs httpx2: {install_hint('mcp')}") from exc
 from mcp_types import (
     METHOD_NOT_FOUND,
     CallToolRequest,

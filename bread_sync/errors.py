@@ -147,3 +147,8 @@ def internal_error(exc: BaseException) -> BreadError:
     if isinstance(exc, BreadError):
         return exc
     return BreadError(INTERNAL, "internal error: the server's log has the details")
+
+
+def install_hint(extra: str) -> str:
+    """How to install ``extra``: by the package's name, or from a clone as the README does."""
+    return f'pip install "bread-sync[{extra}]" (in a clone: pip install -e ".[{extra}]")'

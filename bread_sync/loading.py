@@ -10,6 +10,8 @@ import importlib
 import importlib.util
 from typing import Any
 
+from .errors import install_hint
+
 #: Which extra provides the third-party module a built-in implementation needs.
 EXTRAS = {
     "openai": "openai",
@@ -21,11 +23,6 @@ EXTRAS = {
     "huey": "queue",
     "prometheus_client": "metrics",
 }
-
-
-def install_hint(extra: str) -> str:
-    """How to install ``extra``: by the package's name, or from a clone as the README does."""
-    return f'pip install "bread-sync[{extra}]" (in a clone: pip install -e ".[{extra}]")'
 
 
 def import_string(path: str) -> Any:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..loading import install_hint
+from ..errors import install_hint
 
 try:
     import pytest

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import quote, unquote
 
-from ..loading import install_hint
+from ..errors import install_hint
 
 try:
     import httpx2 as httpx

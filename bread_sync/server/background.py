@@ -12,8 +12,7 @@ from typing import Any
 
 from flask import jsonify, request
 
-from ..errors import INVALID_REQUEST, NOT_SUPPORTED, RUN_NOT_FOUND, BreadError
-from ..loading import install_hint
+from ..errors import INVALID_REQUEST, NOT_SUPPORTED, RUN_NOT_FOUND, BreadError, install_hint
 from ..webhooks import records_pushes
 from ..webhooks.runs import SETTLED, start_sender, subscribe
 from .guard import authorize_run, valid_query

@@ -20,8 +20,7 @@ from click.core import ParameterSource
 
 from ..cancel import CancelToken
 from ..client import AgentClient, Outcome, ThreadRun, create_agent_client, local
-from ..errors import AGENT_NOT_FOUND, BreadError
-from ..loading import install_hint
+from ..errors import AGENT_NOT_FOUND, BreadError, install_hint
 from ..runtime import Bread
 from ..transports import stdout
 

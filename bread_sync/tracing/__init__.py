@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from ..loading import install_hint
+from ..errors import install_hint
 
 log = logging.getLogger("bread_sync")
 

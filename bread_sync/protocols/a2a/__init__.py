@@ -10,7 +10,7 @@ imports a server stack); ``parts.py`` maps a message's parts to a run's input. S
 Needs the extra: ``pip install "bread-sync[a2a]"``.
 """
 
-from ...loading import install_hint
+from ...errors import install_hint
 
 try:
     import a2a.types  # noqa: F401 - the extra: without it, say how to install it

@@ -10,7 +10,7 @@ one transformer per run. See docs/http.md.
 Needs the extra: ``pip install "bread-sync[ag-ui]"``.
 """
 
-from ...loading import install_hint
+from ...errors import install_hint
 
 try:
     import ag_ui.core  # noqa: F401 - the extra: without it, say how to install it

@@ -11,7 +11,7 @@ tools, called through a synchronous Streamable HTTP client (``client.py``). See 
 Needs the extra: ``pip install "bread-sync[mcp]"``.
 """
 
-from ...loading import install_hint
+from ...errors import install_hint
 
 try:
     import mcp_types  # noqa: F401 - the extra: without it, say how to install it

@@ -16,7 +16,7 @@ from contextlib import contextmanager, suppress
 from importlib.metadata import version as package_version
 from typing import Any
 
-from ...loading import install_hint
+from ...errors import install_hint
 
 try:
     import httpx2 as httpx

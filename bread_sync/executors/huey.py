@@ -17,13 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from huey import MemoryHuey, PostgresHuey, RedisHuey, crontab
+from huey import MemoryHuey, RedisHuey, crontab
 from huey.api import Huey
 
 from ..config import POSTGRES_SCHEMES
 from ..engine.queued import drive_queued
 from ..errors import QUEUE_UNAVAILABLE, BreadError
 from ..schedules import last_tick
+from .postgres_queue import LockedSchemaPostgresHuey
 from .sqlite_queue import HandoutSqliteHuey
 
 log = logging.getLogger("bread_sync")
@@ -142,7 +143,7 @@ def _huey(name: str, path: str | Path | None, url: str | None) -> Huey:
         pool = BlockingConnectionPool.from_url(url, max_connections=REDIS_POOL_SIZE, **timeouts)
         return RedisHuey(name, connection_pool=pool, **options)
     if url is not None and url.startswith(POSTGRES_SCHEMES):
-        return PostgresHuey(name, dsn=url, **options)
+        return LockedSchemaPostgresHuey(name, dsn=url, **options)
     if url is not None:
         raise ValueError(f"BREAD_QUEUE_URL must be a redis:// or postgresql:// URL, not {url!r}")
     if path is not None:

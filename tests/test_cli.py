@@ -590,3 +590,33 @@ def test_a_worker_without_huey_or_its_executor_says_to_set_the_executor(env):
     assert (result.returncode, result.stdout) == (2, "")
     said = "bread-sync worker drives queued runs: set BREAD_EXECUTOR=huey (or Config.executor)"
     assert result.stderr == f"error: {said}\n"
+
+
+def read_until(pipe, text, timeout=DEADLINE):
+    """Read ``pipe`` (binary, unbuffered reads) until ``text`` appears; what was read."""
+    deadline, read = time.monotonic() + timeout, ""
+    while text not in read:
+        ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(pipe.fileno(), 4096) if ready else b""
+        if not chunk:
+            raise AssertionError(f"{text!r} never came: {read!r}")
+        read += chunk.decode()
+    return read
+
+
+def test_a_run_no_worker_claims_says_what_it_waits_for_and_ends_as_ever_once_one_does(env, spawn, tmp_path):
+    env = {**env, "BREAD_EXECUTOR": "huey"}
+    invoke = subprocess.Popen([*CLI, "invoke", "echo", "hi"], env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        said = read_until(invoke.stderr, "\n")
+        spawn([BREAD_SYNC, "worker"], tmp_path, env)
+        out, rest = invoke.communicate(timeout=DEADLINE)
+    finally:
+        if invoke.poll() is None:
+            invoke.kill()
+            invoke.wait(DEADLINE)
+    assert (invoke.returncode, out) == (0, b"hi\n")
+    notice = "is still queued, taken by no worker yet (with BREAD_EXECUTOR=huey: is a `bread-sync worker` running?)"
+    stderr = said + rest.decode()
+    assert re.fullmatch(rf"waiting: run run_\w+ {re.escape(notice)}\n", stderr), stderr

@@ -13,7 +13,6 @@ import sysconfig
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 #: Which extra provides the third-party module a built-in implementation needs.
@@ -68,11 +67,8 @@ def require(name: str, needed_by: str | None = None) -> None:
 
 
 #: Where code that is not the user's lives: Python's library, installed packages, bread_sync.
-_NOT_USER_CODE = tuple(
-    folder + os.sep
-    for folder in {*(sysconfig.get_path(kind) for kind in ("stdlib", "platstdlib", "purelib", "platlib")),
-                   str(Path(__file__).resolve().parent)}
-)  # fmt: skip
+_LIBRARIES = {sysconfig.get_path(kind) for kind in ("stdlib", "platstdlib", "purelib", "platlib")}
+_NOT_USER_CODE = tuple(f"{folder}{os.sep}" for folder in (*_LIBRARIES, os.path.dirname(os.path.abspath(__file__))))
 
 
 @contextmanager

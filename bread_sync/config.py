@@ -187,14 +187,30 @@ def load_config(name: str | None = None) -> Config:
 
     Its module may be in the current folder; one of :data:`LOAD_ERRORS` says why it cannot load.
     """
-    from .loading import import_string
+    from .loading import import_string, raised_in
 
     _import_from_cwd()
-    target = import_string(name or os.environ.get("BREAD_CONFIG") or DEFAULT_CONFIG)
-    config = target() if callable(target) else target
+    path = name or os.environ.get("BREAD_CONFIG") or DEFAULT_CONFIG
+    target = import_string(path)
+    with raised_in(f"calling {path}"):
+        config = target() if callable(target) else target
     if not isinstance(config, Config):
         raise TypeError(f"{name or 'BREAD_CONFIG'} must name a bread_sync Config, got {type(config)!r}")
-    return apply_environment(config)
+    config = apply_environment(config)
+    check_extras(config)
+    return config
+
+
+def check_extras(config: Config) -> None:
+    """Refuse (``ImportError``, naming the pip install) a setting whose extra is not installed, as
+    the config loads: before a server listens, rather than in each of its workers. Nothing is
+    imported (see :func:`~bread_sync.loading.require`)."""
+    from .loading import require
+
+    if config.executor == "huey":
+        require("huey", "the huey executor (BREAD_EXECUTOR=huey)")
+    if config.server.metrics:
+        require("prometheus_client", "metrics (BREAD_METRICS=1)")
 
 
 def apply_environment(config: Config) -> Config:

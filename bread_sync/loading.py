@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sysconfig
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .errors import install_hint
@@ -28,31 +33,63 @@ EXTRAS = {
 def import_string(path: str) -> Any:
     """``package.module:attribute`` (or ``package.module.attribute``) to the object it names."""
     module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    module = import_module(module_name)
+    with raised_in(f"importing {module_name}"):
+        module = import_module(module_name)
     try:
         return getattr(module, attr) if attr else module
     except AttributeError:
         raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
 
 
-def import_module(name: str) -> Any:
+def import_module(name: str, needed_by: str | None = None) -> Any:
+    """``importlib.import_module``; a missing extra says which, and what needs it (``needed_by``,
+    by default the module ``name``)."""
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         extra = EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None:
             raise
-        raise ImportError(f"{name} needs the {extra!r} extra: {install_hint(extra)}") from exc
+        raise ImportError(f"{needed_by or name} needs the {extra!r} extra: {install_hint(extra)}") from exc
 
 
-def require(name: str) -> None:
+def require(name: str, needed_by: str | None = None) -> None:
     """Fail now, as :func:`import_module` would, if ``name`` is not installed; import nothing.
 
     For a part built in a gunicorn master and used in its workers: importing there would import
     ``ssl`` and ``socket`` users before gevent patches them in the workers.
     """
     if importlib.util.find_spec(name) is None:
-        import_module(name)
+        import_module(name, needed_by)
+
+
+#: Where code that is not the user's lives: Python's library, installed packages, bread_sync.
+_LIBRARIES = {sysconfig.get_path(kind) for kind in ("stdlib", "platstdlib", "purelib", "platlib")}
+_NOT_USER_CODE = tuple(f"{folder}{os.sep}" for folder in (*_LIBRARIES, os.path.dirname(os.path.abspath(__file__))))
+
+
+@contextmanager
+def raised_in(doing: str) -> Iterator[None]:
+    """Code of the user's (a module a path names, a config factory) run within: what it raises
+    is a ``ValueError`` of one line that names the exception and where the user's code raised it,
+    so a command can say it as a config that cannot load. A missing module (ImportError) says
+    which already, and passes as it is."""
+    try:
+        yield
+    except ImportError:
+        raise
+    except Exception as exc:
+        said = " ".join(str(exc).split())  # one line, even for a pydantic error's table
+        raise ValueError(f"{doing} raised {type(exc).__name__}: {said} ({raised_at(exc)})") from exc
+
+
+def raised_at(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``exc``'s traceback in the user's code (else the
+    innermost frame): where a config raised, not the line of ``os`` that raised for it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [frame for frame in frames if not frame.filename.startswith(("<", *_NOT_USER_CODE))]
+    frame = (own or frames)[-1]
+    return f"{frame.filename}:{frame.lineno}"
 
 
 def resolve(spec: Any, table: dict[str, str], factory: str, **opts: Any) -> Any:

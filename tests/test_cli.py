@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import pytest
 from bread_sync import Agent, BreadError, Config, ServerSettings
 from bread_sync.demo import config as demo_config
 from bread_sync.errors import MODEL_ERROR
+from bread_sync.loading import install_hint
 from bread_sync.models import script
 from bread_sync.models.script import say
 from bread_sync.stores.sqlite import store
@@ -35,7 +37,8 @@ DEADLINE = 20.0  # seconds any one process may take; generous for a loaded CI ma
 @pytest.fixture
 def env(tmp_path):
     """A child environment on a fresh SQLite store, writing nothing into the repository."""
-    child = {k: v for k, v in os.environ.items() if k not in ("BREAD_CONFIG", "BREAD_TRANSPORT", "NO_COLOR")}
+    unset = ("BREAD_CONFIG", "BREAD_TRANSPORT", "NO_COLOR", "OPS_API_KEY")
+    child = {k: v for k, v in os.environ.items() if k not in unset}
     child.update(BREAD_DB=str(tmp_path / "bread.db"), BREAD_INSTANCE=str(tmp_path), PYTHONUNBUFFERED="1")
     return child
 
@@ -329,6 +332,25 @@ def test_the_servers_load_a_config_in_the_current_folder(project, env, spawn, co
     assert [agent["id"] for agent in agents] == ["hello"]
 
 
+def keyed_config():
+    """A config factory that reads a key not exported, as docs/security.md's would."""
+    from bread_sync.server import auth_plugin
+
+    return demo_config().model_copy(update={"plugins": [auth_plugin(api_keys={"ops": os.environ["OPS_API_KEY"]})]})
+
+
+def agentless_config():
+    return Config(agents=[42])
+
+
+def where_the_key_is_read(path, lines, first_line=1):
+    """``file:line`` of the line among ``lines`` (from ``first_line`` of ``path``) that reads a key."""
+    return f"{path}:{first_line + next(i for i, line in enumerate(lines) if 'os.environ[' in line)}"
+
+
+RAISING_MODULE = ROOT / "tests" / "raising_config.py"
+
+
 #: Configs that cannot be loaded, and what the one line says.
 UNLOADABLE = {
     "no module": ({"BREAD_CONFIG": "no_such_module:config"}, "No module named 'no_such_module'"),
@@ -343,6 +365,20 @@ UNLOADABLE = {
     "a server setting its app refuses": (
         {"BREAD_CONFIG": "tests.test_cli:any_origin_config"},
         "CORS origin * lets any web page drive a server without auth",
+    ),
+    "a module that raises as it is imported": (
+        {"BREAD_CONFIG": "tests.raising_config:config"},
+        "importing tests.raising_config raised KeyError: 'OPS_API_KEY' "
+        f"({where_the_key_is_read(RAISING_MODULE, RAISING_MODULE.read_text().splitlines())})",
+    ),
+    "a config factory that raises": (
+        {"BREAD_CONFIG": "tests.test_cli:keyed_config"},
+        "calling tests.test_cli:keyed_config raised KeyError: 'OPS_API_KEY' "
+        f"({where_the_key_is_read(Path(__file__), *inspect.getsourcelines(keyed_config))})",
+    ),
+    "a config pydantic refuses, in a message of several lines": (
+        {"BREAD_CONFIG": "tests.test_cli:agentless_config"},
+        "raised ValidationError: 1 validation error for Config agents.0 Input should be an instance of Agent",
     ),
 }
 
@@ -367,8 +403,14 @@ COMMANDS = {
     "gc": ["gc", "--older-than", "1"],
     "dev": ["dev", "--port", "0"],
     "start": ["start", "--port", "0"],
+    "worker": ["worker"],
 }
-CASES = [(command, "no module") for command in COMMANDS] + [("start", cause) for cause in list(UNLOADABLE)[1:]]
+RAISING = ["a module that raises as it is imported", "a config factory that raises"]
+CASES = (
+    [(command, "no module") for command in COMMANDS]
+    + [("start", cause) for cause in list(UNLOADABLE)[1:]]
+    + [("invoke", cause) for cause in RAISING]
+)
 
 
 @pytest.mark.parametrize(("command", "cause"), CASES)
@@ -510,14 +552,71 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_keeps_chatting(terminal):
     assert term.wait() == 0
 
 
-#: The CLI on an install without the ``client`` extra: importing httpx2 fails.
-WITHOUT_HTTPX2 = "import sys; sys.modules['httpx2'] = None; from bread_sync.cli import main; sys.exit(main())"
+def without(module):
+    """The CLI on an install without ``module``: importing it fails (in the processes it forks too)."""
+    return f"import sys; sys.modules[{module!r}] = None; from bread_sync.cli import main; sys.exit(main())"
 
 
 @pytest.mark.parametrize("args", [["invoke", "echo", "hi"], ["tail", "run_x"], ["resume", "cp_x", "{}"]])
 def test_url_without_the_client_extra_is_one_line_and_exit_2(env, args):
-    result = subprocess.run([sys.executable, "-c", WITHOUT_HTTPX2, *args, "--url", "http://127.0.0.1:9"], env=env,
+    result = subprocess.run([sys.executable, "-c", without("httpx2"), *args, "--url", "http://127.0.0.1:9"], env=env,
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
     assert result.returncode == 2
     hint = 'pip install "bread-sync[client]" (in a clone: pip install -e ".[client]")'
     assert result.stderr == f"error: --url needs the HTTP client: {hint}\n"
+
+
+#: A setting whose extra is not installed: the module the extra brings, and what needs it.
+MISSING_EXTRAS = {
+    "queue": ("huey", {"BREAD_EXECUTOR": "huey"}, "the huey executor (BREAD_EXECUTOR=huey)"),
+    "metrics": ("prometheus_client", {"BREAD_METRICS": "1"}, "metrics (BREAD_METRICS=1)"),
+}
+
+
+@pytest.mark.parametrize("extra", MISSING_EXTRAS)
+@pytest.mark.parametrize("command", ["start", "worker", "invoke"])
+def test_a_setting_without_its_extra_is_one_line_and_exit_2_before_serving(env, command, extra):
+    module, settings, needed_by = MISSING_EXTRAS[extra]
+    result = subprocess.run([sys.executable, "-c", without(module), *COMMANDS[command]], env={**env, **settings},
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    said = f"{needed_by} needs the {extra!r} extra: {install_hint(extra)}"
+    assert result.stderr == f"error: cannot load the config: {said}\n"
+
+
+def test_a_worker_without_huey_or_its_executor_says_to_set_the_executor(env):
+    result = subprocess.run([sys.executable, "-c", without("huey"), "worker"], env=env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    said = "bread-sync worker drives queued runs: set BREAD_EXECUTOR=huey (or Config.executor)"
+    assert result.stderr == f"error: {said}\n"
+
+
+def read_until(pipe, text, timeout=DEADLINE):
+    """Read ``pipe`` (binary, unbuffered reads) until ``text`` appears; what was read."""
+    deadline, read = time.monotonic() + timeout, ""
+    while text not in read:
+        ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(pipe.fileno(), 4096) if ready else b""
+        if not chunk:
+            raise AssertionError(f"{text!r} never came: {read!r}")
+        read += chunk.decode()
+    return read
+
+
+def test_a_run_no_worker_claims_says_what_it_waits_for_and_ends_as_ever_once_one_does(env, spawn, tmp_path):
+    env = {**env, "BREAD_EXECUTOR": "huey"}
+    invoke = subprocess.Popen([*CLI, "invoke", "echo", "hi"], env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        said = read_until(invoke.stderr, "\n")
+        spawn([BREAD_SYNC, "worker"], tmp_path, env)
+        out, rest = invoke.communicate(timeout=DEADLINE)
+    finally:
+        if invoke.poll() is None:
+            invoke.kill()
+            invoke.wait(DEADLINE)
+    assert (invoke.returncode, out) == (0, b"hi\n")
+    notice = "is still queued, taken by no worker yet (with BREAD_EXECUTOR=huey: is a `bread-sync worker` running?)"
+    stderr = said + rest.decode()
+    assert re.fullmatch(rf"waiting: run run_\w+ {re.escape(notice)}\n", stderr), stderr

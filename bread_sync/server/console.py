@@ -31,6 +31,10 @@ EXIT_PAUSED = 3
 EXIT_CANCELLED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 
 EXIT_CODES = {"completed": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CANCELLED}
+#: How long a run this console follows may sit queued, taken by no worker, before a line on
+#: stderr says what it waits for: with BREAD_EXECUTOR=huey and no worker running, it waits forever
+#: (a session's older run or an agent's cap may hold it too: the line asks, it does not tell).
+QUEUED_NOTICE_SECONDS = 3.0
 
 
 class Console:
@@ -54,7 +58,7 @@ class Console:
         """Render ``run`` to its end or pause; the first Ctrl-C cancels it meanwhile."""
         token = CancelToken()
         token.on_cancel(lambda: threading.Thread(target=run.cancel, daemon=True).start())
-        with _ctrl_c_cancels(token):
+        with _ctrl_c_cancels(token), self._noticed_if_left_queued(run.run_id):
             for frame in run:
                 self.sink.publish(frame)
         self._positions[run.run_id] = run.last.seq if run.last is not None else 0
@@ -68,6 +72,31 @@ class Console:
 
     def run_record(self, run_id: str) -> dict[str, Any] | None:
         return self.client.transport.get_run(run_id)
+
+    @contextmanager
+    def _noticed_if_left_queued(self, run_id: str) -> Iterator[None]:
+        """While the block follows ``run_id``: if it is still ``queued`` after
+        QUEUED_NOTICE_SECONDS, one line on stderr says so; stdout and the exit code are the run's."""
+        timer = threading.Timer(QUEUED_NOTICE_SECONDS, self._notice_if_queued, (run_id,))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _notice_if_queued(self, run_id: str) -> None:
+        try:
+            record = self.run_record(run_id)
+        except Exception:  # a notice only: what fails meanwhile is the run's stream's to report
+            return
+        if record is not None and record.get("status") == "queued":
+            print(
+                f"waiting: run {run_id} is still queued, taken by no worker yet "
+                "(with BREAD_EXECUTOR=huey: is a `bread-sync worker` running?)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 @contextmanager

@@ -70,8 +70,6 @@ def patch() -> None:
 def work(config: Any, workers: int) -> None:
     """Drive queued runs with ``workers`` greenlets until told to stop (see the module's doc);
     :func:`patch` first."""
-    from huey.consumer import ConsumerStopped
-
     from .. import logs
     from ..runtime import Bread
     from ..webhooks.runs import start_sender
@@ -83,6 +81,8 @@ def work(config: Any, workers: int) -> None:
     if not bread.executor.queues:
         bread.close()
         raise ValueError("bread-sync worker drives queued runs: set BREAD_EXECUTOR=huey (or Config.executor)")
+    from huey.consumer import ConsumerStopped  # only now: an install without huey is told the line above
+
     for note in (live_text_note(config), metrics_note(config)):
         if note:
             print(note, file=sys.stderr)

@@ -36,6 +36,7 @@ FETCH_SITE_RULE = "Sec-Fetch-Site"
 #: Distinct (rule, origin) warnings one app logs, at most: anyone may send refused requests
 #: without end, each with a new origin.
 MAX_LOGGED_REFUSALS = 64
+_LAST_NOTE = f" (the last such warning: {MAX_LOGGED_REFUSALS} distinct ones were logged; further refusals are not)"
 #: How much of a header a warning quotes: a header may be kilobytes long.
 _SHOWN_CHARS = 200
 
@@ -82,9 +83,6 @@ class RefusalLog:
             self._told.add(key)
             last = len(self._told) == MAX_LOGGED_REFUSALS
         log.warning("%s%s", _refusal_message(rule, key[1]), _LAST_NOTE if last else "")
-
-
-_LAST_NOTE = f" (the last such warning: {MAX_LOGGED_REFUSALS} distinct ones were logged; further refusals are not)"
 
 
 def _shown(header: str | None) -> str | None:

@@ -27,7 +27,9 @@ OTEL_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDP
 def _isolated_instance(tmp_path, monkeypatch):
     """No test writes into the repository's instance folder or reads the developer's env."""
     monkeypatch.setenv("BREAD_INSTANCE", str(tmp_path / "instance"))
-    for name in ("BREAD_DB", "BREAD_CONFIG", "BREAD_TRANSPORT", "REDIS_URL", *OTEL_VARIABLES):
+    # A developer's BREAD_API_KEYS or BREAD_SECRET would make every server without auth refuse to start.
+    unread = ("BREAD_API_KEYS", "BREAD_SECRET")
+    for name in ("BREAD_DB", "BREAD_CONFIG", "BREAD_TRANSPORT", "REDIS_URL", *unread, *OTEL_VARIABLES):
         monkeypatch.delenv(name, raising=False)
 
 

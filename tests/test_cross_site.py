@@ -3,10 +3,13 @@
 browsers send no Origin and no Sec-Fetch-Site and are never refused by it. The real-server and
 browser tests: integration/test_cross_site_http.py, browser/test_cross_site_browser.py."""
 
+import logging
+
 import pytest
 
 from bread_sync.demo import config as demo_config
 from bread_sync.server import auth_plugin, create_server
+from bread_sync.server.cross_site import MAX_LOGGED_REFUSALS
 
 KEY = "alice-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -119,3 +122,62 @@ def test_an_allow_listed_origin_may_write(make_client, origins, auth):
 
 def test_health_is_never_refused(make_client):
     assert make_client().get("/health", headers={"Origin": "https://evil.example"}).status_code == 200
+
+
+def refusal_warnings(caplog):
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("cross-site rule")]
+
+
+@pytest.mark.parametrize(
+    ("sent", "said"),
+    [
+        ({"Origin": "http://localhost:5173"}, ["(Origin)", "'http://localhost:5173'", "cors_origins"]),  # Vite's
+        (
+            {"Origin": "http://127.0.0.1:3000"},
+            ["(Origin)", "'http://127.0.0.1:3000'", "'localhost:3000'", "cors_origins"],
+        ),
+        ({"Sec-Fetch-Site": "same-site"}, ["(Sec-Fetch-Site)", "'same-site'", "no Origin"]),
+    ],
+)
+def test_a_refusal_is_logged_once_with_what_would_allow_it(make_client, caplog, sent, said):
+    """The 403 says nothing (the spec fixes its body): the operator reads why in the log, once."""
+    client = make_client()
+    with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+        for path in ("/agents/echo/run", "/sessions/cleanup", "/agents/echo/run"):
+            answer = client.post(path, data=b"{}", headers={"Host": "localhost:3000", **sent})
+            assert answer.status_code == 403 and answer.data == b'{"error":"Forbidden"}\n'
+    [warning] = refusal_warnings(caplog)
+    assert all(part in warning for part in said), warning
+
+
+def test_an_origin_no_setting_allows_is_not_pointed_to_cors_origins(make_client, caplog):
+    with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+        make_client().post("/agents/echo/run", data=b"{}", headers={"Origin": "null"})
+    [warning] = refusal_warnings(caplog)
+    assert "no setting allows such an origin" in warning and "ServerSettings" not in warning
+
+
+def test_a_flood_of_origins_logs_a_bounded_number_of_lines(make_client, caplog):
+    client = make_client()
+    with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+        for n in range(MAX_LOGGED_REFUSALS + 20):
+            answer = client.post("/agents/echo/run", data=b"{}", headers={"Origin": f"https://evil-{n}.example"})
+            assert answer.status_code == 403
+    warnings = refusal_warnings(caplog)
+    assert len(warnings) == MAX_LOGGED_REFUSALS
+    assert "further refusals are not" in warnings[-1]
+
+
+def test_a_long_origin_is_quoted_short(make_client, caplog):
+    with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+        make_client().post("/agents/echo/run", data=b"{}", headers={"Origin": "https://" + "a" * 6000 + ".example"})
+    [warning] = refusal_warnings(caplog)
+    assert len(warning) < 1000
+
+
+def test_an_allowed_request_logs_nothing(make_client, caplog):
+    client = make_client(origins=[LISTED])
+    with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+        client.post("/agents/echo/run", json={"input": "hi"}, headers={"Origin": LISTED}).close()
+        client.post("/agents/echo/run", json={"input": "hi"}, headers={"Sec-Fetch-Site": "same-origin"}).close()
+    assert refusal_warnings(caplog) == []

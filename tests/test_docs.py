@@ -66,17 +66,15 @@ def _enclosing_function(node: ast.AST, parents: dict) -> ast.FunctionDef | None:
 
 def _names_of(key: ast.expr, function: ast.FunctionDef | None, tree: ast.Module) -> set[str]:
     """What a read's key stands for: a literal; a module constant (auth's SECRET_ENV_VAR); a
-    parameter's literal default in the module (auth_plugin's env_var); or, for a parameter of the
-    function that reads, the literals the module's calls of that function pass (config's _number)."""
+    parameter's default in the module, a literal or a module constant (auth_plugin's env_var);
+    or, for a parameter of the function that reads, the literals the module's calls of that
+    function pass (config's _number)."""
     if not isinstance(key, ast.Name):
         return _string(key)
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and [ast.unparse(target) for target in node.targets] == [key.id]:
-            found |= _string(node.value)
+    found = _constant(key.id, tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
-            found |= {name for param, default in _defaults(node) if param == key.id for name in _string(default)}
+            found |= {name for param, default in _defaults(node) if param == key.id for name in _literal(default, tree)}
     params = [arg.arg for arg in function.args.args] if function else []
     if key.id in params:
         index = params.index(key.id)
@@ -84,6 +82,20 @@ def _names_of(key: ast.expr, function: ast.FunctionDef | None, tree: ast.Module)
             if isinstance(node, ast.Call) and ast.unparse(node.func) == function.name and len(node.args) > index:
                 found |= _string(node.args[index])
     return found
+
+
+def _constant(name: str, tree: ast.Module) -> set[str]:
+    """The string a module constant ``name`` is set to, if any."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(target) for target in node.targets] == [name]:
+            found |= _string(node.value)
+    return found
+
+
+def _literal(node: ast.expr | None, tree: ast.Module) -> set[str]:
+    """A literal string, or the module constant that holds one."""
+    return _constant(node.id, tree) if isinstance(node, ast.Name) else _string(node)
 
 
 def _defaults(function: ast.FunctionDef) -> list[tuple[str, ast.expr | None]]:

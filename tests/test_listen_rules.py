@@ -130,6 +130,26 @@ def test_bread_sync_start_obeys_the_listen_rules(spawn, auth, authorize, host, o
         assert get(port, "/agents", {"Authorization": f"Bearer {KEY}", "Host": "api.example.com"}) == 200
 
 
+@pytest.mark.parametrize("name", ["BREAD_API_KEYS", "BREAD_SECRET"])
+def test_bread_sync_start_refuses_credentials_no_auth_plugin_reads(spawn, name):
+    """A key set without the auth plugin would be ignored and every local request served."""
+    port = free_port()
+    proc, log = spawn(False, False, "start", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                      env={name: "k" * 32})  # fmt: skip
+    assert_refused(proc, port, log)
+    assert f"sets {name}, but no auth plugin reads it: add auth_plugin()" in log.read_text()
+
+
+def test_a_key_in_the_environment_with_the_auth_plugin_is_required(spawn):
+    port = free_port()
+    env_key = "env-listen-key-0123456789"
+    proc, log = spawn(True, True, "start", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                      env={"BREAD_API_KEYS": env_key, "BREAD_SECRET": "s" * 32})  # fmt: skip
+    wait_for_health(proc, port, log)
+    assert get(port, "/agents") == 401
+    assert get(port, "/agents", {"Authorization": f"Bearer {env_key}"}) == 200
+
+
 def test_bread_sync_dev_refuses_a_public_bind_without_auth(spawn):
     port = free_port()
     proc, log = spawn(False, True, "dev", "--host", "0.0.0.0", "--port", str(port))
@@ -145,18 +165,23 @@ def test_gunicorn_with_the_shipped_conf_refuses_auth_without_authorize(spawn):
     assert "Traceback" not in log.read_text()
 
 
-def test_gunicorn_without_the_shipped_conf_never_serves_auth_without_authorize(spawn, tmp_path):
+@pytest.mark.parametrize(
+    ("auth", "env", "said"),
+    [(True, {}, "AUTH_NOT_CONFIGURED"), (False, {"BREAD_API_KEYS": "k" * 32}, "but no auth plugin reads it")],
+    ids=["auth-without-authorize", "unread-keys"],
+)
+def test_gunicorn_without_the_shipped_conf_never_serves_a_broken_auth_setup(spawn, tmp_path, auth, env, said):
     """The conf's start-up hook is not the only guard: wsgi.py itself refuses to build the app,
     so the worker never boots whatever launched it (here another -c, without the hook)."""
     port = free_port()
     gunicorn = str(Path(sys.executable).parent / "gunicorn")
     other = tmp_path / "other.conf.py"
     other.write_text('worker_class = "gevent"\n')
-    proc, log = spawn(True, False, "-c", str(other), "-w", "1", "-b", f"127.0.0.1:{port}", "--no-control-socket",
-                      "wsgi:app", command=(gunicorn,))  # fmt: skip
+    proc, log = spawn(auth, False, "-c", str(other), "-w", "1", "-b", f"127.0.0.1:{port}", "--no-control-socket",
+                      "wsgi:app", command=(gunicorn,), env=env)  # fmt: skip
     assert proc.wait(timeout=DEADLINE) != 0
     text = log.read_text()
-    assert "AUTH_NOT_CONFIGURED" in text and "Booting worker" in text, text
+    assert said in text and "Booting worker" in text, text
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", port)) != 0
 

@@ -62,6 +62,27 @@ def test_the_listen_rules(auth, authorize, host, outcome):
         assert check_bind(config, host) == (LOOPBACK_WARNING if outcome == "warn" else None)
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "unix:/run/bread.sock"])
+@pytest.mark.parametrize("names", [["BREAD_API_KEYS"], ["BREAD_SECRET"], ["BREAD_API_KEYS", "BREAD_SECRET"]])
+def test_credentials_in_the_environment_without_the_auth_plugin_are_refused(monkeypatch, host, names):
+    """Whoever set them means callers to need them: serving without would ignore them silently."""
+    for name in names:
+        monkeypatch.setenv(name, "k" * 32)
+    with pytest.raises(BreadError) as caught:
+        check_bind(Config(), host)
+    assert caught.value.code == "AUTH_NOT_CONFIGURED"
+    assert f"sets {' and '.join(names)}, but no auth plugin reads" in caught.value.message
+    assert "auth_plugin()" in caught.value.message and "docs/security.md" in caught.value.message
+
+
+def test_credentials_in_the_environment_with_the_auth_plugin_may_listen(monkeypatch):
+    monkeypatch.setenv("BREAD_API_KEYS", "k" * 32)
+    monkeypatch.setenv("BREAD_SECRET", "s" * 32)
+    config = Config(plugins=[AuthPlugin()])
+    config.server.authorize = lambda identity, action, args: True
+    assert check_bind(config, "0.0.0.0") is None
+
+
 def test_a_foreign_host_is_forbidden_and_health_is_not(client):
     assert client.get("/agents", headers={"Host": "evil.example"}).get_json() == {"error": "Forbidden"}
     forwarded = client.get("/agents", headers={"Host": "evil.example", "X-Forwarded-Host": "localhost"})

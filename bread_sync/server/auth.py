@@ -31,9 +31,16 @@ DEFAULT_STREAM_TOKEN_SECONDS = 300
 MIN_SECRET_LENGTH = 32
 STREAM_TOKEN_PATH = "/auth/stream-token"
 SECRET_ENV_VAR = "BREAD_SECRET"
+API_KEYS_ENV_VAR = "BREAD_API_KEYS"
 _SALT = "bread_sync.stream-token"
 
 Resolver = Callable[[Any], Any]
+
+
+def credentials_in_environment() -> list[str]:
+    """Which of the variables only the auth plugin reads are set: its API keys, its secret."""
+    keys, secret = os.environ.get(API_KEYS_ENV_VAR), os.environ.get(SECRET_ENV_VAR)
+    return [name for name, value in ((API_KEYS_ENV_VAR, keys), (SECRET_ENV_VAR, secret)) if value]
 
 
 class AUTH_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
@@ -42,7 +49,7 @@ class AUTH_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
 
 def auth_plugin(
     api_keys: Mapping[str, str] | Iterable[str] | str | None = None,
-    env_var: str | None = "BREAD_API_KEYS",
+    env_var: str | None = API_KEYS_ENV_VAR,
     resolve: Resolver | None = None,
     secret: str | None = None,
     stream_token_seconds: int = DEFAULT_STREAM_TOKEN_SECONDS,

@@ -8,26 +8,49 @@ stop it, and with auth off nothing else would. Browsers say where a request come
 refused here. Like Go's ``http.CrossOriginProtection``, an ``Origin`` whose host is the
 request's own Host is the server's own origin (the scheme is not compared: behind a proxy that
 ends TLS the server sees http where the page was https).
+
+The 403 says nothing (the spec fixes its body), so the operator is told in the log instead:
+one warning per rule and origin, naming what would allow it (:class:`RefusalLog`).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from flask import request
 
+from .cors import check_origins
+
+log = logging.getLogger("bread_sync.server")
+
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: ``Sec-Fetch-Site`` values that mean another site's page sent the request.
 _OTHER_SITES = frozenset({"cross-site", "same-site"})
+#: The rules that refuse: an ``Origin`` neither the server's own nor listed; a write that says
+#: ``Sec-Fetch-Site: cross-site`` or ``same-site`` with no ``Origin``.
+ORIGIN_RULE = "Origin"
+FETCH_SITE_RULE = "Sec-Fetch-Site"
+#: Distinct (rule, origin) warnings one app logs, at most: anyone may send refused requests
+#: without end, each with a new origin.
+MAX_LOGGED_REFUSALS = 64
+_LAST_NOTE = f" (the last such warning: {MAX_LOGGED_REFUSALS} distinct ones were logged; further refusals are not)"
+#: How much of a header a warning quotes: a header may be kilobytes long.
+_SHOWN_CHARS = 200
 
 
-def is_cross_site(cors_origins: Sequence[str]) -> bool:
-    """Whether a browser sent this request for a page the server does not serve or allow."""
+def refused_by(cors_origins: Sequence[str]) -> str | None:
+    """The rule that refuses this request (a browser's, for a page the server does not serve
+    or allow), or None."""
     origin = request.headers.get("Origin")
     if origin is not None:
-        return not (_is_own_origin(origin) or "*" in cors_origins or origin in cors_origins)
-    return request.method not in SAFE_METHODS and request.headers.get("Sec-Fetch-Site") in _OTHER_SITES
+        allowed = _is_own_origin(origin) or "*" in cors_origins or origin in cors_origins
+        return None if allowed else ORIGIN_RULE
+    if request.method not in SAFE_METHODS and request.headers.get("Sec-Fetch-Site") in _OTHER_SITES:
+        return FETCH_SITE_RULE
+    return None
 
 
 def _is_own_origin(origin: str) -> bool:
@@ -39,3 +62,57 @@ def _is_own_origin(origin: str) -> bool:
         return False
     host = request.headers.get("Host", "")
     return parts.scheme in ("http", "https") and bool(host) and parts.netloc.lower() == host.lower()
+
+
+class RefusalLog:
+    """Warns once per rule and origin that a cross-site request was refused, and what would
+    allow it, for at most :data:`MAX_LOGGED_REFUSALS` of them: a set of that many keys bounds
+    both the lines and the memory, however many origins a flood sends, and a refusal already
+    told costs one lookup. (A rate limit would bound lines per minute, not in all.)"""
+
+    def __init__(self) -> None:
+        self._told: set[tuple[str, str | None]] = set()
+        self._lock = threading.Lock()  # threaded servers: the bound holds exactly
+
+    def tell(self, rule: str) -> None:
+        header = request.headers.get(ORIGIN_RULE if rule == ORIGIN_RULE else FETCH_SITE_RULE)
+        key = (rule, _shown(header))
+        with self._lock:
+            if key in self._told or len(self._told) >= MAX_LOGGED_REFUSALS:
+                return
+            self._told.add(key)
+            last = len(self._told) == MAX_LOGGED_REFUSALS
+        log.warning("%s%s", _refusal_message(rule, key[1]), _LAST_NOTE if last else "")
+
+
+def _shown(header: str | None) -> str | None:
+    return None if header is None else header[:_SHOWN_CHARS]
+
+
+def _refusal_message(rule: str, shown: str | None) -> str:
+    where = f"403 to {request.method} {_shown(request.path)!r}"
+    if rule == FETCH_SITE_RULE:
+        return (
+            f"cross-site rule (Sec-Fetch-Site): {where}, a write with Sec-Fetch-Site: {shown!r} and no Origin; "
+            "a page of another site sent it (another port of this host is one), and without an Origin no "
+            "setting allows it: serve the page from this server's origin. See docs/security.md#cross-site-requests"
+        )
+    return (
+        f"cross-site rule (Origin): {where} from Origin {shown!r}, which is not this server's own "
+        f"(Host {_shown(request.headers.get('Host'))!r}) nor in config.server.cors_origins; {_how_to_allow(shown)}. "
+        "See docs/security.md#cross-site-requests"
+    )
+
+
+def _how_to_allow(origin: str | None) -> str:
+    try:
+        check_origins([origin or ""], auth=True)
+    except ValueError:
+        return (
+            "no setting allows such an origin (a sandboxed frame, a file: or data: page): "
+            "serve the page from this server's origin"
+        )
+    return (
+        "to let its pages call the API, add it to ServerSettings(cors_origins=[...]) "
+        "(BREAD_SYNC_CORS_ORIGINS in an embedding Flask app's config)"
+    )

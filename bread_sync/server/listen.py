@@ -6,6 +6,7 @@ import logging
 
 from ..config import Config
 from ..errors import AUTH_NOT_CONFIGURED, BreadError
+from .auth import credentials_in_environment
 from .cors import check_origins
 from .guard import LOOPBACK_BINDS, has_auth
 
@@ -26,7 +27,7 @@ LOOPBACK_WARNING = (
 
 def check_bind(config: Config, host: str) -> str | None:
     """Refuse (``AUTH_NOT_CONFIGURED``) a bind the listen rules forbid; a warning, if any."""
-    check_authorize(config)
+    check_auth_setup(config)
     if has_auth(config.plugins):
         return None
     if host in LOOPBACK_BINDS or host.startswith(UNIX_BIND):
@@ -38,6 +39,28 @@ def check_settings(config: Config) -> None:
     """Refuse (``ValueError``, as a config that cannot load) the server settings its app would
     refuse as each worker builds it (the CORS origins): said once, before any worker boots."""
     check_origins(config.server.cors_origins, has_auth(config.plugins))
+
+
+def check_auth_setup(config: Config) -> None:
+    """Refuse (``AUTH_NOT_CONFIGURED``) an auth setup that cannot work as meant: checked before
+    a server listens and again as each worker builds its app, however it was launched."""
+    check_authorize(config)
+    check_unread_credentials(config)
+
+
+def check_unread_credentials(config: Config) -> None:
+    """Refuse API keys or a stream-token secret in the environment with no auth plugin to read
+    them: whoever set them means callers to need them, and without the plugin they are ignored
+    and every local request is served."""
+    unread = credentials_in_environment()
+    if unread and not has_auth(config.plugins):
+        names, them = " and ".join(unread), "them" if len(unread) > 1 else "it"
+        raise BreadError(
+            AUTH_NOT_CONFIGURED,
+            f"the environment sets {names}, but no auth plugin reads {them}: add auth_plugin() to the config's plugins "
+            f"(with config.server.authorize; see docs/security.md), or unset {names} to serve local "
+            "requests without auth",
+        )
 
 
 def check_authorize(config: Config) -> None:

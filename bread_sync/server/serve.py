@@ -9,7 +9,7 @@ from typing import Any
 from .. import logs
 from ..config import Config
 from . import playground
-from .listen import check_authorize, check_listen
+from .listen import check_auth_setup, check_listen
 
 
 def dev(config: Config, host: str, port: int, config_name: str | None = None) -> None:
@@ -61,10 +61,11 @@ def start(config: Config, host: str, port: int, workers: int, config_name: str |
 def served_app() -> Any:
     """The app a server process serves (``wsgi.py``, each worker of ``bread-sync start``): the
     config ``BREAD_CONFIG`` names, refused with ``AUTH_NOT_CONFIGURED`` when auth is on without
-    ``authorize``, whatever launched the process. ``create_server`` itself never refuses."""
+    ``authorize``, or off with ``BREAD_API_KEYS`` or ``BREAD_SECRET`` set, whatever launched the
+    process. ``create_server`` itself never refuses."""
     from .. import create_bread
     from .extension import create_server
 
     bread = create_bread()
-    check_authorize(bread.config)
+    check_auth_setup(bread.config)
     return create_server(bread.start())

@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -278,6 +279,23 @@ def test_a_cross_site_write_is_refused_before_its_body_arrives(sse, sent):
     assert answer.status == 403 and answer.json() == {"error": "Forbidden"}
     assert time.monotonic() - began < 5
     serves(sse)
+
+
+def test_a_cross_site_refusal_is_told_in_the_servers_log_once(sse):
+    """The 403 body says nothing more (the spec fixes it): the worker's log names the origin and
+    the setting that would allow it, once however often that origin is refused (one worker)."""
+    origin = f"http://{uuid.uuid4().hex}.localhost:5173"  # no other test's: the server is shared
+    head = f"GET /sessions HTTP/1.1\r\nHost: localhost:3000\r\nOrigin: {origin}".encode()
+    for _ in range(3):
+        answer = raw_request(sse, head)
+        assert answer.status == 403 and answer.body == b'{"error":"Forbidden"}\n'
+    told = f"from Origin {origin!r}"
+    deadline = time.monotonic() + 10
+    while told not in sse.log() and time.monotonic() < deadline:
+        time.sleep(0.05)  # polled: the worker writes its log line before it answers, but to a file
+    lines = [line for line in sse.log().splitlines() if told in line]
+    assert len(lines) == 1, lines
+    assert "[WARNING]" in lines[0] and "ServerSettings(cors_origins=[...])" in lines[0]
 
 
 #: Chunk sizes gunicorn cannot parse: not hex, negative, an extension that never ends.

@@ -274,40 +274,27 @@ def test_an_approval_needs_an_approved_flag(env):
 
 # -- traces ------------------------------------------------------------------------------------
 
-#: Runs traced at once per case: the run's span was lost 3 times in 4 when the CLI could exit as
-#: its driver ended that span (after the exporter was shut down); all of them keep it now.
+#: Each case is run this many times: the run's span was lost 3 times in 4 when the CLI could exit
+#: as its driver ended that span (after the exporter was shut down); every one keeps it now.
 TRACED_RUNS = 2
 CHECKPOINT_HINT = re.compile(r"bread-sync resume (cp_\w+)")
 
 
-def traced_clis(env, *commands):
-    """Run each command's CLI at once, each exporting its spans to its stdout; their results."""
-    traced, pipe = {**env, "OTEL_TRACES_EXPORTER": "console"}, subprocess.PIPE
-    processes = [
-        subprocess.Popen([*CLI, *args], env=traced, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, text=True)
-        for args in commands
-    ]
-    return [(process.communicate(timeout=DEADLINE), process.returncode) for process in processes]
-
-
-def assert_run_span(out, agent_id, status):
+def assert_run_span(result, code, agent_id, status):
+    """The CLI exited ``code``, having exported (on its stdout) the run's span, ended ``status``."""
+    assert result.returncode == code, result.stderr
+    out = result.stdout
     assert f'"name": "invoke_agent {agent_id}"' in out and f'"bread.run.status": "{status}"' in out, out
 
 
 def test_the_cli_exports_each_runs_span_before_it_exits(env):
-    writer = ("invoke", "writer", '{"topic": "bread"}')
-    invoked = traced_clis(env, *[("invoke", "echo", "hello")] * TRACED_RUNS, *[writer] * TRACED_RUNS)
-    for (out, err), code in invoked[:TRACED_RUNS]:
-        assert code == 0, err
-        assert_run_span(out, "echo", "completed")
-    checkpoints = []
-    for (out, err), code in invoked[TRACED_RUNS:]:
-        assert code == 3, err
-        assert_run_span(out, "writer", "paused")
-        checkpoints.append(CHECKPOINT_HINT.search(err)[1])
-    for (out, err), code in traced_clis(env, *[("resume", cp, '{"approved": true}') for cp in checkpoints]):
-        assert code == 0, err
-        assert_run_span(out, "writer", "completed")
+    traced = {**env, "OTEL_TRACES_EXPORTER": "console"}
+    for _ in range(TRACED_RUNS):
+        assert_run_span(cli(traced, "invoke", "echo", "hello"), 0, "echo", "completed")
+        paused = cli(traced, "invoke", "writer", '{"topic": "bread"}')
+        assert_run_span(paused, 3, "writer", "paused")
+        resumed = cli(traced, "resume", CHECKPOINT_HINT.search(paused.stderr)[1], '{"approved": true}')
+        assert_run_span(resumed, 0, "writer", "completed")
 
 
 # -- the config --------------------------------------------------------------------------------

@@ -275,6 +275,31 @@ def test_an_approval_needs_an_approved_flag(env):
     assert cli(env, "resume", checkpoint_id, '{"approved": true}').returncode == 0  # not burnt
 
 
+# -- traces ------------------------------------------------------------------------------------
+
+#: Each case is run this many times: the run's span was lost 3 times in 4 when the CLI could exit
+#: as its driver ended that span (after the exporter was shut down); every one keeps it now.
+TRACED_RUNS = 2
+CHECKPOINT_HINT = re.compile(r"bread-sync resume (cp_\w+)")
+
+
+def assert_run_span(result, code, agent_id, status):
+    """The CLI exited ``code``, having exported (on its stdout) the run's span, ended ``status``."""
+    assert result.returncode == code, result.stderr
+    out = result.stdout
+    assert f'"name": "invoke_agent {agent_id}"' in out and f'"bread.run.status": "{status}"' in out, out
+
+
+def test_the_cli_exports_each_runs_span_before_it_exits(env):
+    traced = {**env, "OTEL_TRACES_EXPORTER": "console"}
+    for _ in range(TRACED_RUNS):
+        assert_run_span(cli(traced, "invoke", "echo", "hello"), 0, "echo", "completed")
+        paused = cli(traced, "invoke", "writer", '{"topic": "bread"}')
+        assert_run_span(paused, 3, "writer", "paused")
+        resumed = cli(traced, "resume", CHECKPOINT_HINT.search(paused.stderr)[1], '{"approved": true}')
+        assert_run_span(resumed, 0, "writer", "completed")
+
+
 # -- the config --------------------------------------------------------------------------------
 
 MYAPP_AGENTS = """

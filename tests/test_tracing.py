@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from bread_sync import tracing
+from bread_sync.client import create_agent_client, local
 from bread_sync.errors import MODEL_OVERLOADED, RUN_CANCELLED, STORE_BUSY, BreadError
 from bread_sync.models.script import provider, say, usage
 
@@ -65,6 +66,10 @@ def tree(spans) -> list[Any]:
 def named(spans, name: str):
     (span,) = [span for span in spans if span.name == name]
     return span
+
+
+def run_status(spans, agent_id: str) -> str:
+    return named(spans, f"invoke_agent {agent_id}").attributes["bread.run.status"]
 
 
 def test_nothing_is_traced_per_text_delta(traced, exporter, monkeypatch):
@@ -184,6 +189,21 @@ def test_the_writer_pauses_in_its_tool_call_and_the_resume_links_to_the_paused_s
     assert resumed.attributes["bread.run.status"] == "completed"
     assert [link.context.span_id for link in resumed.links] == [run.context.span_id]
     assert [event.name for event in resumed.events] == ["resumed"]
+
+
+def test_the_in_process_client_hands_out_a_runs_last_crumb_with_its_span_ended(traced, exporter):
+    """Its runs are driven on threads of their own; a caller that stops at the last crumb (the
+    CLI, which then closes the Bread and exits) finds the run's span ended, not ending after."""
+    bread = traced()
+    with create_agent_client(local.transport(bread)) as client:
+        for _ in range(20):  # the race lost the span most times, not every time
+            exporter.clear()
+            paused = client.thread().send("writer", {"topic": "bread"})
+            assert paused.wait_until_idle().status == "paused"
+            assert run_status(exporter.get_finished_spans(), "writer") == "paused"
+            exporter.clear()
+            assert paused.respond({"approved": True}).wait_until_idle().status == "completed"
+            assert run_status(exporter.get_finished_spans(), "writer") == "completed"
 
 
 def test_the_managers_subagent_and_task_are_under_the_tool_calls_that_made_them(traced, exporter):

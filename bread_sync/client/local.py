@@ -4,7 +4,8 @@ it would point at a server.
 
 A run it starts is driven on a thread of its own (so a caller that stops reading does not stop
 the run, as over HTTP) and read through ``bread.tail``, the same merge of log and transport a
-passive stream serves.
+passive stream serves. The tail has a run's last crumb as soon as it is logged, before its
+driver has ended the run's span: the stream hands that crumb out only once the driver is done.
 """
 
 from __future__ import annotations
@@ -13,19 +14,39 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from ..crumbs import STREAM_END, Frame
 from ..errors import BLOB_STORE_NOT_CONFIGURED, FILE_NOT_FOUND, RUN_NOT_FOUND, BreadError
 from .contract import StoredFile, ThreadState, Unsupported, last_turn, not_supported
 
 FILES = "/files/"
+#: How long a run's last crumb waits for its driver to be done with it (its span ended, its
+#: metrics counted), which takes moments; longer only for a run another process ended while its
+#: driver here was still in a call, which finds out at its next crumb.
+DRIVER_DONE_SECONDS = 5.0
 
 
 class LocalRunStream:
-    def __init__(self, run_id: str, frames: Iterator[Any]):
+    """A run's frames, read from its tail. ``driver``: the thread driving the run here (None:
+    another drives it), which its last crumb (its end or pause) waits for, as a
+    :class:`~bread_sync.runs.Run` hands out its own: a caller may stop there and close the
+    ``Bread`` (the CLI does, and exits), its span exported by then, not ended after."""
+
+    def __init__(self, run_id: str, frames: Iterator[Any], driver: threading.Thread | None = None):
         self.run_id = run_id
         self._frames = frames
+        self._driver = driver
 
     def __iter__(self) -> Iterator[Any]:
-        return (item for item in self._frames if item is not None)
+        if self._driver is None:
+            return (item for item in self._frames if item is not None)
+        return self._driven(self._driver)
+
+    def _driven(self, driver: threading.Thread) -> Iterator[Any]:
+        for item in self._frames:
+            if isinstance(item, Frame) and item.crumb["type"] in STREAM_END:
+                driver.join(DRIVER_DONE_SECONDS)
+            if item is not None:
+                yield item
 
     def close(self) -> None:
         self._frames.close()
@@ -90,8 +111,8 @@ class LocalClientTransport(Unsupported):
         return self._drive(run, run.first_seq - 1)
 
     def _drive(self, run: Any, after: int) -> LocalRunStream:
-        _start(run)
-        return LocalRunStream(run.run_id, self.bread.tail(run.run_id, after, through_pause=False))
+        driver = _start(run)
+        return LocalRunStream(run.run_id, self.bread.tail(run.run_id, after, through_pause=False), driver)
 
     def stop_thread(self, thread_id: str) -> bool:
         state = self.get_thread_state(thread_id)
@@ -137,9 +158,14 @@ class LocalClientTransport(Unsupported):
         """Nothing to release: the ``Bread`` is its owner's to close."""
 
 
-def _start(run: Any) -> None:
-    if not run.attached:  # an attached run (a retried run id) is driven by whoever started it
-        threading.Thread(target=run.drain, name=f"run {run.run_id}", daemon=True).start()
+def _start(run: Any) -> threading.Thread | None:
+    """The thread driving ``run``, started; None for an attached run (a retried run id), which
+    whoever started it drives."""
+    if run.attached:
+        return None
+    driver = threading.Thread(target=run.drain, name=f"run {run.run_id}", daemon=True)
+    driver.start()
+    return driver
 
 
 def _url(file_id: str) -> str:

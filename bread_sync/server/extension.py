@@ -158,9 +158,9 @@ def _guard() -> Any:
     current = state()
     if not current.auth:
         check_local()
-    rule = cross_site.refused_by(current.cors_origins)
-    if rule is not None:
-        current.cross_site_refusals.tell(rule)  # the 403's body says nothing: the log says why
+    refusal = cross_site.refused_by(current.cors_origins)
+    if refusal is not None:
+        current.cross_site_refusals.tell(refusal)  # the 403's body says nothing: the log says why
         raise Forbidden()  # before the body is read: a hostile page's bytes are never parsed
     if current.playground and playground.is_page_request():
         return playground.serve_request()  # before the auth plugin: the page loads without a credential

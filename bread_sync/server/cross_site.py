@@ -10,7 +10,7 @@ request's own Host is the server's own origin (the scheme is not compared: behin
 ends TLS the server sees http where the page was https).
 
 The 403 says nothing (the spec fixes its body), so the operator is told in the log instead:
-one warning per rule and origin, naming what would allow it (:class:`RefusalLog`).
+one warning per rule and origin an hour, naming what would allow it (:class:`RefusalLog`).
 """
 
 from __future__ import annotations

@@ -6,10 +6,19 @@ browser tests: integration/test_cross_site_http.py, browser/test_cross_site_brow
 import logging
 
 import pytest
+from flask import Flask
 
 from bread_sync.demo import config as demo_config
 from bread_sync.server import auth_plugin, create_server
-from bread_sync.server.cross_site import MAX_LOGGED_REFUSALS
+from bread_sync.server.cross_site import (
+    FETCH_SITE_RULE,
+    MAX_LOGGED_REFUSALS,
+    ORIGIN_RULE,
+    REFUSAL_LOG_PERIOD_SECONDS,
+    Refusal,
+    RefusalLog,
+    refused_by,
+)
 
 KEY = "alice-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -166,6 +175,51 @@ def test_a_flood_of_origins_logs_a_bounded_number_of_lines(make_client, caplog):
     warnings = refusal_warnings(caplog)
     assert len(warnings) == MAX_LOGGED_REFUSALS
     assert "further refusals are not" in warnings[-1]
+
+
+def test_a_flood_silences_the_log_for_an_hour_at_most(make_client, caplog):
+    """A scanner's origins use up the hour's budget; the operator's own misconfigured dev origin,
+    refused after, is told once the hour is up."""
+    client = make_client()
+    now = [1000.0]
+    client.application.extensions["bread_sync"].cross_site_refusals = RefusalLog(clock=lambda: now[0])
+    own = {"Origin": "http://localhost:5173"}
+    with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+        for n in range(MAX_LOGGED_REFUSALS):
+            client.post("/agents/echo/run", data=b"{}", headers={"Origin": f"https://scanner-{n}.example"})
+        now[0] += REFUSAL_LOG_PERIOD_SECONDS - 1
+        assert client.post("/agents/echo/run", data=b"{}", headers=own).status_code == 403
+        assert len(refusal_warnings(caplog)) == MAX_LOGGED_REFUSALS
+        now[0] += 1
+        assert client.post("/agents/echo/run", data=b"{}", headers=own).status_code == 403
+        client.post("/agents/echo/run", data=b"{}", headers=own)
+    warnings = refusal_warnings(caplog)
+    assert len(warnings) == MAX_LOGGED_REFUSALS + 1 and "'http://localhost:5173'" in warnings[-1]
+
+
+@pytest.mark.parametrize(
+    ("sent", "refusal"),
+    [
+        ({"Origin": "https://evil.example"}, Refusal(ORIGIN_RULE, "https://evil.example")),
+        ({"Sec-Fetch-Site": "same-site"}, Refusal(FETCH_SITE_RULE, "same-site")),
+        ({"Origin": "http://localhost:3000", "Sec-Fetch-Site": "cross-site"}, None),  # its own, by Host
+    ],
+)
+def test_a_refusal_names_its_rule_and_the_header_it_read(sent, refusal):
+    headers = {"Host": "localhost:3000", **sent}
+    with Flask(__name__).test_request_context("/runs", method="POST", headers=headers):
+        assert refused_by([]) == refusal
+
+
+def test_a_method_is_quoted_in_the_log(caplog):
+    """The method, like the path and the headers, is the client's to write: quoted, its
+    terminal escapes never reach the terminal that shows the log."""
+    refusal = Refusal(ORIGIN_RULE, "https://evil.example")
+    with Flask(__name__).test_request_context("/runs", method="\x1b[2JPOST"):
+        with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+            RefusalLog().tell(refusal)
+    [warning] = refusal_warnings(caplog)
+    assert "\x1b" not in warning and "'\\x1b[2JPOST'" in warning
 
 
 def test_a_long_origin_is_quoted_short(make_client, caplog):

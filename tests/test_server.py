@@ -2,6 +2,7 @@
 
 import gc
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -81,6 +82,24 @@ def test_credentials_in_the_environment_with_the_auth_plugin_may_listen(monkeypa
     config = Config(plugins=[AuthPlugin()])
     config.server.authorize = lambda identity, action, args: True
     assert check_bind(config, "0.0.0.0") is None
+
+
+def test_an_app_of_ones_own_serves_unread_credentials_but_warns_once(monkeypatch, make_bread, caplog):
+    """Only bread's own launchers refuse them (listen.py); ``create_server`` in an app of the
+    user's own serves, and says in the log that the keys are ignored."""
+    monkeypatch.setenv("BREAD_API_KEYS", "k" * 32)
+    with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+        client = create_server(make_bread(transport="http-sse")).test_client()
+        assert client.get("/agents").status_code == 200
+    warned = [r.getMessage() for r in caplog.records if "but no auth plugin reads it" in r.getMessage()]
+    assert len(warned) == 1 and "BREAD_API_KEYS" in warned[0], warned
+
+
+def test_an_app_with_the_auth_plugin_does_not_warn_of_credentials(monkeypatch, make_bread, caplog):
+    monkeypatch.setenv("BREAD_API_KEYS", "k" * 32)
+    with caplog.at_level(logging.WARNING, logger="bread_sync.server"):
+        create_server(make_bread(transport="http-sse", plugins=[AuthPlugin()]))
+    assert not [r for r in caplog.records if "auth plugin reads" in r.getMessage()]
 
 
 def test_a_foreign_host_is_forbidden_and_health_is_not(client):

@@ -10,14 +10,16 @@ request's own Host is the server's own origin (the scheme is not compared: behin
 ends TLS the server sees http where the page was https).
 
 The 403 says nothing (the spec fixes its body), so the operator is told in the log instead:
-one warning per rule and origin, naming what would allow it (:class:`RefusalLog`).
+one warning per rule and origin an hour, naming what would allow it (:class:`RefusalLog`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from flask import request
@@ -33,23 +35,37 @@ _OTHER_SITES = frozenset({"cross-site", "same-site"})
 #: ``Sec-Fetch-Site: cross-site`` or ``same-site`` with no ``Origin``.
 ORIGIN_RULE = "Origin"
 FETCH_SITE_RULE = "Sec-Fetch-Site"
-#: Distinct (rule, origin) warnings one app logs, at most: anyone may send refused requests
-#: without end, each with a new origin.
+#: Distinct (rule, origin) warnings one app logs in a period, at most: anyone may send refused
+#: requests without end, each with a new origin.
 MAX_LOGGED_REFUSALS = 64
-_LAST_NOTE = f" (the last such warning: {MAX_LOGGED_REFUSALS} distinct ones were logged; further refusals are not)"
+#: How long the set of what was told holds: then it starts afresh, so a flood of origins (a
+#: scanner's) keeps the operator's own misconfigured origin out of the log for an hour at most.
+REFUSAL_LOG_PERIOD_SECONDS = 3600.0
+_LAST_NOTE = (
+    f" (the last such warning this hour: {MAX_LOGGED_REFUSALS} distinct ones were logged; "
+    "further refusals are not, until the hour is up)"
+)
 #: How much of a header a warning quotes: a header may be kilobytes long.
 _SHOWN_CHARS = 200
 
 
-def refused_by(cors_origins: Sequence[str]) -> str | None:
+class Refusal(NamedTuple):
+    """A rule that refused this request, and the value of the header it read."""
+
+    rule: str
+    header: str
+
+
+def refused_by(cors_origins: Sequence[str]) -> Refusal | None:
     """The rule that refuses this request (a browser's, for a page the server does not serve
     or allow), or None."""
     origin = request.headers.get("Origin")
     if origin is not None:
         allowed = _is_own_origin(origin) or "*" in cors_origins or origin in cors_origins
-        return None if allowed else ORIGIN_RULE
-    if request.method not in SAFE_METHODS and request.headers.get("Sec-Fetch-Site") in _OTHER_SITES:
-        return FETCH_SITE_RULE
+        return None if allowed else Refusal(ORIGIN_RULE, origin)
+    fetch_site = request.headers.get("Sec-Fetch-Site")
+    if request.method not in SAFE_METHODS and fetch_site in _OTHER_SITES:
+        return Refusal(FETCH_SITE_RULE, fetch_site)
     return None
 
 
@@ -66,23 +82,37 @@ def _is_own_origin(origin: str) -> bool:
 
 class RefusalLog:
     """Warns once per rule and origin that a cross-site request was refused, and what would
-    allow it, for at most :data:`MAX_LOGGED_REFUSALS` of them: a set of that many keys bounds
-    both the lines and the memory, however many origins a flood sends, and a refusal already
-    told costs one lookup. (A rate limit would bound lines per minute, not in all.)"""
+    allow it, for at most :data:`MAX_LOGGED_REFUSALS` of them an hour: a set of that many keys
+    bounds both the lines and the memory, however many origins a flood sends, and a refusal
+    already told costs one lookup. The set starts afresh each :data:`REFUSAL_LOG_PERIOD_SECONDS`,
+    so a flood cannot silence the log for the rest of the process's life.
 
-    def __init__(self) -> None:
+    ``clock``: monotonic seconds (tests drive their own)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._told: set[tuple[str, str | None]] = set()
+        self._period_began = clock()
         self._lock = threading.Lock()  # threaded servers: the bound holds exactly
 
-    def tell(self, rule: str) -> None:
-        header = request.headers.get(ORIGIN_RULE if rule == ORIGIN_RULE else FETCH_SITE_RULE)
-        key = (rule, _shown(header))
+    def tell(self, refusal: Refusal) -> None:
+        shown = _shown(refusal.header)
         with self._lock:
-            if key in self._told or len(self._told) >= MAX_LOGGED_REFUSALS:
+            if not self._first_time(refusal.rule, shown):
                 return
-            self._told.add(key)
             last = len(self._told) == MAX_LOGGED_REFUSALS
-        log.warning("%s%s", _refusal_message(rule, key[1]), _LAST_NOTE if last else "")
+        log.warning("%s%s", _refusal_message(refusal.rule, shown), _LAST_NOTE if last else "")
+
+    def _first_time(self, rule: str, shown: str | None) -> bool:
+        now = self._clock()
+        if now - self._period_began >= REFUSAL_LOG_PERIOD_SECONDS:
+            self._told.clear()
+            self._period_began = now
+        key = (rule, shown)
+        if key in self._told or len(self._told) >= MAX_LOGGED_REFUSALS:
+            return False
+        self._told.add(key)
+        return True
 
 
 def _shown(header: str | None) -> str | None:
@@ -90,7 +120,7 @@ def _shown(header: str | None) -> str | None:
 
 
 def _refusal_message(rule: str, shown: str | None) -> str:
-    where = f"403 to {request.method} {_shown(request.path)!r}"
+    where = f"403 to {_shown(request.method)!r} {_shown(request.path)!r}"
     if rule == FETCH_SITE_RULE:
         return (
             f"cross-site rule (Sec-Fetch-Site): {where}, a write with Sec-Fetch-Site: {shown!r} and no Origin; "

@@ -25,6 +25,7 @@ from .guard import (
     read_rest_of_body,
     run_authorizer,
 )
+from .listen import unread_credentials_problem
 from .runner import Runner
 from .state import State, state
 
@@ -64,6 +65,9 @@ class BreadSync:
         app.config.setdefault("BREAD_SYNC_PLAYGROUND", server.playground)
         mount = _mounter(bread.transport)
         auth = has_auth(bread.config.plugins)
+        unread = unread_credentials_problem(bread.config)
+        if unread:  # bread's servers refuse to start (listen.py); an app of the user's own serves
+            log.warning("serving anyway: %s", unread)
         blueprint = Blueprint("bread_sync", __name__)
         app.extensions["bread_sync"] = State(
             bread=bread,
@@ -158,9 +162,9 @@ def _guard() -> Any:
     current = state()
     if not current.auth:
         check_local()
-    rule = cross_site.refused_by(current.cors_origins)
-    if rule is not None:
-        current.cross_site_refusals.tell(rule)  # the 403's body says nothing: the log says why
+    refusal = cross_site.refused_by(current.cors_origins)
+    if refusal is not None:
+        current.cross_site_refusals.tell(refusal)  # the 403's body says nothing: the log says why
         raise Forbidden()  # before the body is read: a hostile page's bytes are never parsed
     if current.playground and playground.is_page_request():
         return playground.serve_request()  # before the auth plugin: the page loads without a credential

@@ -49,18 +49,28 @@ def check_auth_setup(config: Config) -> None:
 
 
 def check_unread_credentials(config: Config) -> None:
-    """Refuse API keys or a stream-token secret in the environment with no auth plugin to read
-    them: whoever set them means callers to need them, and without the plugin they are ignored
-    and every local request is served."""
+    """Refuse (``AUTH_NOT_CONFIGURED``) API keys or a stream-token secret in the environment with
+    no auth plugin to read them: whoever set them means callers to need them, and without the
+    plugin they are ignored and every local request is served."""
+    problem = unread_credentials_problem(config)
+    if problem:
+        raise BreadError(AUTH_NOT_CONFIGURED, problem)
+
+
+def unread_credentials_problem(config: Config) -> str | None:
+    """What is wrong when the environment sets ``BREAD_API_KEYS`` or ``BREAD_SECRET`` and no auth
+    plugin is configured to read them, or None. (An auth plugin told not to read one,
+    ``auth_plugin(env_var=None)`` or ``secret=...``, is not judged: the config may read the
+    variable itself, and keys it does not read are refused, not ignored.)"""
     unread = credentials_in_environment()
-    if unread and not has_auth(config.plugins):
-        names, them = " and ".join(unread), "them" if len(unread) > 1 else "it"
-        raise BreadError(
-            AUTH_NOT_CONFIGURED,
-            f"the environment sets {names}, but no auth plugin reads {them}: add auth_plugin() to the config's plugins "
-            f"(with config.server.authorize; see docs/security.md), or unset {names} to serve local "
-            "requests without auth",
-        )
+    if not unread or has_auth(config.plugins):
+        return None
+    names, them = " and ".join(unread), "them" if len(unread) > 1 else "it"
+    return (
+        f"the environment sets {names}, but no auth plugin reads {them}: add auth_plugin() to the config's plugins "
+        f"(with config.server.authorize; see docs/security.md), or unset {names} to serve local "
+        "requests without auth"
+    )
 
 
 def check_authorize(config: Config) -> None:

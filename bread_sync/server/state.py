@@ -25,7 +25,7 @@ class State:
     #: Seconds a request body has to arrive (``BREAD_SYNC_BODY_TIMEOUT_SECONDS``; None: no limit).
     body_timeout_seconds: float | None = None
     cors_origins: list[str] = field(default_factory=list)
-    #: What the cross-site refusals told the operator so far (each rule and origin once).
+    #: What the cross-site refusals told the operator this hour (each rule and origin once).
     cross_site_refusals: RefusalLog = field(default_factory=RefusalLog)
     #: Frames one stream may have waiting for its client (``BREAD_SYNC_MAX_STREAM_BACKLOG``).
     max_stream_backlog: int | None = None

@@ -1,7 +1,7 @@
 """The cross-site rule, in process: a browser's request for a page of another site is refused
 (403) on every bread route, auth on or off, before its body is read; clients that are not
 browsers send no Origin and no Sec-Fetch-Site and are never refused by it. The real-server and
-browser tests: integration/test_cross_site_http.py, browser/test_cross_site_browser.py."""
+browser tests: integration/test_hostile_input.py, browser/test_cross_site_browser.py."""
 
 import logging
 

@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -441,6 +442,62 @@ def test_gunicorn_with_the_shipped_conf_says_it_in_one_line_and_exits_2(env, cau
     errors = [line for line in result.stderr.splitlines() if "[ERROR]" in line]
     assert len(errors) == 1 and "[ERROR] cannot load the config: " in errors[0] and said in errors[0]
     assert "Traceback" not in result.stderr and "Listening at" not in result.stderr
+
+
+def unloadable(env, config, cwd=None, python=sys.executable):
+    """The one line ``invoke`` says of ``config`` (BREAD_CONFIG), which cannot load."""
+    result = subprocess.run([python, "-m", "bread_sync.cli", *COMMANDS["invoke"]], cwd=cwd,
+                            env={**env, "BREAD_CONFIG": config}, stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, timeout=DEADLINE)  # fmt: skip
+    assert (result.returncode, result.stdout, result.stderr.count("\n")) == (2, "", 1), result.stderr
+    return result.stderr
+
+
+def test_a_config_module_that_does_not_parse_names_its_own_line(env, tmp_path):
+    (tmp_path / "unparsed_config.py").write_text("from bread_sync.demo import config\n\nconfig = (\n")
+    said = unloadable(env, "unparsed_config:config", cwd=tmp_path)
+    where = f"{tmp_path / 'unparsed_config.py'}:3"
+    said_it = f"importing unparsed_config raised SyntaxError: '(' was never closed ({where})"
+    assert said == f"error: cannot load the config: {said_it}\n"
+
+
+#: A config factory that reads a key not exported, in a module of its own.
+INSTALLED_FACTORY = """import os
+
+from bread_sync.demo import config as demo_config
+
+
+def config():
+    return demo_config() if os.environ["OPS_API_KEY"] else None
+"""
+
+
+@pytest.fixture
+def installed_app(tmp_path):
+    """A Python whose site-packages holds the user's config package, as a Docker image's
+    ``pip install .`` leaves it (bread_sync and its dependencies are this test run's); its path."""
+    venv = [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "image")]
+    subprocess.run(venv, check=True, timeout=DEADLINE)
+    python = tmp_path / "image" / "bin" / "python"
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True, timeout=DEADLINE).stdout.strip()  # fmt: skip
+    site_packages = Path(purelib)
+    (site_packages / "ours.pth").write_text(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
+    (site_packages / "app").mkdir()
+    (site_packages / "app" / "__init__.py").write_text("")
+    (site_packages / "app" / "settings.py").write_text(RAISING_MODULE.read_text())
+    (site_packages / "app" / "factory.py").write_text(INSTALLED_FACTORY)
+    return python, site_packages / "app"
+
+
+def test_a_config_installed_as_a_package_is_named_where_it_was_entered_not_in_os(env, installed_app):
+    python, app = installed_app
+    said = unloadable(env, "app.settings:config", python=python)
+    where = where_the_key_is_read(app / "settings.py", RAISING_MODULE.read_text().splitlines())
+    assert said.endswith(f"importing app.settings raised KeyError: 'OPS_API_KEY' ({where})\n"), said
+    said = unloadable(env, "app.factory:config", python=python)
+    where = where_the_key_is_read(app / "factory.py", INSTALLED_FACTORY.splitlines())
+    assert said.endswith(f"calling app.factory:config raised KeyError: 'OPS_API_KEY' ({where})\n"), said
 
 
 # -- at a terminal -----------------------------------------------------------------------------

@@ -19,8 +19,7 @@ import pytest
 
 from bread_sync import Agent, BreadError, Config, ServerSettings
 from bread_sync.demo import config as demo_config
-from bread_sync.errors import MODEL_ERROR
-from bread_sync.loading import install_hint
+from bread_sync.errors import MODEL_ERROR, install_hint
 from bread_sync.models import script
 from bread_sync.models.script import say
 from bread_sync.stores.sqlite import store
@@ -625,15 +624,32 @@ def test_url_without_the_client_extra_is_one_line_and_exit_2(env, args):
 
 #: A setting whose extra is not installed: the module the extra brings, and what needs it.
 MISSING_EXTRAS = {
-    "queue": ("huey", {"BREAD_EXECUTOR": "huey"}, "the huey executor (BREAD_EXECUTOR=huey)"),
-    "metrics": ("prometheus_client", {"BREAD_METRICS": "1"}, "metrics (BREAD_METRICS=1)"),
+    "queue": ("huey", "Config.executor 'huey' (BREAD_EXECUTOR)"),
+    "metrics": ("prometheus_client", "Config.server.metrics (BREAD_METRICS)"),
+}
+#: Each setting made by the environment, and in code.
+SETTINGS = {
+    "queue": [{"BREAD_EXECUTOR": "huey"}, {"BREAD_CONFIG": "tests.test_cli:huey_config"}],
+    "metrics": [{"BREAD_METRICS": "1"}, {"BREAD_CONFIG": "tests.test_cli:metrics_config"}],
 }
 
 
+def huey_config():
+    return demo_config().model_copy(update={"executor": "huey"})
+
+
+def metrics_config():
+    return demo_config().model_copy(update={"server": ServerSettings(metrics=True)})
+
+
 @pytest.mark.parametrize("extra", MISSING_EXTRAS)
-@pytest.mark.parametrize("command", ["start", "worker", "invoke"])
-def test_a_setting_without_its_extra_is_one_line_and_exit_2_before_serving(env, command, extra):
-    module, settings, needed_by = MISSING_EXTRAS[extra]
+@pytest.mark.parametrize(
+    ("command", "made_in"), [("start", "environment"), ("worker", "environment"), ("invoke", "environment"),
+                             ("start", "code")],
+)  # fmt: skip
+def test_a_setting_without_its_extra_is_one_line_and_exit_2_before_serving(env, command, made_in, extra):
+    module, needed_by = MISSING_EXTRAS[extra]
+    settings = SETTINGS[extra][made_in == "code"]
     result = subprocess.run([sys.executable, "-c", without(module), *COMMANDS[command]], env={**env, **settings},
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
     assert (result.returncode, result.stdout) == (2, "")

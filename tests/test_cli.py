@@ -629,8 +629,8 @@ MISSING_EXTRAS = {
 }
 #: Each setting made by the environment, and in code.
 SETTINGS = {
-    "queue": [{"BREAD_EXECUTOR": "huey"}, {"BREAD_CONFIG": "tests.test_cli:huey_config"}],
-    "metrics": [{"BREAD_METRICS": "1"}, {"BREAD_CONFIG": "tests.test_cli:metrics_config"}],
+    "queue": {"environment": {"BREAD_EXECUTOR": "huey"}, "code": {"BREAD_CONFIG": "tests.test_cli:huey_config"}},
+    "metrics": {"environment": {"BREAD_METRICS": "1"}, "code": {"BREAD_CONFIG": "tests.test_cli:metrics_config"}},
 }
 
 
@@ -649,7 +649,7 @@ def metrics_config():
 )  # fmt: skip
 def test_a_setting_without_its_extra_is_one_line_and_exit_2_before_serving(env, command, made_in, extra):
     module, needed_by = MISSING_EXTRAS[extra]
-    settings = SETTINGS[extra][made_in == "code"]
+    settings = SETTINGS[extra][made_in]
     result = subprocess.run([sys.executable, "-c", without(module), *COMMANDS[command]], env={**env, **settings},
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
     assert (result.returncode, result.stdout) == (2, "")

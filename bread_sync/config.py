@@ -205,12 +205,12 @@ def check_extras(config: Config) -> None:
     """Refuse (``ImportError``, naming the pip install) a setting whose extra is not installed, as
     the config loads: before a server listens, rather than in each of its workers. Nothing is
     imported (see :func:`~bread_sync.loading.require`)."""
+    from . import metrics
     from .loading import require
 
     if config.executor == "huey":
-        require("huey", "the huey executor (BREAD_EXECUTOR=huey)")
-    if config.server.metrics:
-        require("prometheus_client", "metrics (BREAD_METRICS=1)")
+        require("huey", "Config.executor 'huey' (BREAD_EXECUTOR)")
+    metrics.check_installed(config)
 
 
 def apply_environment(config: Config) -> Config:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .errors import install_hint
+from .errors import BreadError, install_hint
 
 #: Which extra provides the third-party module a built-in implementation needs.
 EXTRAS = {
@@ -64,32 +64,61 @@ def require(name: str, needed_by: str | None = None) -> None:
 
 
 #: Where code that is not the user's lives: Python's library, installed packages, bread_sync.
-_LIBRARIES = {sysconfig.get_path(kind) for kind in ("stdlib", "platstdlib", "purelib", "platlib")}
-_NOT_USER_CODE = tuple(f"{folder}{os.sep}" for folder in (*_LIBRARIES, os.path.dirname(os.path.abspath(__file__))))
+#: (A virtual environment's packages sit inside its platstdlib folder: they are not Python's.)
+_PYTHON = tuple(f"{sysconfig.get_path(kind)}{os.sep}" for kind in ("stdlib", "platstdlib"))
+_PACKAGES = tuple(f"{sysconfig.get_path(kind)}{os.sep}" for kind in ("purelib", "platlib"))
+_BREAD_SYNC = f"{os.path.dirname(os.path.abspath(__file__))}{os.sep}"
+_NOT_USER_CODE = ("<", *_PYTHON, *_PACKAGES, _BREAD_SYNC)
+#: The frames between bread_sync and the code it runs: its own, and the import machinery's.
+_ENTERING = (_BREAD_SYNC, f"{os.path.dirname(importlib.__file__)}{os.sep}", "<frozen importlib.")
 
 
 @contextmanager
 def raised_in(doing: str) -> Iterator[None]:
     """Code of the user's (a module a path names, a config factory) run within: what it raises
-    is a ``ValueError`` of one line that names the exception and where the user's code raised it,
-    so a command can say it as a config that cannot load. A missing module (ImportError) says
-    which already, and passes as it is."""
+    is a ``ValueError`` of one line that names the exception (and a ``BreadError``'s code) and
+    where the user's code raised it, so a command can say it as a config that cannot load. A
+    missing module (ImportError) says which already, and passes as it is."""
     try:
         yield
     except ImportError:
         raise
     except Exception as exc:
-        said = " ".join(str(exc).split())  # one line, even for a pydantic error's table
-        raise ValueError(f"{doing} raised {type(exc).__name__}: {said} ({raised_at(exc)})") from exc
+        at = raised_at(exc)
+        where = f" ({at})" if at else ""
+        raise ValueError(f"{doing} raised {_named(exc)}: {_said(exc)}{where}") from exc
 
 
-def raised_at(exc: BaseException) -> str:
-    """``file:line`` of the innermost frame of ``exc``'s traceback in the user's code (else the
-    innermost frame): where a config raised, not the line of ``os`` that raised for it."""
+def _named(exc: Exception) -> str:
+    return f"{type(exc).__name__} {exc.code}" if isinstance(exc, BreadError) else type(exc).__name__
+
+
+def _said(exc: Exception) -> str:
+    """``exc``'s message on one line (a pydantic error's is a table); a SyntaxError's without
+    the file and line :func:`raised_at` names."""
+    said = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+    return " ".join(said.split())
+
+
+def raised_at(exc: BaseException) -> str | None:
+    """``file:line`` where the user's code raised ``exc``: a SyntaxError's own place; else the
+    innermost frame of its traceback in the user's code, not the line of ``os`` that raised for
+    it. Code installed as a package has no such frame: then the first frame past bread_sync and
+    the import machinery, where its module or factory was entered; None if that is Python's."""
+    if isinstance(exc, SyntaxError) and exc.filename and not exc.filename.startswith("<"):
+        return f"{exc.filename}:{exc.lineno}"
     frames = traceback.extract_tb(exc.__traceback__)
-    own = [frame for frame in frames if not frame.filename.startswith(("<", *_NOT_USER_CODE))]
-    frame = (own or frames)[-1]
+    own = [frame for frame in frames if not frame.filename.startswith(_NOT_USER_CODE)]
+    entered = [frame for frame in frames if not frame.filename.startswith(_ENTERING)]
+    frame = own[-1] if own else entered[0] if entered else None
+    if frame is None or _pythons(frame.filename):
+        return None
     return f"{frame.filename}:{frame.lineno}"
+
+
+def _pythons(filename: str) -> bool:
+    """Whether ``filename`` is Python's own code (its library, or frozen or generated code)."""
+    return filename.startswith(("<", *_PYTHON)) and not filename.startswith(_PACKAGES)
 
 
 def resolve(spec: Any, table: dict[str, str], factory: str, **opts: Any) -> Any:

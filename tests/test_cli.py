@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -18,8 +19,7 @@ import pytest
 
 from bread_sync import Agent, BreadError, Config, ServerSettings
 from bread_sync.demo import config as demo_config
-from bread_sync.errors import MODEL_ERROR
-from bread_sync.loading import install_hint
+from bread_sync.errors import MODEL_ERROR, install_hint
 from bread_sync.models import script
 from bread_sync.models.script import say
 from bread_sync.stores.sqlite import store
@@ -468,6 +468,62 @@ def test_gunicorn_with_the_shipped_conf_says_it_in_one_line_and_exits_2(env, cau
     assert "Traceback" not in result.stderr and "Listening at" not in result.stderr
 
 
+def unloadable(env, config, cwd=None, python=sys.executable):
+    """The one line ``invoke`` says of ``config`` (BREAD_CONFIG), which cannot load."""
+    result = subprocess.run([python, "-m", "bread_sync.cli", *COMMANDS["invoke"]], cwd=cwd,
+                            env={**env, "BREAD_CONFIG": config}, stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, timeout=DEADLINE)  # fmt: skip
+    assert (result.returncode, result.stdout, result.stderr.count("\n")) == (2, "", 1), result.stderr
+    return result.stderr
+
+
+def test_a_config_module_that_does_not_parse_names_its_own_line(env, tmp_path):
+    (tmp_path / "unparsed_config.py").write_text("from bread_sync.demo import config\n\nconfig = (\n")
+    said = unloadable(env, "unparsed_config:config", cwd=tmp_path)
+    where = f"{tmp_path / 'unparsed_config.py'}:3"
+    said_it = f"importing unparsed_config raised SyntaxError: '(' was never closed ({where})"
+    assert said == f"error: cannot load the config: {said_it}\n"
+
+
+#: A config factory that reads a key not exported, in a module of its own.
+INSTALLED_FACTORY = """import os
+
+from bread_sync.demo import config as demo_config
+
+
+def config():
+    return demo_config() if os.environ["OPS_API_KEY"] else None
+"""
+
+
+@pytest.fixture
+def installed_app(tmp_path):
+    """A Python whose site-packages holds the user's config package, as a Docker image's
+    ``pip install .`` leaves it (bread_sync and its dependencies are this test run's); its path."""
+    venv = [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "image")]
+    subprocess.run(venv, check=True, timeout=DEADLINE)
+    python = tmp_path / "image" / "bin" / "python"
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, check=True, timeout=DEADLINE).stdout.strip()  # fmt: skip
+    site_packages = Path(purelib)
+    (site_packages / "ours.pth").write_text(f"import site; site.addsitedir({sysconfig.get_path('purelib')!r})\n")
+    (site_packages / "app").mkdir()
+    (site_packages / "app" / "__init__.py").write_text("")
+    (site_packages / "app" / "settings.py").write_text(RAISING_MODULE.read_text())
+    (site_packages / "app" / "factory.py").write_text(INSTALLED_FACTORY)
+    return python, site_packages / "app"
+
+
+def test_a_config_installed_as_a_package_is_named_where_it_was_entered_not_in_os(env, installed_app):
+    python, app = installed_app
+    said = unloadable(env, "app.settings:config", python=python)
+    where = where_the_key_is_read(app / "settings.py", RAISING_MODULE.read_text().splitlines())
+    assert said.endswith(f"importing app.settings raised KeyError: 'OPS_API_KEY' ({where})\n"), said
+    said = unloadable(env, "app.factory:config", python=python)
+    where = where_the_key_is_read(app / "factory.py", INSTALLED_FACTORY.splitlines())
+    assert said.endswith(f"calling app.factory:config raised KeyError: 'OPS_API_KEY' ({where})\n"), said
+
+
 # -- at a terminal -----------------------------------------------------------------------------
 
 
@@ -593,15 +649,32 @@ def test_url_without_the_client_extra_is_one_line_and_exit_2(env, args):
 
 #: A setting whose extra is not installed: the module the extra brings, and what needs it.
 MISSING_EXTRAS = {
-    "queue": ("huey", {"BREAD_EXECUTOR": "huey"}, "the huey executor (BREAD_EXECUTOR=huey)"),
-    "metrics": ("prometheus_client", {"BREAD_METRICS": "1"}, "metrics (BREAD_METRICS=1)"),
+    "queue": ("huey", "Config.executor 'huey' (BREAD_EXECUTOR)"),
+    "metrics": ("prometheus_client", "Config.server.metrics (BREAD_METRICS)"),
+}
+#: Each setting made by the environment, and in code.
+SETTINGS = {
+    "queue": {"environment": {"BREAD_EXECUTOR": "huey"}, "code": {"BREAD_CONFIG": "tests.test_cli:huey_config"}},
+    "metrics": {"environment": {"BREAD_METRICS": "1"}, "code": {"BREAD_CONFIG": "tests.test_cli:metrics_config"}},
 }
 
 
+def huey_config():
+    return demo_config().model_copy(update={"executor": "huey"})
+
+
+def metrics_config():
+    return demo_config().model_copy(update={"server": ServerSettings(metrics=True)})
+
+
 @pytest.mark.parametrize("extra", MISSING_EXTRAS)
-@pytest.mark.parametrize("command", ["start", "worker", "invoke"])
-def test_a_setting_without_its_extra_is_one_line_and_exit_2_before_serving(env, command, extra):
-    module, settings, needed_by = MISSING_EXTRAS[extra]
+@pytest.mark.parametrize(
+    ("command", "made_in"), [("start", "environment"), ("worker", "environment"), ("invoke", "environment"),
+                             ("start", "code")],
+)  # fmt: skip
+def test_a_setting_without_its_extra_is_one_line_and_exit_2_before_serving(env, command, made_in, extra):
+    module, needed_by = MISSING_EXTRAS[extra]
+    settings = SETTINGS[extra][made_in]
     result = subprocess.run([sys.executable, "-c", without(module), *COMMANDS[command]], env={**env, **settings},
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=DEADLINE)  # fmt: skip
     assert (result.returncode, result.stdout) == (2, "")

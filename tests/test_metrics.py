@@ -5,6 +5,7 @@ tests/integration/test_metrics_http.py.)"""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from prometheus_client import generate_latest
@@ -13,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bread_sync import Agent, Config, create_bread
 from bread_sync.config import ServerSettings
 from bread_sync.engine.emitter import Emitter
+from bread_sync.errors import install_hint
 from bread_sync.metrics import prometheus
 from bread_sync.server import create_server
 
@@ -111,7 +113,8 @@ def test_off_there_is_no_route_and_no_timer_on_commits(monkeypatch):
 def test_metrics_on_without_the_extra_names_the_pip_install(monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     monkeypatch.setitem(__import__("sys").modules, "prometheus_client", None)
-    with pytest.raises(ImportError, match=r"bread-sync\[metrics\]"):
+    said = f"Config.server.metrics (BREAD_METRICS) needs the 'metrics' extra: {install_hint('metrics')}"
+    with pytest.raises(ImportError, match=f"^{re.escape(said)}$"):  # as the CLI's loading says it
         create_bread(Config(agents=[Agent(id="echo", model="echo")], store="memory", server=ON))
 
 

@@ -62,12 +62,19 @@ def metrics_from_config(config: Any) -> Metrics | None:
     sets it); None otherwise. On without the extra is an error that names the pip install."""
     if not config.server.metrics:
         return None
-    from ..loading import require
-
-    require("prometheus_client")
+    check_installed(config)
     from ..agents import Tool
     from . import prometheus
 
     metrics = prometheus.metrics()
     metrics.declared_tools.update(t.name for agent in config.agents for t in agent.tools if isinstance(t, Tool))
     return metrics
+
+
+def check_installed(config: Any) -> None:
+    """Refuse metrics on (in code or by ``BREAD_METRICS``) without their extra: an ``ImportError``
+    that names the pip install. Nothing is imported (see :func:`~bread_sync.loading.require`)."""
+    if config.server.metrics:
+        from ..loading import require
+
+        require("prometheus_client", "Config.server.metrics (BREAD_METRICS)")

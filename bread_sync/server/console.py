@@ -11,7 +11,7 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,6 +20,7 @@ from click.core import ParameterSource
 
 from ..cancel import CancelToken
 from ..client import AgentClient, Outcome, ThreadRun, create_agent_client, local
+from ..crumbs import AGENT_RUN_START, HUMAN_RESUMED, Frame
 from ..errors import AGENT_NOT_FOUND, BreadError, install_hint
 from ..runtime import Bread
 from ..transports import stdout
@@ -35,6 +36,10 @@ EXIT_CODES = {"completed": EXIT_OK, "failed": EXIT_FAILED, "cancelled": EXIT_CAN
 #: stderr says what it waits for: with BREAD_EXECUTOR=huey and no worker running, it waits forever
 #: (a session's older run or an agent's cap may hold it too: the line asks, it does not tell).
 QUEUED_NOTICE_SECONDS = 3.0
+#: How long a follow that ends waits for the notice's read of the run's record, already begun.
+NOTICE_STOP_SECONDS = 1.0
+#: The crumbs a run's stream opens with (a start, or a resume's): all a queued run's stream shows.
+OPENING_CRUMBS = frozenset({AGENT_RUN_START, HUMAN_RESUMED})
 
 
 class Console:
@@ -58,8 +63,9 @@ class Console:
         """Render ``run`` to its end or pause; the first Ctrl-C cancels it meanwhile."""
         token = CancelToken()
         token.on_cancel(lambda: threading.Thread(target=run.cancel, daemon=True).start())
-        with _ctrl_c_cancels(token), self._noticed_if_left_queued(run.run_id):
+        with _ctrl_c_cancels(token), QueuedNotice(run.run_id, self.run_record) as notice:
             for frame in run:
+                notice.saw(frame)  # before it is shown: a notice never lands in the run's output
                 self.sink.publish(frame)
         self._positions[run.run_id] = run.last.seq if run.last is not None else 0
         return run.outcome()
@@ -73,30 +79,57 @@ class Console:
     def run_record(self, run_id: str) -> dict[str, Any] | None:
         return self.client.transport.get_run(run_id)
 
-    @contextmanager
-    def _noticed_if_left_queued(self, run_id: str) -> Iterator[None]:
-        """While the block follows ``run_id``: if it is still ``queued`` after
-        QUEUED_NOTICE_SECONDS, one line on stderr says so; stdout and the exit code are the run's."""
-        timer = threading.Timer(QUEUED_NOTICE_SECONDS, self._notice_if_queued, (run_id,))
-        timer.daemon = True
-        timer.start()
-        try:
-            yield
-        finally:
-            timer.cancel()
 
-    def _notice_if_queued(self, run_id: str) -> None:
+class QueuedNotice:
+    """While a console follows the run ``run_id``: if it is still ``queued`` after ``after``
+    seconds, one line on stderr says so; stdout and the exit code are the run's. Use it as a
+    context manager, telling it each frame the run shows (:meth:`saw`)."""
+
+    def __init__(
+        self, run_id: str, read_record: Callable[[str], dict[str, Any] | None], after: float = QUEUED_NOTICE_SECONDS
+    ):
+        self.run_id, self._read_record = run_id, read_record
+        #: Set once the line may no longer be said: the run went on, or the console stopped following it.
+        self.done = threading.Event()
+        self._saying = threading.Lock()  # the line lands whole before whatever follows a stop
+        self._timer = threading.Timer(after, self._say_if_queued)
+        self._timer.name, self._timer.daemon = f"queued-notice-{run_id}", True
+
+    def __enter__(self) -> QueuedNotice:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def saw(self, frame: Frame) -> None:
+        """Stop at the run's first crumb past its opening: a queued run shows none, so a run that
+        is not queued costs no read of its record (an HTTP request with ``--url``)."""
+        if frame.crumb["type"] not in OPENING_CRUMBS and not self.done.is_set():
+            self.stop()
+
+    def stop(self) -> None:
+        """From here on the line is never said. A timer already running may be reading the record:
+        it sees ``done`` before it prints; the join lets that read end before the client it reads
+        through closes, but never holds the run's output or exit for long."""
+        self._timer.cancel()
+        with self._saying:
+            self.done.set()
+        self._timer.join(NOTICE_STOP_SECONDS)
+
+    def _say_if_queued(self) -> None:
         try:
-            record = self.run_record(run_id)
+            record = self._read_record(self.run_id)
         except Exception:  # a notice only: what fails meanwhile is the run's stream's to report
             return
-        if record is not None and record.get("status") == "queued":
-            print(
-                f"waiting: run {run_id} is still queued, taken by no worker yet "
-                "(with BREAD_EXECUTOR=huey: is a `bread-sync worker` running?)",
-                file=sys.stderr,
-                flush=True,
-            )
+        with self._saying:
+            if record is not None and record.get("status") == "queued" and not self.done.is_set():
+                print(
+                    f"waiting: run {self.run_id} is still queued, taken by no worker yet "
+                    "(with BREAD_EXECUTOR=huey: is a `bread-sync worker` running?)",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 @contextmanager

@@ -39,7 +39,8 @@ Resolver = Callable[[Any], Any]
 
 def credentials_in_environment() -> list[str]:
     """Which of the variables only the auth plugin reads are set: its API keys, its secret."""
-    return [name for name in (API_KEYS_ENV_VAR, SECRET_ENV_VAR) if os.environ.get(name)]
+    keys, secret = os.environ.get(API_KEYS_ENV_VAR), os.environ.get(SECRET_ENV_VAR)
+    return [name for name, value in ((API_KEYS_ENV_VAR, keys), (SECRET_ENV_VAR, secret)) if value]
 
 
 class AUTH_ACTIONS:  # noqa: N801 - spelled like HTTP_ACTIONS
